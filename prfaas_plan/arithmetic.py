@@ -1,0 +1,348 @@
+"""Model arithmetic: parameters, KV/state bytes and FLOPs of a `ModelProfile`, exact where possible.
+
+Conventions
+-----------
+- Byte counts are logical bytes (what one copy of the cache holds) unless ``tp`` replication is asked
+  for. They are Python ints for scalar inputs and int64 numpy arrays for array inputs.
+- ``l`` is the uncached prompt length in tokens; functions of length accept a scalar or any array.
+- FLOPs count a multiply-add as 2 FLOPs. Prefill computes logits for the last token only.
+- Linear-attention cores (KDA, Gated DeltaNet, Lightning) are counted in their recurrent form, per
+  token and head: delta-rule kinds do 3 state-sized multiply-adds (read-out of k, rank-1 update, read-out
+  of q) plus the decay (1 multiply per state element); Lightning does 2 plus the decay. Chunked kernels
+  do the same arithmetic regrouped plus an intra-chunk term; `prfaas_plan.reference` checks the bound.
+
+Sources of the formulas: the architectures' public modelling code (GQA/MLA/KDA/Gated DeltaNet/Lightning
+as in their Hugging Face implementations); cache layouts as in SGLang/vLLM (conv state keeps
+``conv_kernel - 1`` positions; MLA caches the latent and the rope key only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .profiles import (GROWING_KINDS, RECURRENT_KINDS, WINDOW_KINDS, AttentionGroup, ModelProfile,
+                       dtype_bytes)
+
+
+def _as_len(l):
+    """Scalar ints stay ints (exact); arrays become int64."""
+    if np.isscalar(l):
+        return int(l)
+    return np.asarray(l, dtype=np.int64)
+
+
+def _bytes(model: ModelProfile, which: str) -> float:
+    return dtype_bytes({"kv": model.kv_dtype, "state": model.state_dtype, "conv": model.conv_dtype,
+                        "weights": model.weight_dtype}[which], model.name)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Per-layer cache shapes (elements)
+
+
+def kv_elements_per_token(g: AttentionGroup) -> int:
+    """Cached elements per token per layer for growing/window kinds (K and V, or MLA latent + rope)."""
+    if g.kind in ("gqa", "swa"):
+        return g.num_kv_heads * (g.head_dim + g.v_head_dim)
+    if g.kind == "mla":
+        return g.kv_lora_rank + g.qk_rope_head_dim
+    return 0
+
+
+def recurrent_state_elements(g: AttentionGroup) -> int:
+    """Elements of the recurrent state matrix of one layer (heads x key dim x value dim)."""
+    if g.kind == "kda":
+        return g.num_heads * g.head_dim * g.head_dim
+    if g.kind == "gated_deltanet":
+        return g.num_value_heads * g.key_head_dim * g.value_head_dim
+    if g.kind == "lightning":
+        return g.num_heads * g.head_dim * g.head_dim
+    return 0
+
+
+def conv_channels(g: AttentionGroup) -> int:
+    """Channels of the short causal convolution (q, k and v streams) of one layer; 0 if none."""
+    if g.kind == "kda":
+        return 3 * g.num_heads * g.head_dim
+    if g.kind == "gated_deltanet":
+        return 2 * g.num_key_heads * g.key_head_dim + g.num_value_heads * g.value_head_dim
+    return 0
+
+
+def conv_state_elements(g: AttentionGroup) -> int:
+    """Elements of the convolution state of one layer: the last ``conv_kernel - 1`` inputs."""
+    if conv_channels(g) == 0 or g.conv_kernel <= 1:
+        return 0
+    return (g.conv_kernel - 1) * conv_channels(g)
+
+
+# ----------------------------------------------------------------------------------------------------
+# KV and state bytes
+
+
+def kv_bytes_per_token(model: ModelProfile) -> int:
+    """Bytes per prompt token of the growing (full-attention) layers, all layers summed."""
+    b = _bytes(model, "kv")
+    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.groups(*GROWING_KINDS)))
+
+
+def swa_bytes_per_token(model: ModelProfile) -> int:
+    """Bytes per token of the sliding-window layers (capped at each layer's window)."""
+    b = _bytes(model, "kv")
+    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.groups(*WINDOW_KINDS)))
+
+
+def recurrent_state_bytes(model: ModelProfile) -> int:
+    """Bytes of the recurrent state matrices of all linear-attention layers, per request."""
+    b = _bytes(model, "state")
+    return int(sum(g.count * recurrent_state_elements(g) * b for g in model.groups(*RECURRENT_KINDS)))
+
+
+def conv_state_bytes(model: ModelProfile) -> int:
+    """Bytes of the short-convolution states of all linear-attention layers, per request."""
+    b = _bytes(model, "conv")
+    return int(sum(g.count * conv_state_elements(g) * b for g in model.groups(*RECURRENT_KINDS)))
+
+
+def fixed_state_bytes(model: ModelProfile) -> int:
+    """Fixed per-request bytes that do not depend on length: recurrent + conv states."""
+    return recurrent_state_bytes(model) + conv_state_bytes(model)
+
+
+def swa_bytes(model: ModelProfile, l):
+    """Bytes of the sliding-window caches for ``l`` tokens (each layer capped at its window)."""
+    l = _as_len(l)
+    b = _bytes(model, "kv")
+    total = 0 if np.isscalar(l) else np.zeros_like(l)
+    for g in model.groups(*WINDOW_KINDS):
+        total = total + np.minimum(l, g.window) * int(g.count * kv_elements_per_token(g) * b)
+    return total if np.isscalar(l) else np.asarray(total, dtype=np.int64)
+
+
+def _replication(model: ModelProfile, g: AttentionGroup, tp: int) -> int:
+    """How many copies of a layer's cache a tensor-parallel group of ``tp`` ranks holds in total.
+
+    GQA/SWA: when ``tp`` exceeds the KV heads, each rank holds one head, so the heads are replicated
+    ``tp / kv_heads`` times (Qwen3-235B: 4 heads on TP8 -> 2x, as Mooncake measured). MLA: every rank
+    holds the whole latent (``tp`` copies). Recurrent states are split by head: one copy.
+    """
+    if tp <= 1:
+        return 1
+    if g.kind in ("gqa", "swa"):
+        return max(1, tp // g.num_kv_heads) if g.num_kv_heads < tp else 1
+    if g.kind == "mla":
+        return tp
+    return 1
+
+
+@dataclass(frozen=True)
+class KVParts:
+    """`S_kv` split into its parts, bytes (ints or int64 arrays like the length given)."""
+
+    growing: object
+    window: object
+    recurrent: object
+    conv: object
+
+    @property
+    def total(self):
+        return self.growing + self.window + self.recurrent + self.conv
+
+
+def s_kv_parts(model: ModelProfile, l, cached=0, tp: int = 1) -> KVParts:
+    """What must reach decode for an uncached length ``l`` given ``cached`` prefix tokens already there.
+
+    ``l`` counts the new (uncached) tokens; the decode side already holds ``cached`` tokens of prefix KV.
+    Growing KV: only the ``l`` new tokens cross. Window KV: the last ``min(window, l)`` new tokens
+    (older window entries are part of the cached prefix). Recurrent and conv states: always whole
+    (the state at the end of the prompt is new). ``tp > 1`` gives the bytes a tensor-parallel transfer
+    moves when heads are replicated across ranks (see `_replication`); ``tp = 1`` is logical bytes.
+    """
+    l = _as_len(l)
+    del cached  # the cached prefix changes nothing that crosses; kept for the signature's clarity
+    kvb = _bytes(model, "kv")
+    growing = sum(g.count * kv_elements_per_token(g) * kvb * _replication(model, g, tp)
+                  for g in model.groups(*GROWING_KINDS))
+    growing = l * int(growing)
+    window = 0 if np.isscalar(l) else np.zeros_like(l)
+    for g in model.groups(*WINDOW_KINDS):
+        per = int(g.count * kv_elements_per_token(g) * kvb * _replication(model, g, tp))
+        window = window + np.minimum(l, g.window) * per
+    zero = 0 if np.isscalar(l) else np.zeros_like(l)
+    recurrent = zero + recurrent_state_bytes(model)
+    conv = zero + conv_state_bytes(model)
+    return KVParts(growing, window, recurrent, conv)
+
+
+def s_kv(model: ModelProfile, l, cached=0, tp: int = 1):
+    """Bytes that must reach decode for uncached length ``l`` (see `s_kv_parts`)."""
+    return s_kv_parts(model, l, cached, tp).total
+
+
+def dense_equivalent_kv(model: ModelProfile, l):
+    """Bytes a dense model of the same depth would cache for ``l`` tokens: every layer as the model's
+    own full-attention kind (its first growing group's shape). Used for the KV reduction factor."""
+    l = _as_len(l)
+    full = model.groups(*GROWING_KINDS)
+    if not full:
+        full = model.groups(*WINDOW_KINDS)
+    if not full:
+        return 0 * l
+    per_layer = kv_elements_per_token(full[0]) * _bytes(model, "kv")
+    return l * int(model.num_layers * per_layer)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Parameters
+
+
+def attention_params(model: ModelProfile, g: AttentionGroup) -> int:
+    """Weight elements of one layer's attention block (projections; norms and biases omitted)."""
+    h = model.hidden_size
+    if g.kind in ("gqa", "swa"):
+        q = h * g.num_heads * g.head_dim
+        kv = h * g.num_kv_heads * (g.head_dim + g.v_head_dim)
+        o = g.num_heads * g.v_head_dim * h
+        gate = h * g.num_heads * g.v_head_dim if g.output_gate else 0
+        return q + kv + o + gate
+    if g.kind == "mla":
+        qk = g.qk_nope_head_dim + g.qk_rope_head_dim
+        q = (h * g.q_lora_rank + g.q_lora_rank * g.num_heads * qk) if g.q_lora_rank else h * g.num_heads * qk
+        kv_a = h * (g.kv_lora_rank + g.qk_rope_head_dim)
+        kv_b = g.kv_lora_rank * g.num_heads * (g.qk_nope_head_dim + g.v_head_dim)
+        o = g.num_heads * g.v_head_dim * h
+        gate = h * g.num_heads * g.v_head_dim if g.output_gate else 0
+        return q + kv_a + kv_b + o + gate
+    if g.kind == "kda":
+        hd = g.num_heads * g.head_dim
+        qkv_o = 4 * h * hd
+        gates = 2 * (h * g.head_dim + g.head_dim * hd)  # low-rank forget gate and output gate
+        beta = h * g.num_heads
+        return qkv_o + gates + beta + conv_channels(g) * g.conv_kernel
+    if g.kind == "gated_deltanet":
+        qkvz = h * (2 * g.num_key_heads * g.key_head_dim + 2 * g.num_value_heads * g.value_head_dim)
+        ba = h * 2 * g.num_value_heads
+        o = g.num_value_heads * g.value_head_dim * h
+        return qkvz + ba + o + conv_channels(g) * g.conv_kernel
+    if g.kind == "lightning":
+        hd = g.num_heads * g.head_dim
+        return 5 * h * hd  # q, k, v, output gate, o
+    raise ValueError(g.kind)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Weight element counts. ``active`` is per token (routed top-k plus shared experts)."""
+
+    embedding: int
+    lm_head: int
+    attention: int
+    dense_ffn: int
+    moe_routed: int
+    moe_shared: int
+    router: int
+    active_routed: int
+
+    @property
+    def total(self) -> int:
+        return (self.embedding + self.lm_head + self.attention + self.dense_ffn + self.moe_routed
+                + self.moe_shared + self.router)
+
+    @property
+    def active(self) -> int:
+        return (self.embedding + self.lm_head + self.attention + self.dense_ffn + self.active_routed
+                + self.moe_shared + self.router)
+
+
+def param_counts(model: ModelProfile) -> ParamCounts:
+    """Parameters of the model by part (element counts)."""
+    h = model.hidden_size
+    embedding = model.vocab_size * h
+    lm_head = 0 if model.tie_word_embeddings else model.vocab_size * h
+    attention = sum(g.count * attention_params(model, g) for g in model.attention)
+    dense_ffn = len(model.dense_layers) * 3 * h * model.dense_intermediate
+    routed = shared = router = active_routed = 0
+    if model.moe is not None:
+        n = len(model.moe_layers)
+        m = model.moe
+        width = m.latent_dim or h
+        latent_proj = 2 * h * m.latent_dim if m.latent_dim else 0  # down and up, always active
+        routed = n * m.num_experts * 3 * width * m.expert_intermediate
+        active_routed = n * m.top_k * 3 * width * m.expert_intermediate
+        shared = n * (m.shared_experts * 3 * h * m.shared_intermediate + latent_proj)
+        router = n * h * m.num_experts
+    return ParamCounts(embedding, lm_head, attention, dense_ffn, routed, shared, router, active_routed)
+
+
+def weight_bytes(model: ModelProfile) -> int:
+    """Bytes of all weights at the profile's weight dtype (one full copy)."""
+    return int(param_counts(model).total * _bytes(model, "weights"))
+
+
+def weight_bytes_per_instance(model: ModelProfile, chips: int) -> float:
+    """Weight bytes each chip of a ``chips``-way sharded instance holds (even split)."""
+    return weight_bytes(model) / chips
+
+
+# ----------------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def _causal_pairs(l, cached):
+    """Sum over new positions i = cached+1 .. cached+l of i: query-key pairs of causal attention."""
+    return l * cached + l * (l + 1) // 2
+
+
+def _window_pairs(l, window: int):
+    """Sum over positions i = 1..l of min(i, window)."""
+    inside = np.minimum(l, window)
+    return inside * (inside + 1) // 2 + np.maximum(l - window, 0) * window
+
+
+def attention_core_flops(g: AttentionGroup, l, cached=0):
+    """FLOPs of one layer's attention core (score, softmax-weighted sum, or state recurrence) for ``l``
+    new tokens after ``cached`` ones; projections are not included."""
+    if g.kind == "gqa":
+        return 2 * g.num_heads * (g.head_dim + g.v_head_dim) * _causal_pairs(l, cached)
+    if g.kind == "mla":
+        qk = g.qk_nope_head_dim + g.qk_rope_head_dim
+        return 2 * g.num_heads * (qk + g.v_head_dim) * _causal_pairs(l, cached)
+    if g.kind == "swa":
+        if np.isscalar(l) and cached:
+            pairs = _window_pairs(cached + l, g.window) - _window_pairs(cached, g.window)
+        else:
+            pairs = _window_pairs(np.asarray(l) + cached, g.window) - _window_pairs(np.asarray(cached), g.window)
+        return 2 * g.num_heads * (g.head_dim + g.v_head_dim) * pairs
+    state = recurrent_state_elements(g)
+    conv = 2 * conv_channels(g) * g.conv_kernel
+    if g.kind in ("kda", "gated_deltanet"):
+        return l * (2 * 3 * state + state + conv)
+    if g.kind == "lightning":
+        return l * (2 * 2 * state + state)
+    raise ValueError(g.kind)
+
+
+@dataclass(frozen=True)
+class PrefillFlops:
+    """Prefill FLOPs by part (same shape as the length given)."""
+
+    dense_matmul: object     # projections, dense FFN, shared experts, router, routed experts (active)
+    attention_core: object   # quadratic / windowed / recurrent attention cores
+    lm_head: object          # last-token logits
+
+    @property
+    def total(self):
+        return self.dense_matmul + self.attention_core + self.lm_head
+
+
+def prefill_flops(model: ModelProfile, l, cached=0) -> PrefillFlops:
+    """FLOPs of prefilling ``l`` new tokens after ``cached`` ones (one request)."""
+    l = _as_len(l)
+    p = param_counts(model)
+    per_token_matmul = p.attention + p.dense_ffn + p.active_routed + p.moe_shared + p.router
+    dense = 2 * per_token_matmul * l
+    core = sum(g.count * attention_core_flops(g, l, cached) for g in model.attention)
+    lm_head = 2 * model.hidden_size * model.vocab_size * (l > 0 if np.isscalar(l) else (np.asarray(l) > 0))
+    return PrefillFlops(dense, core, lm_head * 1)

@@ -1,0 +1,52 @@
+"""Command-line interface: ``prfaas-plan COMMAND``.
+
+`main` turns every user error (`PlanError`, bad flags) into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import PlanError
+from .app import app
+
+# Each module registers its commands on `app` when imported.
+from . import profile_cmds  # noqa: E402,F401
+from . import kv_cmds  # noqa: E402,F401
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default: sys.argv) and return its exit code; tests call this."""
+    import typer.main
+
+    try:  # typer >= 0.20 vendors click as typer._click
+        from typer import _click as click
+    except ImportError:  # pragma: no cover - older typer
+        import click
+
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else str(exc))
+        return 0
+    except click.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("error: aborted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return result if isinstance(result, int) else 0
+

@@ -1,0 +1,59 @@
+"""``prfaas-plan kv``: what a request's cache weighs, by part, per length."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .. import arithmetic as A
+from ..profiles import get_model
+from ..report import Column, Report, Section, check_format, emit
+from ..units import parse_lengths
+from .app import FormatOption, app
+
+
+@app.command("kv")
+def kv_cmd(
+    model: list[str] = typer.Option(..., "--model", "-m", help="Model name or alias (repeatable)."),
+    length: list[str] = typer.Option(["1k", "8k", "32k", "128k"], "--len", "-l",
+                                     help="Uncached prompt length(s), e.g. 32k or 1k,8k (K = 1024)."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel ranks: >1 gives the bytes a "
+                           "TP transfer moves when KV heads are replicated across ranks."),
+    fmt: str = FormatOption,
+) -> None:
+    """S_kv(l) and its parts per length, against a dense model of the same depth."""
+    check_format(fmt)
+    lengths = parse_lengths(length, "--len")
+    rows = []
+    for name in model:
+        m = get_model(name)
+        for l in lengths:
+            parts = A.s_kv_parts(m, l, tp=tp)
+            dense = A.dense_equivalent_kv(m, l)
+            rows.append({
+                "model": m.name,
+                "len_tokens": l,
+                "growing_kv_bytes": parts.growing,
+                "window_kv_bytes": parts.window,
+                "recurrent_state_bytes": parts.recurrent,
+                "conv_state_bytes": parts.conv,
+                "s_kv_bytes": parts.total,
+                "s_kv_bytes_per_token": parts.total / l,
+                "dense_equivalent_bytes": dense,
+                "kv_reduction_x": dense / parts.total if parts.total else None,
+            })
+    mib = lambda v: f"{v / 2**20:,.1f}"  # noqa: E731
+    cols = [Column("model", "model"), Column("len_tokens", "len", ",d"),
+            Column("growing_kv_bytes", "growing KV MiB", mib), Column("window_kv_bytes", "SWA MiB", mib),
+            Column("recurrent_state_bytes", "state MiB", mib), Column("conv_state_bytes", "conv MiB", mib),
+            Column("s_kv_bytes", "S_kv MiB", mib), Column("s_kv_bytes_per_token", "B/token", ",.0f"),
+            Column("dense_equivalent_bytes", "dense-equiv MiB", mib),
+            Column("kv_reduction_x", "reduction", ".1f")]
+    notes = ["S_kv: what must reach decode for an uncached prompt: growing KV x l + SWA capped at its window "
+             "+ recurrent and conv states",
+             "dense-equivalent: every layer as the model's full-attention kind; reduction = dense / S_kv",
+             "lengths: K = 1024 tokens"]
+    notes.append("logical bytes (one copy)" if tp == 1 else
+                 f"bytes a TP{tp} transfer moves (KV heads replicated when TP > KV heads; MLA latent on every rank)")
+    emit(Report([Section("kv", "KV cache per request", rows, cols)], notes), fmt)

@@ -1,0 +1,26 @@
+"""The one exception type that reaches the user as a single line.
+
+Anything that is the user's fault (bad flag, unknown profile, malformed file, infeasible target) raises
+`PlanError`; the CLI prints ``error: <message>`` to stderr and exits with code 2. Any other exception is
+a bug in prfaas-plan.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class PlanError(Exception):
+    """A user-facing error: the message is one line naming the input and what was expected."""
+
+    exit_code = 2
+
+
+def closest_names(name: str, candidates: Iterable[str], n: int = 3) -> str:
+    """Return a ``did you mean ...`` suffix for an unknown name, or a list of what is known."""
+    candidates = sorted(set(candidates))
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in candidates], n=n, cutoff=0.4)
+    if close:
+        return "did you mean " + ", ".join(close) + "?"
+    return "known: " + ", ".join(candidates)

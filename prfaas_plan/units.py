@@ -1,0 +1,163 @@
+"""Parsing and printing of lengths, sizes, rates, times and instance shapes.
+
+One convention, checked at the boundary:
+
+- token lengths: ``32k`` = 32,768 tokens (K = 1024, the convention of the PrfaaS paper's tables);
+  ``32000`` is taken literally. ``1m`` = 1,048,576.
+- link rates are bits per second, decimal: ``100G`` = ``100Gbps`` = 1e11 bit/s; ``12.5GB/s`` is bytes
+  per second and converted (x 8).
+- sizes are bytes: ``KiB/MiB/GiB`` binary, ``KB/MB/GB`` decimal.
+- times: ``25ms``, ``4s``, ``1.5min``; a bare number is seconds.
+- instance shapes: ``8xH200`` = 8 chips of profile ``h200``; ``32xH200`` in a layout is 4 instances of
+  8 when the instance size is 8.
+
+Every parser raises `PlanError` with the offending text and the expected form.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .errors import PlanError
+
+_LEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
+_RATE_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_SIZE_SUFFIX = {
+    "b": 1,
+    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_TIME_SUFFIX = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
+
+
+def parse_length(text: str | int, what: str = "length") -> int:
+    """Parse a token length (``32k``, ``131072``, ``1.5k``) into a positive int number of tokens."""
+    if isinstance(text, (int,)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.fullmatch(_NUMBER + r"\s*([km]?)(?:\s*tok(?:ens)?)?", str(text).strip().lower())
+        if not m:
+            raise PlanError(f"{what} {text!r}: expected a token count such as 8192, 32k or 1m")
+        value = float(m.group(1)) * _LEN_SUFFIX[m.group(2)]
+    if not math.isfinite(value) or value < 1 or value != int(value):
+        raise PlanError(f"{what} {text!r}: expected a whole number of tokens >= 1")
+    return int(value)
+
+
+def parse_lengths(texts: list[str] | tuple[str, ...] | str, what: str = "length") -> list[int]:
+    """Parse repeated or comma-separated lengths: ``["1k,8k", "32k"]`` -> [1024, 8192, 32768]."""
+    if isinstance(texts, str):
+        texts = [texts]
+    out: list[int] = []
+    for text in texts:
+        for part in str(text).split(","):
+            if part.strip():
+                out.append(parse_length(part, what))
+    if not out:
+        raise PlanError(f"{what}: expected at least one token length")
+    return out
+
+
+def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
+    """Parse a link rate into bits per second: ``100G``, ``100Gbps``, ``400 Gb/s``, ``12.5GB/s``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip()
+        m = re.fullmatch(_NUMBER + r"\s*([kKmMgGtT]?)(bps|bit/s|b/s|B/s|Bps|)", s)
+        if not m:
+            raise PlanError(
+                f"{what} {text!r}: expected a rate such as 100G, 100Gbps, 400Gb/s or 12.5GB/s")
+        value = float(m.group(1)) * _RATE_SUFFIX[m.group(2).lower()]
+        if m.group(3) in ("B/s", "Bps"):
+            value *= 8.0
+    if not math.isfinite(value) or value <= 0:
+        raise PlanError(f"{what} {text!r}: expected a positive rate")
+    return value
+
+
+def parse_size_bytes(text: str | float, what: str = "size") -> float:
+    """Parse a size into bytes: ``190.8MiB``, ``141GB``, ``4096``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.fullmatch(_NUMBER + r"\s*([kmgt]?i?b)?", str(text).strip().lower())
+        if not m:
+            raise PlanError(f"{what} {text!r}: expected a size such as 4096, 190MiB or 141GB")
+        value = float(m.group(1)) * _SIZE_SUFFIX[m.group(2) or "b"]
+    if not math.isfinite(value) or value < 0:
+        raise PlanError(f"{what} {text!r}: expected a non-negative size")
+    return value
+
+
+def parse_time_s(text: str | float, what: str = "time") -> float:
+    """Parse a duration into seconds: ``25ms``, ``4s``, ``2min``, ``0.5``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.fullmatch(_NUMBER + r"\s*(ms|us|s|min|h|)", str(text).strip().lower())
+        if not m:
+            raise PlanError(f"{what} {text!r}: expected a duration such as 25ms, 4s or 2min")
+        value = float(m.group(1)) * _TIME_SUFFIX[m.group(2)]
+    if not math.isfinite(value) or value <= 0:
+        raise PlanError(f"{what} {text!r}: expected a positive duration")
+    return value
+
+
+def parse_tpot_s(text: str, what: str = "--tpot") -> float:
+    """Parse a per-token latency SLO: ``25ms`` or a decode speed ``40tok/s`` (= 25 ms per token)."""
+    s = str(text).strip().lower()
+    m = re.fullmatch(_NUMBER + r"\s*(tok/s|tokens/s|tps)", s)
+    if m:
+        speed = float(m.group(1))
+        if speed <= 0:
+            raise PlanError(f"{what} {text!r}: expected a positive speed")
+        return 1.0 / speed
+    return parse_time_s(text, what)
+
+
+@dataclass(frozen=True)
+class ChipCount:
+    """``count`` chips of hardware profile ``chip`` (e.g. ``32xH200`` -> ChipCount(32, "h200"))."""
+
+    count: int
+    chip: str
+
+    def __str__(self) -> str:
+        return f"{self.count}x{self.chip.upper()}"
+
+
+def parse_chip_count(text: str, what: str = "instance") -> ChipCount:
+    """Parse ``8xH200`` / ``8*h20`` / ``h20`` (count 1) into a `ChipCount` (chip name lower-cased)."""
+    m = re.fullmatch(r"(?:([0-9]+)\s*[x*]\s*)?([A-Za-z][A-Za-z0-9._-]*)", str(text).strip())
+    if not m:
+        raise PlanError(f"{what} {text!r}: expected chips as COUNTxCHIP, e.g. 8xH200")
+    count = int(m.group(1)) if m.group(1) else 1
+    if count < 1:
+        raise PlanError(f"{what} {text!r}: expected at least one chip")
+    return ChipCount(count, m.group(2).lower())
+
+
+def format_tokens(n: float) -> str:
+    """Short token count: 32768 -> '32K', 19400 -> '18.9K' (K = 1024), 500 -> '500'."""
+    if n >= 1024:
+        k = n / 1024
+        return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
+    return f"{n:.0f}"
+
+
+def format_bytes(n: float) -> str:
+    """Binary-prefixed size: 8064 -> '7.9 KiB'."""
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_gbps(bps: float) -> str:
+    """Bits per second as Gbps with 2 decimals."""
+    return f"{bps / 1e9:.2f} Gbps"

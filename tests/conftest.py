@@ -1,0 +1,35 @@
+"""Shared test helpers: run the CLI in-process and capture its output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prfaas_plan import profiles
+from prfaas_plan.cli import run
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def cli(capsys):
+    """Call ``cli("kv", "--model", "x")`` -> (exit_code, stdout, stderr)."""
+
+    def _run(*args: str):
+        code = run(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+@pytest.fixture(autouse=True)
+def _fresh_profiles(monkeypatch):
+    """Each test sees only the bundled profiles plus what it adds itself."""
+    monkeypatch.delenv("PRFAAS_PLAN_PROFILES", raising=False)
+    profiles._extra_dirs.clear()
+    profiles._load_all.cache_clear()
+    yield
+    profiles._extra_dirs.clear()
+    profiles._load_all.cache_clear()
