@@ -1,0 +1,201 @@
+"""Layouts: sites holding pools of instances with roles, joined by links.
+
+One structure describes every deployment the planner compares:
+
+- **homogeneous PD**: one local PD site, no remote prefill site, threshold ``t = inf``;
+- **naive heterogeneous**: every prefill on the remote site, every decode local, ``t = 0`` and no
+  local prefill instances;
+- **PrfaaS-PD**: a remote prefill-only site and a local PD site, requests longer than ``t`` prefilled
+  remotely;
+- **multi-site**: several local PD sites sharing one remote prefill site, each over its own link.
+
+Instance counts are per role. Local PD instances can change role (prefill <-> decode); the remote
+site is prefill-only. A YAML layout file (see `load_layout`) describes anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .errors import PlanError
+from .performance.base import Instance, parse_instance
+from .units import parse_rate_bps, parse_time_s
+
+TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (PrfaaS brief section 6)
+
+
+@dataclass(frozen=True)
+class Link:
+    """An inter-site link. ``bandwidth_bps`` is the line rate in bit/s; ``efficiency`` the achieved
+    goodput fraction; ``rtt_s`` the round trip in seconds; ``usd_per_gbps_month`` an optional price."""
+
+    bandwidth_bps: float
+    efficiency: float = TCP_EFFICIENCY
+    rtt_s: float = 0.0
+    usd_per_gbps_month: float = 0.0
+
+    @property
+    def goodput_bps(self) -> float:
+        """Usable payload rate, bit/s."""
+        return self.bandwidth_bps * self.efficiency
+
+    def scaled(self, factor: float) -> "Link":
+        """The same link with ``factor`` times the bandwidth (for sweeps and link-drop scenarios)."""
+        return replace(self, bandwidth_bps=self.bandwidth_bps * factor)
+
+
+@dataclass(frozen=True)
+class PrefillSite:
+    """A remote, prefill-only site: ``instances`` instances of one shape."""
+
+    name: str
+    instance: Instance
+    instances: int
+
+
+@dataclass(frozen=True)
+class PDSite:
+    """A local PD site: ``prefill`` + ``decode`` instances of one shape, and the link from the remote
+    prefill site to it (None when there is no remote site)."""
+
+    name: str
+    instance: Instance
+    prefill: int
+    decode: int
+    link: Link | None = None
+
+    @property
+    def instances(self) -> int:
+        return self.prefill + self.decode
+
+    def with_split(self, prefill: int) -> "PDSite":
+        """The same site with ``prefill`` of its instances prefilling and the rest decoding."""
+        return replace(self, prefill=prefill, decode=self.instances - prefill)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A deployment: an optional remote prefill site and one or more local PD sites.
+
+    ``threshold`` is the routing threshold in uncached tokens (``inf``: never remote; ``0``: always
+    remote); ``None`` means the optimizer chooses it.
+    """
+
+    name: str
+    pd_sites: tuple[PDSite, ...]
+    remote: PrefillSite | None = None
+    threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.pd_sites:
+            raise PlanError(f"layout {self.name!r}: needs at least one local PD site")
+        for s in self.pd_sites:
+            if s.prefill < 0 or s.decode < 0:
+                raise PlanError(f"layout {self.name!r}: site {s.name!r} has a negative instance count")
+            if self.remote is not None and s.link is None:
+                raise PlanError(f"layout {self.name!r}: site {s.name!r} has no link to the remote site")
+        if self.remote is not None and self.remote.instances < 0:
+            raise PlanError(f"layout {self.name!r}: negative remote instance count")
+
+    @property
+    def uses_remote(self) -> bool:
+        """True when requests can be prefilled remotely."""
+        return self.remote is not None and self.remote.instances > 0 and self.threshold != float("inf")
+
+    def chips(self) -> dict[str, int]:
+        """Chips per chip profile name."""
+        out: dict[str, int] = {}
+        if self.remote is not None:
+            out[self.remote.instance.chip.name] = self.remote.instance.chips * self.remote.instances
+        for s in self.pd_sites:
+            out[s.instance.chip.name] = out.get(s.instance.chip.name, 0) + s.instance.chips * s.instances
+        return out
+
+
+def instances_from_chips(total: str, instance_chips: int, what: str) -> tuple[Instance, int]:
+    """``32xH200`` with 8-chip instances -> (8xH200 instance, 4). The total must divide evenly."""
+    inst = parse_instance(total, what)
+    if inst.chips % instance_chips:
+        raise PlanError(f"{what} {total!r}: {inst.chips} chips do not make whole {instance_chips}-chip instances")
+    return Instance(inst.chip, instance_chips), inst.chips // instance_chips
+
+
+def prfaas_pd(remote: str, local: str, link: Link, instance_chips: int = 8, local_prefill: int | None = None,
+              threshold: float | None = None) -> Layout:
+    """PrfaaS-PD: remote prefill site + one local PD site. ``local_prefill=None`` splits evenly (the
+    optimizer chooses the split)."""
+    r_inst, r_n = instances_from_chips(remote, instance_chips, "--remote")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    n_p = l_n // 2 if local_prefill is None else local_prefill
+    return Layout("prfaas-pd", (PDSite("local", l_inst, n_p, l_n - n_p, link),),
+                  PrefillSite("remote", r_inst, r_n), threshold)
+
+
+def homogeneous_pd(local: str, instance_chips: int = 8, local_prefill: int | None = None) -> Layout:
+    """Homogeneous PD: one local site, no remote prefill, ``t = inf``."""
+    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    n_p = l_n // 2 if local_prefill is None else local_prefill
+    return Layout("homogeneous-pd", (PDSite("local", l_inst, n_p, l_n - n_p),), None, float("inf"))
+
+
+def naive_heterogeneous(remote: str, local: str, link: Link, instance_chips: int = 8) -> Layout:
+    """Naive heterogeneous: all prefill remote, all decode local, no length-based routing (``t = 0``)."""
+    r_inst, r_n = instances_from_chips(remote, instance_chips, "--remote")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    return Layout("naive-heterogeneous", (PDSite("local", l_inst, 0, l_n, link),),
+                  PrefillSite("remote", r_inst, r_n), 0.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# YAML layout files
+
+
+def load_layout(path: str | Path) -> Layout:
+    """Read a layout YAML file::
+
+        name: two-sites
+        remote: {instance: 8xH200, instances: 4}
+        threshold: auto            # or a token count such as 16k, or inf
+        sites:
+          - {name: beijing, instance: 8xH20, prefill: 3, decode: 5,
+             link: {bandwidth: 100G, efficiency: 0.95, rtt: 2ms}}
+          - {name: shanghai, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 50G}}
+    """
+    from .profiles import _Fields, read_yaml
+    from .units import parse_length
+
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"--layout {str(path)!r}: no such file")
+    data = read_yaml(p)
+    f = _Fields(data, str(p))
+    remote = None
+    if data.get("remote"):
+        r = _Fields(data["remote"], f"{p}: remote")
+        remote = PrefillSite("remote", parse_instance(r.get("instance", str), f"{p}: remote.instance"),
+                             r.get("instances", int, minimum=0))
+    raw_sites = data.get("sites")
+    if not isinstance(raw_sites, list) or not raw_sites:
+        raise PlanError(f"{p}: missing field 'sites' (a list of local PD sites)")
+    sites = []
+    for i, raw in enumerate(raw_sites):
+        s = _Fields(raw, f"{p}: sites[{i}]")
+        link = None
+        if raw.get("link") is not None:
+            lk = _Fields(raw["link"], f"{p}: sites[{i}].link")
+            link = Link(parse_rate_bps(lk.get("bandwidth", str), f"{p}: sites[{i}].link.bandwidth"),
+                        lk.get("efficiency", float, TCP_EFFICIENCY, minimum=0.01),
+                        parse_time_s(lk.get("rtt", str, "0.000001"), f"{p}: sites[{i}].link.rtt"),
+                        lk.get("usd_per_gbps_month", float, 0.0, minimum=0))
+        sites.append(PDSite(s.get("name", str, f"site{i}"),
+                            parse_instance(s.get("instance", str), f"{p}: sites[{i}].instance"),
+                            s.get("prefill", int, minimum=0), s.get("decode", int, minimum=0), link))
+    t_raw = data.get("threshold", "auto")
+    if t_raw in ("auto", None):
+        threshold = None
+    elif str(t_raw).lower() == "inf":
+        threshold = float("inf")
+    else:
+        threshold = float(parse_length(t_raw, f"{p}: threshold")) if t_raw != 0 else 0.0
+    return Layout(f.get("name", str, p.stem), tuple(sites), remote, threshold)

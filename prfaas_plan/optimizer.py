@@ -1,0 +1,85 @@
+"""The paper's 2-D grid search over the threshold ``t`` and the local prefill/decode split.
+
+For fixed hardware the search evaluates ``Lambda_max`` on every (threshold, N_p) pair at once
+(vectorized), keeps the best split, and among the thresholds that reach the best throughput picks
+the one where the remote and local prefill bounds balance (the paper's optimality condition
+``Theta_prfaas / p = Theta_pdp / (1 - p)``), refined between grid points by bisection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import Layout
+from .throughput import Evaluation, LengthGrid, PerfInputs, evaluate, routing_stats, stage_bounds
+
+REL_TIE = 1e-9
+
+
+def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
+    """Candidate thresholds: log-spaced over the support, plus 0 and the support points' ends."""
+    lo, hi = max(grid.lengths[0], 1.0), grid.lengths[-1]
+    return np.unique(np.concatenate([[0.0], np.geomspace(lo, hi, n), [hi]]))
+
+
+@dataclass(frozen=True)
+class GridResult:
+    """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``."""
+
+    best: Evaluation
+    thresholds: np.ndarray
+    splits: np.ndarray
+    lam: np.ndarray
+
+
+def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative",
+                thresholds: np.ndarray | None = None, fixed_threshold: float | None = None) -> GridResult:
+    """Best threshold and local split of a single-PD-site layout.
+
+    ``fixed_threshold`` (or the layout's own threshold) pins ``t`` and searches the split only.
+    A layout without local prefill choice (naive heterogeneous: ``t = 0``) keeps its own split.
+    """
+    site = layout.pd_sites[0]
+    pinned = layout.threshold if fixed_threshold is None else fixed_threshold
+    if pinned is not None:
+        ts = np.array([pinned], dtype=float)
+    else:
+        ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
+    splits = np.arange(0, site.instances + 1) if pinned != 0.0 else np.array([site.prefill])
+    r = routing_stats(grid, perf, ts, mode, site.name)
+    b = stage_bounds(layout, r, perf, splits)
+    lam = b.lambda_max
+    best_lam = lam.max()
+    j = int(np.argmax(lam.max(axis=0) >= best_lam * (1 - REL_TIE)))  # fewest prefill instances at the best
+    if pinned is not None:
+        t_best = float(pinned)
+    else:
+        t_best = _balanced_threshold(layout, grid, perf, mode, ts, lam[:, j], b, j, int(splits[j]), best_lam)
+    best = evaluate(layout, grid, perf, t_best, int(splits[j]), mode)
+    return GridResult(best, ts, splits, lam)
+
+
+def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:
+    """Among thresholds reaching the best throughput, the one balancing remote and local prefill."""
+    ok = np.flatnonzero(lam_col >= best_lam * (1 - 1e-6))
+    remote = np.minimum(b.remote_prefill[:, j], b.link[:, j])
+    gap = np.log(np.maximum(remote, 1e-300)) - np.log(np.maximum(b.local_prefill[:, j], 1e-300))
+    i = ok[np.argmin(np.abs(gap[ok]))]
+    # Refine between neighbouring grid points where the gap changes sign (bisection on t).
+    lo_i, hi_i = max(i - 1, 0), min(i + 1, len(ts) - 1)
+    if np.sign(gap[lo_i]) == np.sign(gap[hi_i]) or not (np.isfinite(gap[lo_i]) and np.isfinite(gap[hi_i])):
+        return float(ts[i])
+    lo, hi = float(ts[lo_i]), float(ts[hi_i])
+    sign_lo = np.sign(gap[lo_i])
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        r = routing_stats(grid, perf, [mid], mode, layout.pd_sites[0].name)
+        bb = stage_bounds(layout, r, perf, [n_p])
+        g = np.log(min(bb.remote_prefill[0, 0], bb.link[0, 0])) - np.log(bb.local_prefill[0, 0])
+        if np.sign(g) == sign_lo:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)

@@ -1,0 +1,158 @@
+"""The PrfaaS paper's case study (brief section 7), set up from models, and its published figures.
+
+Two input levels:
+
+- ``paper``: H200 prefill from ``prfaas-1t``'s measured 8xH200 profile; H20 prefill and decode from
+  ``paper_backsolved_h20_inputs.csv`` (back-solved from the paper's stage throughputs; never used to
+  fit anything). Checks our arithmetic.
+- ``predicted``: H200 as above; H20 prefill and decode from our calibrated performance model. The
+  difference between the two levels is the error of our H20 prediction.
+
+The published figures below are *targets* that reproduction output is compared with; nothing here
+feeds them into a computation.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
+from .optimizer import grid_search
+from .performance.base import DecodeCapacity, parse_instance
+from .performance.tabulated import TabulatedPrefill
+from .profiles import get_model
+from .throughput import LengthGrid, PerfInputs, SitePerf
+from .ttft import ttft_summary
+from .units import parse_rate_bps
+
+DATA = Path(__file__).parent / "data" / "reference"
+BACKSOLVED = DATA / "paper_backsolved_h20_inputs.csv"
+
+MODEL = "prfaas-1t"
+REMOTE = "32xH200"
+LOCAL = "64xH20"
+HOMOGENEOUS = "96xH20"
+LINK = "100G"
+INSTANCE_CHIPS = 8
+TPOT_S = 0.025          # decode SLO 40 tokens/s
+OUTPUT_TOKENS = 1024
+
+
+@dataclass(frozen=True)
+class Target:
+    """One published figure with the tolerance each input level must meet (absolute, in ``unit``)."""
+
+    key: str
+    label: str
+    published: float
+    unit: str
+    tol_paper: float
+    tol_predicted: float
+
+
+# Published figures (arXiv 2604.15039, section on the case study; brief section 7). The paper's "K"
+# here is 1000 tokens: P(L > t) = 49.6% for the stated workload holds at t = 19,400, not 19,866.
+TARGETS = (
+    Target("threshold_tokens", "optimal threshold t", 19_400, "tokens", 0.03 * 19_400, 0.25 * 19_400),
+    Target("offloaded_share", "share of requests offloaded", 0.496, "fraction", 0.01, 0.08),
+    Target("mean_offloaded_tokens", "mean offloaded length E[L | L > t]", 44_000, "tokens",
+           0.03 * 44_000, 0.10 * 44_000),
+    Target("egress_gbps", "average remote egress", 13.0, "Gbps", 1.0, 2.0),
+    Target("speedup_vs_homogeneous", "throughput vs homogeneous PD", 1.54, "x", 0.02, 0.15),
+    Target("speedup_vs_naive", "throughput vs naive heterogeneous", 1.32, "x", 0.02, 0.12),
+    Target("p90_ttft_reduction", "P90 TTFT reduction vs homogeneous PD", 0.64, "fraction", 0.03, 0.10),
+)
+
+
+def backsolved_h20() -> tuple[TabulatedPrefill, DecodeCapacity]:
+    """The back-solved H20 inputs of the paper mode: prefill table (lengths K = 1000) and decode
+    capacity (tokens/s per instance at 40 tok/s)."""
+    rows = [r for r in csv.reader(l for l in BACKSOLVED.read_text().splitlines() if not l.startswith("#"))]
+    header, body = rows[0], rows[1:]
+    q, ln, val = header.index("quantity"), header.index("seq_len_tokens"), header.index("value")
+    pts = [(float(r[ln]), float(r[val])) for r in body if r[q] == "prefill_latency"]
+    decode_tps = next(float(r[val]) for r in body if r[q].startswith("decode_capacity"))
+    source = "paper inputs: back-solved H20 table (paper_backsolved_h20_inputs.csv), quadratic fit"
+    prefill = TabulatedPrefill(tuple(p[0] for p in pts), tuple(p[1] for p in pts), source)
+    batch = decode_tps * TPOT_S
+    decode = DecodeCapacity(batch, TPOT_S, "given", "paper inputs: back-solved decode capacity "
+                            f"{decode_tps:.0f} tokens/s per instance (batch {batch:.0f} at {TPOT_S * 1e3:.0f} ms)")
+    return prefill, decode
+
+
+def measured_h200(method: str = "pchip") -> TabulatedPrefill:
+    """prfaas-1t's measured 8xH200 prefill profile (paper Table 5)."""
+    table = get_model(MODEL).measured_prefill[0]
+    return TabulatedPrefill(table.lengths, table.latency_s,
+                            f"measured: {MODEL} on {table.instance}, paper Table 5 ({method} interpolation)",
+                            method)
+
+
+def case_study_perf(inputs: str, context_tokens: float) -> PerfInputs:
+    """PerfInputs of the case study for ``inputs`` = ``paper`` or ``predicted``."""
+    model = get_model(MODEL)
+    if inputs == "paper":
+        prefill, decode = backsolved_h20()
+    elif inputs == "predicted":
+        from .performance import decode_capacity, prefill_model
+
+        h20 = parse_instance(f"{INSTANCE_CHIPS}xH20")
+        prefill = prefill_model(model, h20, source="roofline")
+        decode = decode_capacity(model, h20, TPOT_S, context_tokens)
+    else:
+        raise ValueError(inputs)
+    return PerfInputs(model, measured_h200(), {"local": SitePerf(prefill, decode)}, OUTPUT_TOKENS)
+
+
+@dataclass(frozen=True)
+class CaseStudy:
+    """The three layouts optimized on the case-study workload, and the figures compared to the paper."""
+
+    inputs: str
+    mode: str
+    prfaas: object
+    homogeneous: object
+    naive: object
+    ttft_prfaas: object
+    ttft_homogeneous: object
+    figures: dict[str, float]
+    perf: PerfInputs
+
+
+def run_case_study(grid: LengthGrid, inputs: str = "paper", mode: str = "representative",
+                   link: str = LINK) -> CaseStudy:
+    """Optimize PrfaaS-PD, homogeneous PD and naive heterogeneous on ``grid`` and derive the figures."""
+    perf = case_study_perf(inputs, grid.mean + OUTPUT_TOKENS / 2)
+    lk = Link(parse_rate_bps(link, "--link"))
+    prf = grid_search(prfaas_pd(REMOTE, LOCAL, lk, INSTANCE_CHIPS), grid, perf, mode).best
+    hom = grid_search(homogeneous_pd(HOMOGENEOUS, INSTANCE_CHIPS), grid, perf, mode).best
+    naive = grid_search(naive_heterogeneous(REMOTE, LOCAL, lk, INSTANCE_CHIPS), grid, perf, mode).best
+    t_prf = ttft_summary(prf.layout, grid, perf, prf.threshold)
+    t_hom = ttft_summary(hom.layout, grid, perf, float("inf"))
+    figures = {
+        "threshold_tokens": prf.threshold,
+        "offloaded_share": prf.p_remote,
+        "mean_offloaded_tokens": prf.l_long,
+        "egress_gbps": prf.egress_bps / 1e9,
+        "speedup_vs_homogeneous": prf.lambda_max / hom.lambda_max,
+        "speedup_vs_naive": prf.lambda_max / naive.lambda_max,
+        "p90_ttft_reduction": 1.0 - t_prf.p90_s / t_hom.p90_s,
+    }
+    return CaseStudy(inputs, mode, prf, hom, naive, t_prf, t_hom, figures, perf)
+
+
+def compare_to_targets(study: CaseStudy) -> list[dict]:
+    """One row per published figure: ours, the difference, the tolerance and whether it is met."""
+    rows = []
+    for t in TARGETS:
+        ours = study.figures[t.key]
+        tol = t.tol_paper if study.inputs == "paper" else t.tol_predicted
+        diff = ours - t.published
+        rows.append({"figure": t.key, "label": t.label, "unit": t.unit, "published": t.published,
+                     "ours": ours, "difference": diff, "tolerance": tol,
+                     "within": bool(np.isfinite(ours) and abs(diff) <= tol)})
+    return rows

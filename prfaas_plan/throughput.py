@@ -1,0 +1,246 @@
+"""Throughput model: stage rates, ``Lambda_max``, the binding stage and link load of a layout.
+
+For a routing threshold ``t`` (uncached tokens; longer requests are prefilled remotely) the stages
+bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (brief section 2):
+
+- remote prefill compute: ``N_r / (p * T_r(l_long))``
+- remote egress (each link): ``B_eff / (p * S_kv(l_long))`` (bits vs bytes converted)
+- local prefill: ``N_p / ((1 - p) * T_l(l_short))``
+- local decode: ``N_d * BS / (T_decode * L_out)``, i.e. ``N_d * decode requests/s per instance``
+
+``Lambda_max`` is their minimum. Two modes:
+
+- ``representative`` (the paper's): ``p = P(L > t)``, ``l_long = E[L | L > t]``,
+  ``l_short = E[L | L <= t]``, each stage evaluated at its representative length;
+- ``exact``: expectations over the distribution, ``E[T_r(L); L > t]`` etc. (Jensen's inequality makes
+  the two differ where ``T`` is convex).
+
+Everything is evaluated on a discretized length grid with suffix sums, so one call evaluates any
+number of thresholds at once (vectorized), which the optimizer's grid search uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import arithmetic as A
+from .layout import Layout
+from .performance.base import DecodeCapacity, PrefillModel
+from .profiles import ModelProfile
+
+MODES = ("representative", "exact")
+
+
+@dataclass(frozen=True)
+class LengthGrid:
+    """A length distribution as sorted support points ``lengths`` (tokens) with probabilities
+    ``weights`` (summing to 1)."""
+
+    lengths: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def from_distribution(cls, dist, n: int = 8192) -> "LengthGrid":
+        """Discretize a workload length distribution (anything with ``grid(n)``)."""
+        lengths, weights = dist.grid(n)
+        lengths = np.asarray(lengths, dtype=float)
+        weights = np.asarray(weights, dtype=float)
+        order = np.argsort(lengths, kind="stable")
+        return cls(lengths[order], weights[order] / weights.sum())
+
+    def suffix(self, values: np.ndarray) -> np.ndarray:
+        """``S[i] = sum_{j >= i} weights[j] * values[j]``, with a trailing 0 (length n + 1)."""
+        wv = self.weights * values
+        return np.concatenate([np.cumsum(wv[::-1])[::-1], [0.0]])
+
+    def split_index(self, t) -> np.ndarray:
+        """Index of the first support point strictly longer than ``t``."""
+        return np.searchsorted(self.lengths, np.asarray(t, dtype=float), side="right")
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.lengths, self.weights))
+
+
+@dataclass(frozen=True)
+class SitePerf:
+    """Per-instance performance of one local PD site: local prefill model and decode capacity."""
+
+    prefill: PrefillModel
+    decode: DecodeCapacity
+
+
+@dataclass(frozen=True)
+class PerfInputs:
+    """Everything the throughput model needs besides the layout and workload.
+
+    ``remote_prefill`` is the prefill model of one remote instance; ``sites`` maps a local PD site's name
+    to its `SitePerf`; ``output_tokens`` is the mean output length (tokens).
+    """
+
+    model: ModelProfile
+    remote_prefill: PrefillModel | None
+    sites: dict[str, SitePerf] = field(hash=False)
+    output_tokens: float = 1024.0
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Per-threshold routing statistics (arrays over thresholds)."""
+
+    threshold: np.ndarray
+    p_remote: np.ndarray
+    l_long: np.ndarray          # E[L | L > t], tokens (nan when p = 0)
+    l_short: np.ndarray         # E[L | L <= t], tokens (nan when p = 1)
+    remote_s_per_req: np.ndarray   # remote prefill seconds per arriving request (all requests)
+    link_bytes_per_req: np.ndarray  # bytes over the link per arriving request
+    local_s_per_req: np.ndarray    # local prefill seconds per arriving request
+
+
+def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "representative",
+                  local_site: str | None = None) -> Routing:
+    """Routing statistics for each threshold (vectorized over ``thresholds``)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    t = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    site = perf.sites[local_site or next(iter(perf.sites))]
+    idx = grid.split_index(t)
+    l = grid.lengths
+    w_above = grid.suffix(np.ones_like(l))[idx]
+    total = grid.suffix(np.ones_like(l))[0]
+    w_above = np.clip(w_above, 0.0, total)
+    p = w_above / total
+    l_above = grid.suffix(l)[idx]
+    l_all = grid.suffix(l)[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
+        l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
+    s_kv = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
+    t_local = np.asarray(site.prefill.latency_s(l), dtype=float)
+    t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
+                if perf.remote_prefill is not None else np.full_like(l, np.inf))
+    if mode == "exact":
+        remote = grid.suffix(t_remote)[idx]
+        link = grid.suffix(s_kv)[idx]
+        local = grid.suffix(t_local)[0] - grid.suffix(t_local)[idx]
+    else:
+        safe_long = np.nan_to_num(l_long, nan=1.0)
+        safe_short = np.nan_to_num(l_short, nan=1.0)
+        remote = np.where(p > 0, p * (np.asarray(perf.remote_prefill.latency_s(safe_long), dtype=float)
+                                      if perf.remote_prefill is not None else np.inf), 0.0)
+        link = np.where(p > 0, p * A.s_kv(perf.model, np.maximum(np.rint(safe_long), 1).astype(np.int64)), 0.0)
+        local = np.where(p < 1, (1 - p) * np.asarray(site.prefill.latency_s(safe_short), dtype=float), 0.0)
+    return Routing(t, p, l_long, l_short, remote, link.astype(float), local)
+
+
+def _bound(capacity, per_request):
+    """Requests/s a resource of ``capacity`` sustains when each request costs ``per_request``."""
+    capacity = np.asarray(capacity, dtype=float)
+    per_request = np.asarray(per_request, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(per_request > 0, capacity / np.where(per_request > 0, per_request, 1), np.inf)
+
+
+STAGES = ("remote_prefill", "link", "local_prefill", "local_decode")
+
+
+@dataclass(frozen=True)
+class StageBounds:
+    """System-throughput bound of each stage (requests/s), arrays broadcast over (threshold, split)."""
+
+    remote_prefill: np.ndarray
+    link: np.ndarray
+    local_prefill: np.ndarray
+    local_decode: np.ndarray
+
+    @property
+    def lambda_max(self) -> np.ndarray:
+        return np.minimum(np.minimum(self.remote_prefill, self.link),
+                          np.minimum(self.local_prefill, self.local_decode))
+
+    def binding(self) -> np.ndarray:
+        """Index into `STAGES` of the binding stage."""
+        return np.argmin(np.stack([np.broadcast_to(getattr(self, s), self.lambda_max.shape)
+                                   for s in STAGES]), axis=0)
+
+
+def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=None) -> StageBounds:
+    """Stage bounds for a single-PD-site layout over the routing's thresholds; ``n_prefill`` (array,
+    optional) overrides the site's local prefill count, broadcasting as a second axis."""
+    site = layout.pd_sites[0]
+    sp = perf.sites[site.name]
+    n_total = site.instances
+    if n_prefill is None:
+        n_p = np.array([site.prefill], dtype=float)
+    else:
+        n_p = np.asarray(n_prefill, dtype=float)
+    n_d = n_total - n_p
+    col = lambda a: np.asarray(a, dtype=float)[:, None]  # noqa: E731 - thresholds on axis 0
+    n_remote = layout.remote.instances if layout.remote is not None else 0
+    goodput = site.link.goodput_bps if site.link is not None else 0.0
+    remote = _bound(n_remote, col(routing.remote_s_per_req))
+    link = _bound(goodput / 8.0, col(routing.link_bytes_per_req))
+    # a layout with no remote site (or no link) cannot send anything remote
+    if n_remote == 0 or goodput == 0:
+        remote = link = np.where(col(routing.p_remote) > 0, 0.0, np.inf)
+    local = _bound(n_p[None, :], col(routing.local_s_per_req))
+    decode = np.broadcast_to(n_d[None, :] * sp.decode.requests_per_s(perf.output_tokens),
+                             (len(routing.threshold), len(n_p)))
+    shape = (len(routing.threshold), len(n_p))
+    return StageBounds(*(np.broadcast_to(x, shape).astype(float) for x in (remote, link, local, decode)))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Throughput of one layout at one threshold and split, with every stage's figures."""
+
+    layout: Layout
+    mode: str
+    threshold: float
+    p_remote: float
+    l_long: float
+    l_short: float
+    n_prefill: int
+    n_decode: int
+    bounds: dict[str, float]       # stage -> system-throughput bound, requests/s
+    lambda_max: float              # requests/s
+    binding: str
+    egress_bps: float              # mean remote egress at lambda_max, bit/s
+    link_bps: float                # link line rate, bit/s
+    link_goodput_bps: float
+
+    @property
+    def link_utilization(self) -> float:
+        return self.egress_bps / self.link_bps if self.link_bps else 0.0
+
+    @property
+    def link_headroom_bps(self) -> float:
+        return max(self.link_goodput_bps - self.egress_bps, 0.0)
+
+    @property
+    def stage_utilization(self) -> dict[str, float]:
+        """Utilization of each stage at lambda_max (1 for the binding stage)."""
+        return {k: (self.lambda_max / v if np.isfinite(v) and v > 0 else 0.0) for k, v in self.bounds.items()}
+
+
+def evaluate(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float | None = None,
+             n_prefill: int | None = None, mode: str = "representative") -> Evaluation:
+    """Evaluate a single-PD-site layout at one threshold and local split."""
+    t = layout.threshold if threshold is None else threshold
+    if t is None:
+        raise ValueError("threshold not set: use the optimizer")
+    site = layout.pd_sites[0]
+    n_p = site.prefill if n_prefill is None else n_prefill
+    r = routing_stats(grid, perf, [t], mode, site.name)
+    b = stage_bounds(layout, r, perf, [n_p])
+    bounds = {s: float(getattr(b, s)[0, 0]) for s in STAGES}
+    lam = float(b.lambda_max[0, 0])
+    binding = STAGES[int(b.binding()[0, 0])]
+    egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if layout.remote is not None else 0.0
+    link = site.link
+    return Evaluation(layout, mode, float(t), float(r.p_remote[0]), float(r.l_long[0]), float(r.l_short[0]),
+                      int(n_p), int(site.instances - n_p), bounds, lam, binding,
+                      egress if np.isfinite(egress) else 0.0,
+                      link.bandwidth_bps if link else 0.0, link.goodput_bps if link else 0.0)

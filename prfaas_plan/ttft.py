@@ -1,0 +1,69 @@
+"""Unloaded time to first token: prefill time plus, for remote requests, the exposed KV transfer.
+
+Method (stated in every report that prints TTFT): no queueing (queueing delay is added by
+`prfaas_plan.latency` at a given load). A request of uncached length ``l`` prefilled locally takes
+``T_l(l)``. One prefilled remotely takes ``T_r(l)`` while its KV streams over the link layer by layer
+(compute and transfer pipelined, as in the paper), so its cache has fully arrived at
+``max(T_r(l), X(l)) + X(l) / layers + RTT / 2`` where ``X(l) = S_kv(l) * 8 / goodput`` is the transfer
+time at the link's full goodput (an unloaded link) and ``X / layers`` is the last layer's tail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import arithmetic as A
+from .layout import Layout
+from .throughput import LengthGrid, PerfInputs
+
+PERCENTILES = (50.0, 90.0, 99.0)
+METHOD = ("unloaded: prefill time, plus for remote requests the KV transfer pipelined with prefill "
+          "(max(prefill, transfer) + last-layer tail + RTT/2) at the link's full goodput; no queueing")
+
+
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
+    """Percentiles ``qs`` (0-100) of a discrete distribution (values with probability weights)."""
+    order = np.argsort(values, kind="stable")
+    v = np.asarray(values, dtype=float)[order]
+    cw = np.cumsum(np.asarray(weights, dtype=float)[order])
+    cw /= cw[-1]
+    idx = np.searchsorted(cw, np.asarray(qs, dtype=float) / 100.0 - 1e-12, side="left")
+    return v[np.minimum(idx, len(v) - 1)]
+
+
+def transfer_s(model, l, goodput_bps: float) -> np.ndarray:
+    """Seconds to move ``S_kv(l)`` over a link of ``goodput_bps`` (bit/s)."""
+    return A.s_kv(model, np.maximum(np.rint(l), 1).astype(np.int64)) * 8.0 / goodput_bps
+
+
+def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> np.ndarray:
+    """Unloaded TTFT in seconds of each grid length under ``threshold`` (single-PD-site layouts)."""
+    site = layout.pd_sites[0]
+    l = grid.lengths
+    local = np.asarray(perf.sites[site.name].prefill.latency_s(l), dtype=float)
+    if layout.remote is None or site.link is None or perf.remote_prefill is None:
+        return local
+    remote_prefill = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
+    x = transfer_s(perf.model, l, site.link.goodput_bps)
+    remote = np.maximum(remote_prefill, x) + x / perf.model.num_layers + site.link.rtt_s / 2
+    return np.where(l > threshold, remote, local)
+
+
+@dataclass(frozen=True)
+class TTFTSummary:
+    """Unloaded TTFT statistics over the workload, seconds."""
+
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    method: str = METHOD
+
+
+def ttft_summary(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> TTFTSummary:
+    """Mean and P50/P90/P99 of unloaded TTFT over the length distribution."""
+    v = ttft_by_length(layout, grid, perf, threshold)
+    p50, p90, p99 = weighted_percentiles(v, grid.weights, PERCENTILES)
+    return TTFTSummary(float(np.dot(v, grid.weights)), float(p50), float(p90), float(p99))
