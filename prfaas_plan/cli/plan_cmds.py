@@ -1,0 +1,308 @@
+"""``size``, ``compare`` and ``reproduce``: the planner's main answers."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import typer
+
+from ..errors import PlanError
+from ..report import Column, Report, Section, check_format, emit
+from ..units import format_tokens, parse_rate_bps, parse_tpot_s
+from .app import FormatOption, app
+
+DEFAULTS = {
+    "model": "kimi-linear",
+    "remote": "32xH200",
+    "local": "64xH20",
+    "link": "100G",
+    "tpot": "25ms",
+    "workload": "paper",
+    "instance_chips": 8,
+}
+
+MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or exact (expectations)."
+
+
+def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
+              defaulted: list[str]):
+    from ..layout import Link
+    from ..planning import GRID_POINTS, Scenario
+    from ..profiles import get_model
+    from ..throughput import LengthGrid
+    from ..units import parse_time_s
+    from ..workload import resolve_workload
+
+    if mode not in ("representative", "exact"):
+        raise PlanError(f"--mode {mode!r}: expected representative or exact")
+    if inputs not in ("predicted", "paper"):
+        raise PlanError(f"--inputs {inputs!r}: expected predicted or paper")
+    if not 0 < efficiency <= 1:
+        raise PlanError(f"--link-efficiency {efficiency!r}: expected a fraction in (0, 1]")
+    m = get_model(model)
+    wl = resolve_workload(workload)
+    grid = LengthGrid.from_distribution(wl.input, GRID_POINTS)
+    lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0)
+    notes = [f"default {k}: {v}" for k, v in defaulted]
+    notes.append(f"workload: {wl.describe()}")
+    return Scenario(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs, grid,
+                    float(wl.output_mean), wl.name, tuple(notes))
+
+
+def _defaults(**given) -> tuple[dict, list]:
+    """Fill unset options from DEFAULTS and list which defaults were used."""
+    used = []
+    out = {}
+    for k, v in given.items():
+        if v is None:
+            out[k] = DEFAULTS[k]
+            used.append((k.replace("_", "-"), DEFAULTS[k]))
+        else:
+            out[k] = v
+    return out, used
+
+
+def _counts(ev) -> str:
+    site = ev.layout.pd_sites[0]
+    local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D) x {site.instance}"
+    if ev.layout.remote is not None:
+        return f"{ev.layout.remote.instances} x {ev.layout.remote.instance} remote P + {local} local"
+    return local + " local"
+
+
+def _plan_row(name: str, plan, sc) -> dict:
+    ev = plan.best
+    tput_tok = ev.lambda_max * sc.output_tokens
+    return {
+        "layout": name,
+        "threshold_tokens": ev.threshold,
+        "offloaded_share": ev.p_remote,
+        "mean_offloaded_tokens": ev.l_long if ev.p_remote > 0 else None,
+        "mean_local_tokens": ev.l_short if ev.p_remote < 1 else None,
+        "instances": _counts(ev),
+        "remote_prefill_instances": ev.layout.remote.instances if ev.layout.remote else 0,
+        "local_prefill_instances": ev.n_prefill,
+        "local_decode_instances": ev.n_decode,
+        "throughput_rps": ev.lambda_max,
+        "output_tokens_per_s": tput_tok,
+        "binding_stage": ev.binding,
+        "egress_gbps": ev.egress_bps / 1e9,
+        "link_utilization": ev.link_utilization,
+        "link_headroom_gbps": ev.link_headroom_bps / 1e9,
+        "link_binds_below_tokens": plan.link_bind_threshold,
+        "ttft_mean_s": plan.ttft.mean_s,
+        "ttft_p50_s": plan.ttft.p50_s,
+        "ttft_p90_s": plan.ttft.p90_s,
+        "ttft_p99_s": plan.ttft.p99_s,
+        "capex_usd": plan.capex_usd,
+        "cloud_usd_per_hour": plan.cloud_usd_per_hour,
+        "rps_per_musd": ev.lambda_max / plan.capex_usd * 1e6 if plan.capex_usd else None,
+        "output_tokens_per_usd_cloud": tput_tok * 3600 / plan.cloud_usd_per_hour if plan.cloud_usd_per_hour else None,
+    }
+
+
+def _tok(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return f"{v:,.0f} ({format_tokens(v)})"
+
+
+PLAN_COLUMNS = [
+    Column("layout", "layout"),
+    Column("threshold_tokens", "threshold t", _tok),
+    Column("offloaded_share", "offloaded", lambda v: f"{v:.1%}"),
+    Column("mean_offloaded_tokens", "E[L|L>t]", _tok),
+    Column("instances", "instances"),
+    Column("throughput_rps", "req/s", ".3f"),
+    Column("binding_stage", "binds"),
+    Column("egress_gbps", "egress Gbps", ".2f"),
+    Column("link_utilization", "link util", lambda v: f"{v:.1%}"),
+    Column("ttft_p50_s", "TTFT P50 s", ".2f"),
+    Column("ttft_p90_s", "TTFT P90 s", ".2f"),
+    Column("ttft_p99_s", "TTFT P99 s", ".2f"),
+    Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
+    Column("cloud_usd_per_hour", "cloud $/h", ",.0f"),
+]
+
+
+def _stage_rows(plan) -> list[dict]:
+    ev = plan.best
+    util = ev.stage_utilization
+    return [{"stage": s, "bound_rps": ev.bounds[s] if math.isfinite(ev.bounds[s]) else None,
+             "utilization": util[s], "binding": s == ev.binding} for s in ev.bounds]
+
+
+def _perf_notes(plan) -> list[str]:
+    perf = plan.perf
+    notes = []
+    if perf.remote_prefill is not None:
+        notes.append(f"remote prefill: {perf.remote_prefill.source}")
+    for name, sp in perf.sites.items():
+        notes.append(f"{name} prefill: {sp.prefill.source}")
+        notes.append(f"{name} decode: {sp.decode.batch:.1f} requests x 1 token per {sp.decode.step_s * 1e3:.1f} ms "
+                     f"({sp.decode.tokens_per_s:,.0f} tokens/s per instance, bound by {sp.decode.binding}); "
+                     f"{sp.decode.source}")
+    return notes
+
+
+def _write_plot(path: str, plan, title: str) -> None:
+    from ..plots import plot_threshold_sweep
+
+    plot_threshold_sweep(plan, path, title)
+
+
+@app.command("size")
+def size_cmd(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model (default kimi-linear)."),
+    link: Optional[str] = typer.Option(None, "--link", help="Inter-site link rate, e.g. 100G (default 100G)."),
+    remote: Optional[str] = typer.Option(None, "--remote", help="Remote prefill chips, e.g. 32xH200."),
+    local: Optional[str] = typer.Option(None, "--local", help="Local PD chips, e.g. 64xH20."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w",
+                                           help="paper, trace (bundled Mooncake trace) or a .jsonl/.csv file."),
+    tpot: Optional[str] = typer.Option(None, "--tpot", help="Decode SLO: 25ms or 40tok/s (default 25ms)."),
+    instance_chips: Optional[int] = typer.Option(None, "--instance-chips", min=1, help="Chips per instance (8)."),
+    target_rate: Optional[float] = typer.Option(None, "--target-rate", help="Requests/s to serve at least "
+                                                "cost: sizes the cheapest cluster (remote and local counts)."),
+    mode: str = typer.Option("representative", "--mode", help=MODE_HELP),
+    inputs: str = typer.Option("predicted", "--inputs", help="predicted (our performance model) or paper "
+                               "(prfaas-1t only: the paper's H200 profile and back-solved H20 inputs)."),
+    link_efficiency: float = typer.Option(0.95, "--link-efficiency", help="Goodput fraction of the line rate."),
+    rtt: Optional[str] = typer.Option(None, "--rtt", help="Link round trip, e.g. 2ms."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
+    fmt: str = FormatOption,
+) -> None:
+    """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
+    from ..planning import size
+
+    check_format(fmt)
+    opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
+                           instance_chips=instance_chips)
+    sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used)
+    plan = size(sc)
+    if plan.best.lambda_max <= 0:
+        raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
+    sections = [Section("plan", f"PrfaaS-PD plan for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
+                        [_plan_row("prfaas-pd", plan, sc)], PLAN_COLUMNS),
+                Section("stages", "Stage bounds at the optimum (system requests/s)", _stage_rows(plan),
+                        [Column("stage", "stage"), Column("bound_rps", "bound req/s", ".3f"),
+                         Column("utilization", "utilization", lambda v: f"{v:.1%}"),
+                         Column("binding", "binds")])]
+    if target_rate is not None:
+        sections.append(_target_section(sc, plan, target_rate))
+    notes = list(sc.notes) + _perf_notes(plan) + [
+        f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; link binds for "
+        f"thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput",
+        f"TTFT method: {plan.ttft.method}",
+        "costs from the hardware profiles' price indications (labelled there), not quotes",
+    ]
+    if plot:
+        _write_plot(plot, plan, f"{sc.model.name}: throughput vs threshold")
+    emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
+
+
+def _target_section(sc, plan, target_rate: float) -> Section:
+    from ..lp import make_bins, min_cost
+    from ..profiles import get_hardware
+
+    if target_rate <= 0:
+        raise PlanError(f"--target-rate {target_rate:g}: expected a positive request rate")
+    lay = plan.best.layout
+    r_price = get_hardware(lay.remote.instance.chip.name).price
+    l_price = get_hardware(lay.pd_sites[0].instance.chip.name).price
+    if r_price is None or l_price is None:
+        raise PlanError("--target-rate needs purchase prices in both chips' hardware profiles")
+    bins = make_bins(sc.grid, plan.perf)
+    res = min_cost(lay, bins, plan.perf, target_rate, r_price.purchase_usd * lay.remote.instance.chips,
+                   l_price.purchase_usd * lay.pd_sites[0].instance.chips)
+    row = {"target_rps": target_rate, "remote_instances": round(res.n_remote),
+           "local_prefill_instances": round(res.n_prefill), "local_decode_instances": round(res.n_decode),
+           "capex_usd": res.cost_usd, "pure_threshold": res.is_threshold, "threshold_tokens": res.threshold_tokens}
+    cols = [Column("target_rps", "target req/s", ".3f"), Column("remote_instances", "remote P"),
+            Column("local_prefill_instances", "local P"), Column("local_decode_instances", "local D"),
+            Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
+            Column("pure_threshold", "threshold routing"), Column("threshold_tokens", "t", _tok)]
+    return Section("target", "Cheapest cluster for the target rate (mixed-integer program, exact mode)", [row], cols,
+                   ["instance counts are free here; the chips per instance and the link are as given"])
+
+
+@app.command("compare")
+def compare_cmd(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model (default kimi-linear)."),
+    link: Optional[str] = typer.Option(None, "--link", help="Inter-site link rate (default 100G)."),
+    remote: Optional[str] = typer.Option(None, "--remote", help="Remote prefill chips, e.g. 32xH200."),
+    local: Optional[str] = typer.Option(None, "--local", help="Local PD chips, e.g. 64xH20."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="paper, trace or a file."),
+    tpot: Optional[str] = typer.Option(None, "--tpot", help="Decode SLO (default 25ms)."),
+    instance_chips: Optional[int] = typer.Option(None, "--instance-chips", min=1),
+    basis: str = typer.Option("instances", "--basis", help="instances (same instance count, the paper's) or "
+                              "cost (homogeneous gets what the PrfaaS-PD purchase price buys)."),
+    mode: str = typer.Option("representative", "--mode", help=MODE_HELP),
+    inputs: str = typer.Option("predicted", "--inputs", help="predicted or paper (prfaas-1t only)."),
+    link_efficiency: float = typer.Option(0.95, "--link-efficiency"),
+    rtt: Optional[str] = typer.Option(None, "--rtt"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the PrfaaS-PD throughput vs t plot."),
+    fmt: str = FormatOption,
+) -> None:
+    """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
+    from ..planning import compare
+
+    check_format(fmt)
+    opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
+                           instance_chips=instance_chips)
+    sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used)
+    plans = compare(sc, basis)
+    rows = [_plan_row(name, p, sc) for name, p in plans.items()]
+    base = plans["prfaas-pd"].best.lambda_max
+    for row in rows:
+        row["prfaas_speedup_x"] = base / row["throughput_rps"] if row["throughput_rps"] else None
+    cols = PLAN_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
+    notes = list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
+        f"comparison basis: {basis}", f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
+    if plot:
+        _write_plot(plot, plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
+    emit(Report([Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
+                         rows, cols)], notes), fmt)
+
+
+@app.command("reproduce")
+def reproduce_cmd(
+    inputs: str = typer.Option("paper", "--inputs", help="paper (checks the arithmetic) or predicted "
+                               "(H20 from our performance model)."),
+    mode: str = typer.Option("representative", "--mode", help=MODE_HELP),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the PrfaaS-PD throughput vs t plot."),
+    fmt: str = FormatOption,
+) -> None:
+    """The paper's case study from models: each published figure, ours, difference and tolerance.
+
+    Exit code 1 when a figure is out of tolerance and not a listed known gap.
+    """
+    from .. import paper
+
+    check_format(fmt)
+    if inputs not in ("paper", "predicted"):
+        raise PlanError(f"--inputs {inputs!r}: expected paper or predicted")
+    if mode not in ("representative", "exact"):
+        raise PlanError(f"--mode {mode!r}: expected representative or exact")
+    study = paper.run_case_study(inputs, mode)
+    rows = paper.compare_to_targets(study)
+    failed = [r for r in rows if not r["within"] and not r["known_gap"]]
+    cols = [Column("label", "figure"), Column("published", "published", ",.4g"), Column("ours", "ours", ",.4g"),
+            Column("difference", "difference", "+,.4g"), Column("tolerance", "tolerance", "±,.4g"),
+            Column("unit", "unit"), Column("within", "ok"), Column("known_gap", "known gap")]
+    layouts = [_plan_row(n, p, study.scenario) for n, p in study.plans.items()]
+    notes = [f"inputs: {inputs}; mode: {mode}"] + list(study.scenario.notes) + _perf_notes(study.plans["prfaas-pd"])
+    notes += [f"known gap {r['figure']}: {r['known_gap']}" for r in rows if r["known_gap"]]
+    notes.append(f"TTFT method: {study.plans['prfaas-pd'].ttft.method}")
+    notes.append("RESULT: " + ("all figures within tolerance" if not failed else
+                               "out of tolerance: " + ", ".join(r["figure"] for r in failed)))
+    if plot:
+        _write_plot(plot, study.plans["prfaas-pd"], "prfaas-1t case study: throughput vs threshold")
+    emit(Report([Section("figures", "PrfaaS paper case study: published vs reproduced", rows, cols),
+                 Section("layouts", "Optimized layouts", layouts, PLAN_COLUMNS)], notes), fmt)
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,150 @@
+"""Sizing and comparison: from a user's question to optimized layouts, with every assumption listed.
+
+This is the Python API behind ``prfaas-plan size`` and ``compare``: it resolves the model, chips,
+workload and per-instance performance, runs the optimizer, and gathers the numbers a report prints.
+Each default in effect is recorded as a note so the user sees what was assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import PlanError
+from .layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
+from .optimizer import GridResult, grid_search, threshold_candidates
+from .performance.base import DecodeCapacity, Instance, PrefillModel
+from .profiles import ModelProfile, get_model
+from .throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
+from .ttft import TTFTSummary, ttft_summary
+
+GRID_POINTS = 8192
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The inputs of one planning question (everything resolved, nothing defaulted later)."""
+
+    model: ModelProfile
+    remote: str               # chips, e.g. 32xH200
+    local: str                # chips, e.g. 64xH20
+    link: Link
+    instance_chips: int
+    tpot_s: float
+    mode: str                 # representative | exact
+    inputs: str               # predicted | paper
+    grid: LengthGrid
+    output_tokens: float
+    workload_name: str
+    notes: tuple[str, ...] = field(default=())
+
+
+def instance_perf(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
+                  inputs: str) -> tuple[PrefillModel, DecodeCapacity]:
+    """Prefill model and decode capacity of one instance for the chosen input level."""
+    if inputs == "paper":
+        from . import paper
+
+        if model.name != paper.MODEL:
+            raise PlanError(f"--inputs paper exists only for {paper.MODEL} (the paper's case-study model)")
+        if instance.chip.name == "h200":
+            return paper.measured_h200(), paper.backsolved_h20()[1]
+        if instance.chip.name == "h20":
+            return paper.backsolved_h20()
+        raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
+    from .performance import decode_capacity, prefill_model
+
+    return prefill_model(model, instance), decode_capacity(model, instance, tpot_s, context_tokens)
+
+
+def perf_inputs(sc: Scenario, with_remote: bool = True, local: str | None = None) -> PerfInputs:
+    """Per-instance performance of the scenario's remote and local instances."""
+    context = sc.grid.mean + sc.output_tokens / 2
+    l_inst, _ = instances_from_chips(local or sc.local, sc.instance_chips, "--local")
+    l_prefill, l_decode = instance_perf(sc.model, l_inst, sc.tpot_s, context, sc.inputs)
+    remote = None
+    if with_remote:
+        r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
+        remote = instance_perf(sc.model, r_inst, sc.tpot_s, context, sc.inputs)[0]
+    return PerfInputs(sc.model, remote, {"local": SitePerf(l_prefill, l_decode)}, sc.output_tokens)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An optimized layout with its derived figures."""
+
+    best: Evaluation
+    surface: GridResult
+    ttft: TTFTSummary
+    perf: PerfInputs
+    grid: LengthGrid
+    link_bind_threshold: float     # below this t the link would bind at the optimum's throughput
+    capex_usd: float
+    cloud_usd_per_hour: float
+
+
+def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -> float:
+    """Smallest threshold whose link bound still carries the optimum's throughput (nan: no link)."""
+    lay = best.layout
+    if lay.remote is None or lay.pd_sites[0].link is None:
+        return float("nan")
+    ts = threshold_candidates(grid)
+    r = routing_stats(grid, perf, ts, best.mode, lay.pd_sites[0].name)
+    link = stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0]
+    ok = np.flatnonzero(link >= best.lambda_max * (1 - 1e-9))
+    return float(ts[ok[0]]) if len(ok) else float("inf")
+
+
+def _costs(layout: Layout) -> tuple[float, float]:
+    """Purchase price (USD) and cloud rate (USD/hour) of the layout's chips, from the profiles."""
+    from .profiles import get_hardware
+
+    capex = hourly = 0.0
+    for chip, count in layout.chips().items():
+        price = get_hardware(chip).price
+        if price is None:
+            return float("nan"), float("nan")
+        capex += count * price.purchase_usd
+        hourly += count * price.cloud_usd_per_hour
+    return capex, hourly
+
+
+def optimize(layout: Layout, sc: Scenario, perf: PerfInputs) -> Plan:
+    """Grid-search the layout and gather its report figures."""
+    surface = grid_search(layout, sc.grid, perf, sc.mode)
+    best = surface.best
+    ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
+    capex, hourly = _costs(layout)
+    return Plan(best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
+
+
+def size(sc: Scenario) -> Plan:
+    """The PrfaaS-PD plan for the scenario."""
+    perf = perf_inputs(sc)
+    return optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
+
+
+def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
+    """PrfaaS-PD, homogeneous PD and naive heterogeneous on the same budget.
+
+    ``basis="instances"``: the homogeneous cluster has as many local-chip instances as PrfaaS-PD has
+    in total (the paper's comparison). ``basis="cost"``: as many as the PrfaaS-PD purchase price buys.
+    """
+    perf = perf_inputs(sc)
+    prf = optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
+    naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
+    r_inst, r_n = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
+    l_inst, l_n = instances_from_chips(sc.local, sc.instance_chips, "--local")
+    if basis == "instances":
+        n_hom = r_n + l_n
+    elif basis == "cost":
+        per_instance = _costs(homogeneous_pd(f"{sc.instance_chips}x{l_inst.chip.name}", sc.instance_chips))[0]
+        n_hom = int(prf.capex_usd // per_instance)
+    else:
+        raise PlanError(f"--basis {basis!r}: expected instances or cost")
+    if n_hom < 2:
+        raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")
+    hom_chips = f"{n_hom * sc.instance_chips}x{l_inst.chip.name}"
+    hom = optimize(homogeneous_pd(hom_chips, sc.instance_chips), sc, perf)
+    return {"prfaas-pd": prf, "homogeneous-pd": hom, "naive-heterogeneous": naive}

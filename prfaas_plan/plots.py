@@ -1,0 +1,58 @@
+"""Plots: throughput against the routing threshold, with each stage's bound and the optimum marked.
+
+matplotlib is imported lazily with the Agg backend; files are written atomically (PNG or SVG).
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PlanError
+from .report import write_atomic
+from .throughput import STAGES, routing_stats, stage_bounds
+
+FORMATS = {".png": "png", ".svg": "svg"}
+
+
+def _figure_format(path: str) -> str:
+    ext = Path(path).suffix.lower()
+    if ext not in FORMATS:
+        raise PlanError(f"--plot {path!r}: expected a .png or .svg file name")
+    return FORMATS[ext]
+
+
+def plot_threshold_sweep(plan, path: str, title: str) -> None:
+    """Lambda_max and stage bounds (requests/s) vs threshold t (tokens) at the optimum's split."""
+    fmt = _figure_format(path)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    best = plan.best
+    ts = plan.surface.thresholds[plan.surface.thresholds > 0]
+    grid_routing = routing_stats(plan.grid, plan.perf, ts, best.mode, best.layout.pd_sites[0].name)
+    b = stage_bounds(best.layout, grid_routing, plan.perf, [best.n_prefill])
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for stage in STAGES:
+        y = getattr(b, stage)[:, 0]
+        if np.isfinite(y).any():
+            ax.plot(ts, np.where(np.isfinite(y), y, np.nan), lw=1, ls="--", label=f"{stage} bound")
+    ax.plot(ts, b.lambda_max[:, 0], lw=2.2, color="black", label="Lambda_max")
+    ax.plot([best.threshold], [best.lambda_max], "o", color="crimson",
+            label=f"optimum t={best.threshold:,.0f}, {best.lambda_max:.3f} req/s")
+    ax.set_xscale("log")
+    ax.set_ylim(0, best.lambda_max * 2.2)
+    ax.set_xlabel("threshold t (uncached tokens)")
+    ax.set_ylabel("system throughput bound (requests/s)")
+    ax.set_title(f"{title}\n{best.n_prefill}P+{best.n_decode}D local, {best.mode} mode", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)
+    buf = BytesIO()
+    fig.savefig(buf, format=fmt, bbox_inches="tight")
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
