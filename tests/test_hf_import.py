@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
@@ -127,3 +128,48 @@ def test_one_based_layer_out_of_range_is_named():
     config["text_config"]["linear_attn_config"]["full_attn_layers"][-1] = 94
     with pytest.raises(PlanError, match=r"full_attn_layers': layer 94 outside 1\.\.93"):
         import_hf_config(config, name="x")
+
+
+# ----------------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_round_trip_through_profiles_dir(tmp_path, cli):
+    path = DATA / "hf_configs" / "Qwen--Qwen3.5-122B-A10B.config.json"
+    code, out, err = cli("model", "import", str(path), "--output-dir", str(tmp_path))
+    assert code == 0 and err == ""
+    assert "qwen3.5-122b-a10b" in out and "GQA 12 + GDN 36" in out and "24,576 B/token" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["qwen3.5-122b-a10b.yaml"]
+    code, out, _ = cli("--profiles", str(tmp_path), "models", "--format", "json")
+    rows = {r["model"]: r for r in json.loads(out)["sections"]["models"]}
+    assert code == 0 and rows["qwen3.5-122b-a10b"]["kv_bytes_per_token"] == 24_576
+
+
+def test_cli_stdout_is_the_yaml_and_output_file_matches(tmp_path, cli):
+    path = str(DATA / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json")
+    code, out, _ = cli("model", "import", path, "--name", "mimo-test")
+    assert code == 0 and out.startswith("# Imported by")
+    assert model_from_dict(yaml.safe_load(out)).attention == get_model("mimo-v2-flash").attention
+    target = tmp_path / "m.yaml"
+    code, summary, _ = cli("model", "import", path, "--name", "mimo-test", "--output", str(target))
+    assert code == 0 and target.read_text() == out and f"wrote {target}" in summary
+
+
+@pytest.mark.parametrize("content,extra,needle", [
+    ('{"model_type": "llama4", "num_hidden_layers": 48}', (), "unsupported model_type 'llama4'"),
+    ('{"model_type": "qwen3_moe", "num_hidden_layers": 4}', (), "missing field 'hidden_size'"),
+    ('{\n  "model_type": "qwen3_moe",\n  "num_hidden_layers": 4,,\n}', (), "org--X.config.json:3: malformed JSON"),
+    ("[1, 2]", (), "expected a JSON object"),
+    (None, (), "cannot read (No such file or directory)"),
+    ("{}", ("--output", "a.yaml", "--output-dir", "."), "give one of them, not both"),
+    ('{"model_type": "qwen3_moe"}', ("--output-dir", "no-such-dir"), "--output-dir 'no-such-dir': not a folder"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, cli, content, extra, needle):
+    monkeypatch.chdir(tmp_path)
+    if content is not None:
+        (tmp_path / "org--X.config.json").write_text(content)
+    before = sorted(tmp_path.iterdir())
+    code, out, err = cli("model", "import", "org--X.config.json", *extra)
+    assert code == 2 and needle in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and out == ""
+    assert sorted(tmp_path.iterdir()) == before
