@@ -14,6 +14,7 @@ from .app import app
 from . import profile_cmds  # noqa: E402,F401
 from . import kv_cmds  # noqa: E402,F401
 from . import plan_cmds  # noqa: E402,F401
+from . import import_cmds  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,73 @@
+"""``prfaas-plan model import``: a Hugging Face ``config.json`` becomes a model-profile YAML."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+import yaml
+
+from .. import arithmetic as A
+from ..errors import PlanError
+from ..hf_import import import_hf_config, read_hf_config
+from ..profiles import ModelProfile, model_from_dict
+from ..report import write_atomic
+from .app import model_app
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, except that lists of scalars (layer indices) stay on one line."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list):
+    flow = all(not isinstance(v, (list, dict)) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def _summary(m: ModelProfile) -> list[str]:
+    """A few lines on what the imported profile implies for the cache that crosses the link."""
+    lines = [f"{m.name} ({m.display_name}): {m.attention_summary}",
+             f"KV cache {A.kv_bytes_per_token(m):,} B/token ({m.kv_dtype})",
+             f"fixed state {A.fixed_state_bytes(m):,} B/request"
+             + (f" ({m.state_dtype} state, {m.conv_dtype} conv)" if A.fixed_state_bytes(m) else "")]
+    for g in m.groups("swa"):
+        lines.append(f"sliding window {A.swa_bytes_per_token(m):,} B/token, capped at {g.window} tokens")
+    return lines
+
+
+@model_app.command("import")
+def import_cmd(
+    config: str = typer.Argument(..., help="A Hugging Face config.json."),
+    name: Optional[str] = typer.Option(None, "--name", help="Profile name (default: from _name_or_path or "
+                                       "a file name like org--Model.config.json)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the profile YAML to this file."),
+    output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Write NAME.yaml into this folder "
+                                             "(usable with --profiles)."),
+) -> None:
+    """Import a Hugging Face config.json as a model profile (YAML to stdout, or to a file)."""
+    if output is not None and output_dir is not None:
+        raise PlanError("--output and --output-dir: give one of them, not both")
+    if output_dir is not None and not Path(output_dir).is_dir():
+        raise PlanError(f"--output-dir {output_dir!r}: not a folder")
+    if output is not None and Path(output).is_dir():
+        raise PlanError(f"--output {output!r}: is a folder; give a file name or use --output-dir")
+    profile = import_hf_config(read_hf_config(config), name, source=config)
+    model = model_from_dict(profile, config)
+    summary = _summary(model)
+    header = [f"Imported by `prfaas-plan model import` from {Path(config).name}."] + summary
+    text = "".join(f"# {line}\n" for line in header) + yaml.dump(
+        profile, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    if output is None and output_dir is None:
+        sys.stdout.write(text)
+        return
+    path = Path(output) if output else Path(output_dir) / f"{model.name}.yaml"
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot write ({exc.strerror})") from None
+    print("\n".join(summary + [f"wrote {path}"]))
