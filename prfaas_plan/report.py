@@ -153,6 +153,9 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
