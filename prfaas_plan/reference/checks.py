@@ -59,9 +59,14 @@ class ModelValidation:
 
     def add(self, check, case, reference, analytical, unit, ok=None, tolerance=None, detail=""):
         result = "info" if ok is None else ("ok" if ok else "FAIL")
-        self.rows.append({"model": self.model, "check": check, "case": case, "reference": reference,
-                          "analytical": analytical, "unit": unit, "tolerance": tolerance,
+        self.rows.append({"model": self.model, "check": check, "case": case, "reference": _plain(reference),
+                          "analytical": _plain(analytical), "unit": unit, "tolerance": _plain(tolerance),
                           "result": result, "detail": detail})
+
+
+def _plain(x):
+    """numpy scalars as Python numbers (the analytical functions may return np.int64 for scalars)."""
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -97,13 +102,14 @@ def check_bytes(v: ModelValidation, tm: TinyModel, tokens: np.ndarray) -> None:
         live = cache.live_bytes()
         sent = data_bytes(serialize(cache))
         s_kv = A.s_kv(s, l)
-        parts_ok = (live["growing"] == per_token * l and live["window"] == A.swa_bytes(s, l)
-                    and live["recurrent"] + live["conv"] == fixed
-                    and live["recurrent"] == A.recurrent_state_bytes(s) and live["conv"] == A.conv_state_bytes(s))
-        detail = (f"live: growing {live['growing']:,} (analytical {per_token * l:,}), window {live['window']:,} "
-                  f"({A.swa_bytes(s, l):,}), state {live['recurrent']:,} + conv {live['conv']:,} ({fixed:,}); "
-                  f"live total {live['total']:,}; allocated {live['allocated']:,} in {len(cache.block_table)} "
-                  f"blocks; payload framing {sent['framing']:,}")
+        parts = {"growing": (live["growing"], per_token * l), "window": (live["window"], A.swa_bytes(s, l)),
+                 "state": (live["recurrent"], A.recurrent_state_bytes(s)),
+                 "conv": (live["conv"], A.conv_state_bytes(s))}
+        wrong = [f"{k} {m:,} vs analytical {a:,}" for k, (m, a) in parts.items() if m != a]
+        parts_ok = not wrong and live["recurrent"] + live["conv"] == fixed
+        detail = ("live " + " + ".join(f"{k} {m:,}" for k, (m, _) in parts.items() if m or k == "growing")
+                  + f"; allocated {live['allocated']:,} ({len(cache.block_table)} blocks); framing {sent['framing']:,}"
+                  + ("; MISMATCH " + ", ".join(wrong) if wrong else ""))
         v.add("bytes", f"S_kv({l}) payload = live", sent["total"], s_kv, "B",
               sent["total"] == s_kv and live["total"] == s_kv and parts_ok, 0, detail)
 
