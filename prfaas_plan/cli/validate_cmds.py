@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import PlanError
 from ..profiles import all_models, get_model
 from ..report import Column, Report, Section, check_format, emit
 from .app import FormatOption, app
@@ -36,8 +37,7 @@ def validate_cmd(
 ) -> None:
     """Run the numpy reference on a scaled-down copy of each model and compare its cache bytes, FLOPs
     and outputs with the planner's analytical model arithmetic."""
-    from ..errors import PlanError
-    from ..reference import checks
+    from ..reference import checks  # numpy-heavy: imported only when the command runs
 
     check_format(fmt)
     if layers not in ("pattern", "all"):

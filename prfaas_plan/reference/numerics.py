@@ -30,7 +30,9 @@ from ..errors import PlanError
 
 
 class Flops:
-    """FLOP counter by tag (``proj``, ``core``, ``conv``, ``ffn``, ``lm_head``, ``context_decompress``).
+    """FLOP counter by tag: ``proj`` (attention projections and gates), ``core`` (scores, weighted sums,
+    state recurrence), ``conv`` (short convolution), ``ffn``, ``lm_head``, ``context_decompress`` (MLA
+    latents of a cached prefix decompressed in prefill) and ``absorb`` (MLA decode absorption products).
 
     Values are FLOPs (2 per multiply-add). A counter is passed down explicitly; ``None`` counts nothing.
     """
