@@ -10,6 +10,8 @@ Conventions
   token and head: delta-rule kinds do 3 state-sized multiply-adds (read-out of k, rank-1 update, read-out
   of q) plus the decay (1 multiply per state element); Lightning does 2 plus the decay. Chunked kernels
   do the same arithmetic regrouped plus an intra-chunk term; `prfaas_plan.reference` checks the bound.
+  The short convolution of KDA / Gated DeltaNet (conv_kernel multiply-adds per channel and token) is
+  counted once, with the projections, through its weights in `attention_params`.
 
 Sources of the formulas: the architectures' public modelling code (GQA/MLA/KDA/Gated DeltaNet/Lightning
 as in their Hugging Face implementations); cache layouts as in SGLang/vLLM (conv state keeps
@@ -316,9 +318,10 @@ def attention_core_flops(g: AttentionGroup, l, cached=0):
             pairs = _window_pairs(np.asarray(l) + cached, g.window) - _window_pairs(np.asarray(cached), g.window)
         return 2 * g.num_heads * (g.head_dim + g.v_head_dim) * pairs
     state = recurrent_state_elements(g)
-    conv = 2 * conv_channels(g) * g.conv_kernel
+    # The short convolution is not part of the core: its weights are in `attention_params`, so its
+    # multiply-adds are already in `PrefillFlops.dense_matmul` (2 x params x tokens).
     if g.kind in ("kda", "gated_deltanet"):
-        return l * (2 * 3 * state + state + conv)
+        return l * (2 * 3 * state + state)
     if g.kind == "lightning":
         return l * (2 * 2 * state + state)
     raise ValueError(g.kind)

@@ -15,6 +15,7 @@ from . import profile_cmds  # noqa: E402,F401
 from . import kv_cmds  # noqa: E402,F401
 from . import plan_cmds  # noqa: E402,F401
 from . import import_cmds  # noqa: E402,F401
+from . import validate_cmds  # noqa: E402,F401
 
 
 def main() -> None:
