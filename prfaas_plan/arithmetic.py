@@ -35,6 +35,11 @@ def _as_len(l):
     return np.asarray(l, dtype=np.int64)
 
 
+def _capped(l, cap: int):
+    """``min(l, cap)``, keeping a Python int a Python int."""
+    return min(l, cap) if isinstance(l, int) else np.minimum(l, cap)
+
+
 def _bytes(model: ModelProfile, which: str) -> float:
     return dtype_bytes({"kv": model.kv_dtype, "state": model.state_dtype, "conv": model.conv_dtype,
                         "weights": model.weight_dtype}[which], model.name)
@@ -119,7 +124,7 @@ def swa_bytes(model: ModelProfile, l):
     b = _bytes(model, "kv")
     total = 0 if np.isscalar(l) else np.zeros_like(l)
     for g in model.groups(*WINDOW_KINDS):
-        total = total + np.minimum(l, g.window) * int(g.count * kv_elements_per_token(g) * b)
+        total = total + _capped(l, g.window) * int(g.count * kv_elements_per_token(g) * b)
     return total if np.isscalar(l) else np.asarray(total, dtype=np.int64)
 
 
@@ -171,7 +176,7 @@ def s_kv_parts(model: ModelProfile, l, cached=0, tp: int = 1) -> KVParts:
     window = 0 if np.isscalar(l) else np.zeros_like(l)
     for g in model.groups(*WINDOW_KINDS):
         per = int(g.count * kv_elements_per_token(g) * kvb * _replication(model, g, tp))
-        window = window + np.minimum(l, g.window) * per
+        window = window + _capped(l, g.window) * per
     zero = 0 if np.isscalar(l) else np.zeros_like(l)
     recurrent = zero + recurrent_state_bytes(model)
     conv = zero + conv_state_bytes(model)
