@@ -4,14 +4,17 @@ Lengths are tokens, times seconds, rates requests/s. Modules, one job each:
 
 - `distributions`: `TruncatedLogNormal`, `LogNormal`, `Uniform`, `Fixed`, `Empirical` (closed-form tail
   probabilities and conditional means, fast expectations, grids for optimizers);
-- `traces`: Mooncake JSONL and CSV readers, streamed (`iter_trace`) or as arrays (`load_trace`).
+- `traces`: Mooncake JSONL and CSV readers, streamed (`iter_trace`) or as arrays (`load_trace`);
+- `prefix_cache`: block-level LRU replay of prefix hash ids giving uncached lengths.
 """
 
 from .distributions import (Empirical, Fixed, LengthDistribution, LogNormal, TruncatedLogNormal,
                             Uniform)
+from .prefix_cache import BlockLRU, CacheReplay, replay_prefix_cache
 from .traces import BUNDLED_TRACE, Trace, TraceRecord, iter_trace, load_trace
 
 __all__ = [
-    "BUNDLED_TRACE", "Empirical", "Fixed", "LengthDistribution", "LogNormal", "Trace", "TraceRecord",
-    "TruncatedLogNormal", "Uniform", "iter_trace", "load_trace",
+    "BUNDLED_TRACE", "BlockLRU", "CacheReplay", "Empirical", "Fixed", "LengthDistribution", "LogNormal",
+    "Trace", "TraceRecord", "TruncatedLogNormal", "Uniform", "iter_trace", "load_trace",
+    "replay_prefix_cache",
 ]
