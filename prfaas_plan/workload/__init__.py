@@ -5,9 +5,12 @@ Lengths are tokens, times seconds, rates requests/s. Modules, one job each:
 - `distributions`: `TruncatedLogNormal`, `LogNormal`, `Uniform`, `Fixed`, `Empirical` (closed-form tail
   probabilities and conditional means, fast expectations, grids for optimizers);
 - `traces`: Mooncake JSONL and CSV readers, streamed (`iter_trace`) or as arrays (`load_trace`);
-- `prefix_cache`: block-level LRU replay of prefix hash ids giving uncached lengths.
+- `prefix_cache`: block-level LRU replay of prefix hash ids giving uncached lengths;
+- `arrivals`: trace, Poisson, gamma-renewal and Markov-modulated arrival times.
 """
 
+from .arrivals import (empirical_rate, gamma_arrivals, mmpp_arrivals, poisson_arrivals, rescale,
+                       trace_arrivals)
 from .distributions import (Empirical, Fixed, LengthDistribution, LogNormal, TruncatedLogNormal,
                             Uniform)
 from .prefix_cache import BlockLRU, CacheReplay, replay_prefix_cache
@@ -16,5 +19,6 @@ from .traces import BUNDLED_TRACE, Trace, TraceRecord, iter_trace, load_trace
 __all__ = [
     "BUNDLED_TRACE", "BlockLRU", "CacheReplay", "Empirical", "Fixed", "LengthDistribution", "LogNormal",
     "Trace", "TraceRecord", "TruncatedLogNormal", "Uniform", "iter_trace", "load_trace",
-    "replay_prefix_cache",
+    "empirical_rate", "gamma_arrivals", "mmpp_arrivals", "poisson_arrivals", "replay_prefix_cache", "rescale",
+    "trace_arrivals",
 ]
