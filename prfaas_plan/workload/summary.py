@@ -4,6 +4,7 @@ routing quantities of brief section 2 over thresholds -- what ``prfaas-plan work
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..report import Column, Report, Section
@@ -51,17 +52,22 @@ def fact_rows(workload: Workload) -> list[dict]:
     return rows
 
 
+def _defined(x: float) -> float | None:
+    """A conditional mean, or None where its region is empty (nan)."""
+    return None if math.isnan(x) else x
+
+
 def threshold_rows(dist: LengthDistribution, thresholds: Sequence[float]) -> list[dict]:
-    """For each threshold t (tokens): p = P(L > t), E[L | L > t], E[L | L <= t], and the share of all
-    prefill tokens in requests longer than t."""
+    """For each threshold t (tokens): p = P(L > t), E[L | L > t], E[L | L <= t] (None where no request
+    falls on that side), and the share of all prefill tokens in requests longer than t."""
     mean = dist.mean()
     rows = []
     for t in thresholds:
         rows.append({
             "threshold_tokens": t,
             "p_above": float(dist.sf(t)),
-            "mean_above_tokens": float(dist.conditional_mean(t, above=True)),
-            "mean_below_tokens": float(dist.conditional_mean(t, above=False)),
+            "mean_above_tokens": _defined(float(dist.conditional_mean(t, above=True))),
+            "mean_below_tokens": _defined(float(dist.conditional_mean(t, above=False))),
             "token_share_above": float(dist.partial_mean(t, above=True)) / mean,
         })
     return rows

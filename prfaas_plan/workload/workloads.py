@@ -98,12 +98,14 @@ def from_trace(trace: str | Path | Trace, *, prefix_cache: bool | None = None,
     replay = prefix_cache if prefix_cache is not None else trace.block_ids is not None
     total = Empirical(trace.input_length)
     bundled = Path(trace.path) == BUNDLED_TRACE
-    notes = [f"{len(trace):,} requests from {'the bundled Mooncake trace' if bundled else trace.path}"]
+    notes = [f"{len(trace):,} request{'' if len(trace) == 1 else 's'} from "
+             f"{'the bundled Mooncake trace' if bundled else trace.path}"]
     cache = None
     if replay:
         cache = replay_prefix_cache(trace, block_size, capacity_blocks, route)
         scope = "one global cache" if route is None else f"{cache.caches} caches chosen by the route"
-        size = "unlimited" if capacity_blocks is None else f"{capacity_blocks:,} blocks each"
+        size = "unlimited" if capacity_blocks is None else \
+            f"{capacity_blocks:,} blocks{'' if route is None else ' each'}"
         notes.append(f"input = uncached length after replaying hash ids through an LRU prefix cache "
                      f"({scope}, {size}, {block_size}-token blocks, at least 1 token prefilled): "
                      f"token hit rate {cache.token_hit_rate:.1%}")
