@@ -105,3 +105,16 @@ def test_describe_malformed_trace(cli, tmp_path):
     code, out, err = cli("workload", "describe", "--trace", str(path))
     assert code == 2 and out == ""
     assert f"{path}:1: input_length = -4" in err and err.count("\n") == 1
+
+
+def test_describe_csv_without_timestamps(cli, tmp_path):
+    path = tmp_path / "short.csv"
+    path.write_text("input_length,output_length\n100,5\n300,7\n")
+    code, out, _ = cli("workload", "describe", "--trace", str(path), "-t", "200,8k", "-f", "json")
+    assert code == 0
+    doc = json.loads(out)
+    facts = {r["fact"]: r["value"] for r in doc["sections"]["facts"]}
+    assert facts == {"requests": 2, "duration": None, "arrival_rate": None}
+    above = [r["mean_above_tokens"] for r in doc["sections"]["thresholds"]]
+    assert above == [300, None]
+    assert "no arrival times in the trace" in doc["notes"]
