@@ -16,6 +16,7 @@ from . import kv_cmds  # noqa: E402,F401
 from . import plan_cmds  # noqa: E402,F401
 from . import import_cmds  # noqa: E402,F401
 from . import validate_cmds  # noqa: E402,F401
+from . import workload_cmds  # noqa: E402,F401
 
 
 def main() -> None:

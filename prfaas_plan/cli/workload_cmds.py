@@ -1,0 +1,58 @@
+"""``prfaas-plan workload``: inspect a workload (distribution or trace) the way the planner sees it.
+
+Other commands take a workload the same way: a ``WorkloadOption`` parameter passed to
+`prfaas_plan.workload.resolve_workload`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..errors import PlanError
+from ..report import check_format, emit
+from ..units import parse_lengths
+from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
+from .app import FormatOption, app
+
+workload_app = typer.Typer(help="Workload tools: length distributions, traces, prefix-cache replay.",
+                           no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(workload_app, name="workload")
+
+WORKLOAD_HELP = ("paper (the case study's truncated log-normal), trace (the bundled Mooncake conversation "
+                 "trace) or a .jsonl/.csv trace file.")
+WorkloadOption = typer.Option("paper", "--workload", "-w", help=WORKLOAD_HELP)
+
+
+@workload_app.command("describe")
+def describe_cmd(
+    workload: str = WorkloadOption,
+    trace: Optional[str] = typer.Option(None, "--trace", help="A .jsonl/.csv trace file (same as "
+                                        "--workload FILE)."),
+    prefix_cache: Optional[bool] = typer.Option(
+        None, "--prefix-cache/--no-prefix-cache",
+        help="Replay the trace's hash ids through an LRU prefix cache so input lengths are uncached "
+             "lengths (default: on when the trace has hash ids)."),
+    block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", min=1,
+                                   help="Tokens per hash id of the trace."),
+    cache_blocks: Optional[int] = typer.Option(None, "--cache-blocks", min=1,
+                                               help="Prefix-cache capacity in blocks (default unlimited)."),
+    threshold: list[str] = typer.Option(["8k", "16k", "32k", "64k"], "--threshold", "-t",
+                                        help="Routing threshold(s) t on uncached length, e.g. 19400 or "
+                                             "8k,16k (K = 1024)."),
+    fmt: str = FormatOption,
+) -> None:
+    """Lengths (mean, P50/P90/P99), prefix hit rate, arrival rate and P(L>t), E[L|L>t], E[L|L<=t]."""
+    from ..workload.summary import describe
+    from ..workload.workloads import resolve_workload
+
+    check_format(fmt)
+    if trace is not None:
+        if workload != "paper":
+            raise PlanError("--trace and --workload both name a workload: give one of them")
+        workload = trace
+    thresholds = parse_lengths(threshold, "--threshold")
+    w = resolve_workload(workload, prefix_cache=prefix_cache, block_size=block_size,
+                         capacity_blocks=cache_blocks)
+    emit(describe(w, thresholds), fmt)
