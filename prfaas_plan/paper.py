@@ -98,10 +98,10 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
     wl = paper_workload()
-    grid = LengthGrid.from_distribution(wl.input, GRID_POINTS)
+    grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
     return Scenario(get_model(MODEL), REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), INSTANCE_CHIPS,
-                    TPOT_S, mode, inputs, grid, float(wl.output_mean), wl.name,
-                    (f"workload: {wl.describe()}",))
+                    TPOT_S, mode, inputs, grid, float(wl.output_length.mean()), wl.name,
+                    (f"workload {wl.name}: " + "; ".join(wl.notes),))
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

@@ -42,12 +42,12 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
         raise PlanError(f"--link-efficiency {efficiency!r}: expected a fraction in (0, 1]")
     m = get_model(model)
     wl = resolve_workload(workload)
-    grid = LengthGrid.from_distribution(wl.input, GRID_POINTS)
+    grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
     lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0)
     notes = [f"default {k}: {v}" for k, v in defaulted]
-    notes.append(f"workload: {wl.describe()}")
+    notes.append(f"workload {wl.name}: " + "; ".join(wl.notes))
     return Scenario(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs, grid,
-                    float(wl.output_mean), wl.name, tuple(notes))
+                    float(wl.output_length.mean()), wl.name, tuple(notes))
 
 
 def _defaults(**given) -> tuple[dict, list]:
@@ -64,11 +64,12 @@ def _defaults(**given) -> tuple[dict, list]:
 
 
 def _counts(ev) -> str:
+    """Instances per role in the ``4R + 8 (=3P+5D)`` style (R remote prefill, P/D local)."""
     site = ev.layout.pd_sites[0]
-    local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D) x {site.instance}"
+    local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D)"
     if ev.layout.remote is not None:
-        return f"{ev.layout.remote.instances} x {ev.layout.remote.instance} remote P + {local} local"
-    return local + " local"
+        return f"{ev.layout.remote.instances}R + {local}"
+    return local
 
 
 def _plan_row(name: str, plan, sc) -> dict:
@@ -81,6 +82,8 @@ def _plan_row(name: str, plan, sc) -> dict:
         "mean_offloaded_tokens": ev.l_long if ev.p_remote > 0 else None,
         "mean_local_tokens": ev.l_short if ev.p_remote < 1 else None,
         "instances": _counts(ev),
+        "remote_instance": str(ev.layout.remote.instance) if ev.layout.remote else None,
+        "local_instance": str(ev.layout.pd_sites[0].instance),
         "remote_prefill_instances": ev.layout.remote.instances if ev.layout.remote else 0,
         "local_prefill_instances": ev.n_prefill,
         "local_decode_instances": ev.n_decode,
@@ -107,7 +110,7 @@ def _tok(v):
         return "-"
     if isinstance(v, float) and math.isinf(v):
         return "inf"
-    return f"{v:,.0f} ({format_tokens(v)})"
+    return f"{v:,.0f} ({format_tokens(v)})" if v >= 1024 else f"{v:,.0f}"
 
 
 PLAN_COLUMNS = [
@@ -126,6 +129,9 @@ PLAN_COLUMNS = [
     Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
     Column("cloud_usd_per_hour", "cloud $/h", ",.0f"),
 ]
+COMPACT_COLUMNS = [c for c in PLAN_COLUMNS if c.key not in ("ttft_p50_s", "ttft_p99_s", "cloud_usd_per_hour",
+                                                              "mean_offloaded_tokens")]
+INSTANCE_NOTE = "instances: R remote prefill, P local prefill, D local decode (instance shapes in JSON/CSV)"
 
 
 def _stage_rows(plan) -> list[dict]:
@@ -193,7 +199,7 @@ def size_cmd(
                          Column("binding", "binds")])]
     if target_rate is not None:
         sections.append(_target_section(sc, plan, target_rate))
-    notes = list(sc.notes) + _perf_notes(plan) + [
+    notes = list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; link binds for "
         f"thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput",
         f"TTFT method: {plan.ttft.method}",
@@ -260,9 +266,9 @@ def compare_cmd(
     base = plans["prfaas-pd"].best.lambda_max
     for row in rows:
         row["prfaas_speedup_x"] = base / row["throughput_rps"] if row["throughput_rps"] else None
-    cols = PLAN_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
+    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
     notes = list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
-        f"comparison basis: {basis}", f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
+        f"comparison basis: {basis}", INSTANCE_NOTE, f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
     if plot:
         _write_plot(plot, plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
     emit(Report([Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
@@ -298,11 +304,12 @@ def reproduce_cmd(
     notes = [f"inputs: {inputs}; mode: {mode}"] + list(study.scenario.notes) + _perf_notes(study.plans["prfaas-pd"])
     notes += [f"known gap {r['figure']}: {r['known_gap']}" for r in rows if r["known_gap"]]
     notes.append(f"TTFT method: {study.plans['prfaas-pd'].ttft.method}")
+    notes.append(INSTANCE_NOTE)
     notes.append("RESULT: " + ("all figures within tolerance" if not failed else
                                "out of tolerance: " + ", ".join(r["figure"] for r in failed)))
     if plot:
         _write_plot(plot, study.plans["prfaas-pd"], "prfaas-1t case study: throughput vs threshold")
     emit(Report([Section("figures", "PrfaaS paper case study: published vs reproduced", rows, cols),
-                 Section("layouts", "Optimized layouts", layouts, PLAN_COLUMNS)], notes), fmt)
+                 Section("layouts", "Optimized layouts", layouts, COMPACT_COLUMNS)], notes), fmt)
     if failed:
         raise typer.Exit(1)
