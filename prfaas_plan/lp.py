@@ -17,6 +17,9 @@ length, at most one split bin), which tests the paper's threshold policy.
 
 from __future__ import annotations
 
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,17 +97,33 @@ def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol
     return True, float(lengths[first - 1]) if first > 0 else 0.0
 
 
-def _solve(problem, integer: bool) -> str:
+@contextmanager
+def _quiet_stdout():
+    """HiGHS prints a banner from C++ straight to file descriptor 1; keep it out of our reports."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _solve(problem) -> str:
     import cvxpy as cp
 
     try:
-        problem.solve(solver=cp.HIGHS) if integer else problem.solve(solver=cp.HIGHS)
+        with _quiet_stdout():
+            problem.solve(solver=cp.HIGHS)
     except cp.error.SolverError as exc:  # pragma: no cover - solver installation problem
         raise PlanError(f"LP solver failed: {exc}") from None
     return problem.status
 
 
-def _common(bins: Bins, integer: bool):
+def _common(bins: Bins):
     import cvxpy as cp
 
     nb = len(bins.weight)
@@ -123,7 +142,7 @@ def max_throughput(layout: Layout, bins: Bins, perf: PerfInputs, free_split: boo
 
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-    lam, r, s, cons = _common(bins, integer)
+    lam, r, s, cons = _common(bins)
     n_r = layout.remote.instances if layout.remote is not None else 0
     goodput = site.link.goodput_bps if site.link is not None else 0.0
     if free_split:
@@ -141,7 +160,7 @@ def max_throughput(layout: Layout, bins: Bins, perf: PerfInputs, free_split: boo
     if layout.threshold == 0.0:
         cons.append(s == 0)
     prob = cp.Problem(cp.Maximize(lam), cons)
-    status = _solve(prob, integer and free_split)
+    status = _solve(prob)
     if status not in ("optimal", "optimal_inaccurate"):
         raise PlanError(f"layout {layout.name!r}: no feasible routing ({status})")
     return _result(status, lam, r, bins, n_r, n_p, n_d, goodput, 0.0)
@@ -170,7 +189,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
 
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-    lam, r, s, cons = _common(bins, True)
+    lam, r, s, cons = _common(bins)
     cons.append(lam == target_rps)
     n_r = cp.Variable(integer=True, nonneg=True)
     n_p = cp.Variable(integer=True, nonneg=True)
@@ -188,7 +207,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
         cons.append(n_p + n_d <= max_local)
     cost = remote_price * n_r + local_price * (n_p + n_d)
     prob = cp.Problem(cp.Minimize(cost), cons)
-    status = _solve(prob, True)
+    status = _solve(prob)
     if status not in ("optimal", "optimal_inaccurate"):
         raise PlanError(f"target rate {target_rps:g} req/s cannot be served by layout {layout.name!r} "
                         f"within the given limits ({status})")
@@ -207,7 +226,7 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
     remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
 
     def program(link_var):
-        lam, r, s, cons = _common(bins, False)
+        lam, r, s, cons = _common(bins)
         n_p = cp.Variable(nonneg=True)
         cons += [n_p <= site.instances, remote_s @ r <= layout.remote.instances,
                  bins.local_s @ s <= n_p, lam <= (site.instances - n_p) * dec_rps]
@@ -217,12 +236,12 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
 
     lam, r, n_p, cons = program(None)
     best = cp.Problem(cp.Maximize(lam), cons)
-    _solve(best, False)
+    _solve(best)
     target = keep_fraction * float(lam.value)
     g = cp.Variable(nonneg=True)
     lam2, r2, n_p2, cons2 = program(g)
     cons2.append(lam2 >= target)
     prob = cp.Problem(cp.Minimize(g), cons2)
-    status = _solve(prob, False)
+    status = _solve(prob)
     return _result(status, lam2, r2, bins, layout.remote.instances, n_p2, site.instances - _value(n_p2),
                    g, 0.0)

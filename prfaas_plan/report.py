@@ -125,10 +125,16 @@ def _render_table(report: Report) -> str:
     for s in report.sections:
         cols = s.columns or [Column(k, k) for k in (s.rows[0] if s.rows else {})]
         t = Table(title=s.title, title_justify="left", show_lines=False)
-        for c in cols:
-            t.add_column(c.header, overflow="fold")
-        for row in s.rows:
-            t.add_row(*[_cell(row.get(c.key), c.fmt) for c in cols])
+        if len(s.rows) == 1 and len(cols) > 6:  # one wide record reads better as quantity | value
+            t.add_column("quantity")
+            t.add_column("value", overflow="fold")
+            for c in cols:
+                t.add_row(c.header, _cell(s.rows[0].get(c.key), c.fmt))
+        else:
+            for c in cols:
+                t.add_column(c.header, overflow="fold")
+            for row in s.rows:
+                t.add_row(*[_cell(row.get(c.key), c.fmt) for c in cols])
         console.print(t)
         for n in s.notes:
             console.print(f"  note: {n}", highlight=False, soft_wrap=True)

@@ -129,6 +129,15 @@ PLAN_COLUMNS = [
     Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
     Column("cloud_usd_per_hour", "cloud $/h", ",.0f"),
 ]
+SIZE_COLUMNS = PLAN_COLUMNS[:6] + [
+    Column("output_tokens_per_s", "output tokens/s", ",.0f"),
+] + PLAN_COLUMNS[6:9] + [
+    Column("link_headroom_gbps", "link headroom Gbps", ".2f"),
+    Column("link_binds_below_tokens", "link binds below t", _tok),
+] + PLAN_COLUMNS[9:] + [
+    Column("rps_per_musd", "req/s per $1M capex", ".3f"),
+    Column("output_tokens_per_usd_cloud", "output tokens per cloud $", ",.0f"),
+]
 COMPACT_COLUMNS = [c for c in PLAN_COLUMNS if c.key not in ("ttft_p50_s", "ttft_p99_s", "cloud_usd_per_hour",
                                                               "mean_offloaded_tokens")]
 INSTANCE_NOTE = "instances: R remote prefill, P local prefill, D local decode (instance shapes in JSON/CSV)"
@@ -191,8 +200,12 @@ def size_cmd(
     plan = size(sc)
     if plan.best.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
+    if plan.best.p_remote < 1e-3 and plan.best.bounds["link"] < plan.best.bounds["remote_prefill"]:
+        raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
+                        f"limits offload to {plan.best.p_remote:.2%} of requests (local-only carries {plan.best.lambda_max:.3g} req/s); "
+                        f"use a larger --link or compare against homogeneous PD")
     sections = [Section("plan", f"PrfaaS-PD plan for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
-                        [_plan_row("prfaas-pd", plan, sc)], PLAN_COLUMNS),
+                        [_plan_row("prfaas-pd", plan, sc)], SIZE_COLUMNS),
                 Section("stages", "Stage bounds at the optimum (system requests/s)", _stage_rows(plan),
                         [Column("stage", "stage"), Column("bound_rps", "bound req/s", ".3f"),
                          Column("utilization", "utilization", lambda v: f"{v:.1%}"),
@@ -211,7 +224,9 @@ def size_cmd(
 
 
 def _target_section(sc, plan, target_rate: float) -> Section:
-    from ..lp import make_bins, min_cost
+    from dataclasses import replace
+
+    from ..lp import make_bins, max_throughput, min_cost
     from ..profiles import get_hardware
 
     if target_rate <= 0:
@@ -224,12 +239,19 @@ def _target_section(sc, plan, target_rate: float) -> Section:
     bins = make_bins(sc.grid, plan.perf)
     res = min_cost(lay, bins, plan.perf, target_rate, r_price.purchase_usd * lay.remote.instance.chips,
                    l_price.purchase_usd * lay.pd_sites[0].instance.chips)
-    row = {"target_rps": target_rate, "remote_instances": round(res.n_remote),
-           "local_prefill_instances": round(res.n_prefill), "local_decode_instances": round(res.n_decode),
-           "capex_usd": res.cost_usd, "pure_threshold": res.is_threshold, "threshold_tokens": res.threshold_tokens}
+    counts = (round(res.n_remote), round(res.n_prefill), round(res.n_decode))
+    # The cheapest counts leave slack, so their routing is not unique: route as the fixed-hardware
+    # optimum of those counts does, which also gives the capacity they reach.
+    sized = replace(lay, remote=replace(lay.remote, instances=counts[0]),
+                    pd_sites=(replace(lay.pd_sites[0], prefill=counts[1], decode=counts[2]),))
+    cap = max_throughput(sized, bins, plan.perf, free_split=False)
+    row = {"target_rps": target_rate, "remote_instances": counts[0], "local_prefill_instances": counts[1],
+           "local_decode_instances": counts[2], "capex_usd": res.cost_usd, "capacity_rps": cap.lambda_rps,
+           "pure_threshold": cap.is_threshold, "threshold_tokens": cap.threshold_tokens}
     cols = [Column("target_rps", "target req/s", ".3f"), Column("remote_instances", "remote P"),
             Column("local_prefill_instances", "local P"), Column("local_decode_instances", "local D"),
             Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
+            Column("capacity_rps", "capacity req/s", ".3f"),
             Column("pure_threshold", "threshold routing"), Column("threshold_tokens", "t", _tok)]
     return Section("target", "Cheapest cluster for the target rate (mixed-integer program, exact mode)", [row], cols,
                    ["instance counts are free here; the chips per instance and the link are as given"])

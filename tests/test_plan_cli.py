@@ -1,0 +1,77 @@
+"""``size`` / ``compare`` / ``reproduce`` on the command line: outputs, defaults shown, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+PAPER = ("--model", "prfaas-1t", "--inputs", "paper")
+
+
+def test_size_json_has_unit_keys_and_shows_defaults(cli):
+    code, out, err = cli("size", *PAPER, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    plan = doc["sections"]["plan"][0]
+    for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "link_utilization", "ttft_p90_s",
+                "capex_usd", "binding_stage"):
+        assert key in plan
+    assert plan["instances"].startswith("4R + 8 (=")
+    assert "default link: 100G" in doc["notes"]
+    assert any(n.startswith("remote prefill: measured") for n in doc["notes"])
+
+
+def test_size_target_rate_sizes_a_cluster(cli):
+    code, out, err = cli("size", *PAPER, "--target-rate", "5", "--format", "json")
+    assert code == 0, err
+    target = json.loads(out)["sections"]["target"][0]
+    assert target["capacity_rps"] >= 5 - 1e-6
+    assert target["pure_threshold"] is True
+
+
+def test_compare_csv_lists_three_layouts(cli):
+    code, out, err = cli("compare", *PAPER, "--format", "csv")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("layout,")
+    assert [l.split(",")[0] for l in lines[1:]] == ["prfaas-pd", "homogeneous-pd", "naive-heterogeneous"]
+
+
+def test_compare_equal_cost_basis(cli):
+    code, out, err = cli("compare", *PAPER, "--basis", "cost", "--format", "json")
+    assert code == 0, err
+    rows = {r["layout"]: r for r in json.loads(out)["sections"]["compare"]}
+    assert rows["homogeneous-pd"]["capex_usd"] <= rows["prfaas-pd"]["capex_usd"]
+
+
+def test_plot_is_written_whole(cli, tmp_path):
+    target = tmp_path / "sweep.svg"
+    code, _, err = cli("size", *PAPER, "--plot", str(target))
+    assert code == 0, err
+    assert target.read_text().lstrip().startswith("<?xml") and list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("size", *PAPER, "--link", "fast"), "--link 'fast'"),
+    (("size", *PAPER, "--link", "-3G"), "--link '-3G'"),
+    (("size", *PAPER, "--link", "0.01G"), "too small for any offload"),
+    (("size", *PAPER, "--remote", "0xH200"), "--remote '0xH200'"),
+    (("size", *PAPER, "--local", "12xH20"), "whole 8-chip instances"),
+    (("size", *PAPER, "--remote", "32xH900"), "unknown chip 'h900'"),
+    (("size", *PAPER, "--target-rate", "-1"), "--target-rate"),
+    (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
+    (("size", *PAPER, "--mode", "fancy"), "--mode 'fancy'"),
+    (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
+    (("compare", *PAPER, "--basis", "vibes"), "--basis 'vibes'"),
+    (("reproduce", "--inputs", "guess"), "--inputs 'guess'"),
+])
+def test_bad_plan_input_is_one_line_exit_2(cli, args, needle, tmp_path):
+    code, out, err = cli(*args)
+    assert code == 2, (out, err)
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_plot_name_writes_nothing(cli, tmp_path):
+    code, _, err = cli("size", *PAPER, "--plot", str(tmp_path / "x.jpg"))
+    assert code == 2 and "--plot" in err and list(tmp_path.iterdir()) == []
