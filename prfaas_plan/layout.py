@@ -93,6 +93,9 @@ class Layout:
         for s in self.pd_sites:
             if s.prefill < 0 or s.decode < 0:
                 raise PlanError(f"layout {self.name!r}: site {s.name!r} has a negative instance count")
+            if s.instances == 0:
+                raise PlanError(f"layout {self.name!r}: site {s.name!r} has no instances (it needs at least "
+                                "one decode instance)")
             if self.remote is not None and s.link is None:
                 raise PlanError(f"layout {self.name!r}: site {s.name!r} has no link to the remote site")
         if self.remote is not None and self.remote.instances < 0:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -79,6 +79,8 @@ class LPResult:
     cost_usd: float
     is_threshold: bool
     threshold_tokens: float           # the implied threshold when is_threshold, else nan
+    egress_bps: float = 0.0           # mean KV traffic over the link at lambda_rps, bit/s
+    sites: tuple = ()                 # per-site results of a multi-site layout
 
 
 def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol: float = 1e-4):
@@ -134,36 +136,55 @@ def _common(bins: Bins):
     return lam, r, s, cons
 
 
-def max_throughput(layout: Layout, bins: Bins, perf: PerfInputs, free_split: bool = True,
+def max_throughput(layout: Layout, bins: Bins | dict[str, Bins], perf: PerfInputs, free_split: bool = True,
                    integer: bool = True) -> LPResult:
-    """Maximize Lambda for the layout's hardware (single PD site); the local split is a variable when
-    ``free_split``."""
+    """Maximize the total rate over the layout's PD sites (several sites share the remote prefill site,
+    each over its own link); each site's local split is a variable when ``free_split``.
+
+    ``bins`` may be one `Bins` (every site alike) or one per site name (sites with different chips).
+    The result's top-level fields describe the first site plus the total rate; ``sites`` has one
+    result per site.
+    """
     import cvxpy as cp
 
-    site = layout.pd_sites[0]
-    dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-    lam, r, s, cons = _common(bins)
     n_r = layout.remote.instances if layout.remote is not None else 0
-    goodput = site.link.goodput_bps if site.link is not None else 0.0
-    if free_split:
-        n_p = cp.Variable(integer=integer, nonneg=True)
-        cons.append(n_p <= site.instances)
-    else:
-        n_p = site.prefill
-    n_d = site.instances - n_p
-    remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
-    if n_r == 0 or goodput == 0:
-        cons.append(r == 0)
-    else:
-        cons += [remote_s @ r <= n_r, (bins.kv_bytes * 8.0) @ r <= goodput]
-    cons += [bins.local_s @ s <= n_p, lam <= n_d * dec_rps]
-    if layout.threshold == 0.0:
-        cons.append(s == 0)
-    prob = cp.Problem(cp.Maximize(lam), cons)
+    remote_load = 0
+    cons: list = []
+    per_site = []
+    for site in layout.pd_sites:
+        b = bins[site.name] if isinstance(bins, dict) else bins
+        dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
+        lam, r, s, site_cons = _common(b)
+        cons += site_cons
+        goodput = site.link.goodput_bps if site.link is not None else 0.0
+        if free_split:
+            n_p = cp.Variable(integer=integer, nonneg=True)
+            cons.append(n_p <= site.instances)
+        else:
+            n_p = site.prefill
+        n_d = site.instances - n_p
+        if n_r == 0 or goodput == 0:
+            cons.append(r == 0)
+        else:
+            remote_load = remote_load + np.where(np.isfinite(b.remote_s), b.remote_s, 0.0) @ r
+            cons.append((b.kv_bytes * 8.0) @ r <= goodput)
+        cons += [b.local_s @ s <= n_p, lam <= n_d * dec_rps]
+        if layout.threshold is not None:  # a pinned threshold routes by length, not by the program
+            remote_bins = b.length > layout.threshold
+            if remote_bins.any():
+                cons.append(s[np.flatnonzero(remote_bins)] == 0)
+            if (~remote_bins).any():
+                cons.append(r[np.flatnonzero(~remote_bins)] == 0)
+        per_site.append((lam, r, b, n_p, n_d, goodput))
+    if n_r > 0 and not isinstance(remote_load, int):
+        cons.append(remote_load <= n_r)
+    total = sum(p[0] for p in per_site)
+    prob = cp.Problem(cp.Maximize(total), cons)
     status = _solve(prob)
     if status not in ("optimal", "optimal_inaccurate"):
         raise PlanError(f"layout {layout.name!r}: no feasible routing ({status})")
-    return _result(status, lam, r, bins, n_r, n_p, n_d, goodput, 0.0)
+    sites = tuple(_result(status, lam, r, b, n_r, n_p, n_d, g, 0.0) for lam, r, b, n_p, n_d, g in per_site)
+    return replace(sites[0], lambda_rps=_value(total), sites=sites)
 
 
 def _value(v) -> float:
@@ -175,8 +196,9 @@ def _result(status, lam, r, bins, n_r, n_p, n_d, goodput, cost) -> LPResult:
     x = np.divide(np.asarray(r.value, dtype=float), lam_v * bins.weight,
                   out=np.zeros_like(bins.weight), where=lam_v * bins.weight > 0)
     is_t, t = _threshold_shape(x, bins.length, bins.weight)
+    egress = float((bins.kv_bytes * 8.0) @ np.asarray(r.value, dtype=float))
     return LPResult(status, lam_v, x, bins.length, _value(n_r), _value(n_p), _value(n_d), _value(goodput),
-                    _value(cost), is_t, t)
+                    _value(cost), is_t, t, egress)
 
 
 def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, remote_price: float,

@@ -148,3 +148,26 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
     hom_chips = f"{n_hom * sc.instance_chips}x{l_inst.chip.name}"
     hom = optimize(homogeneous_pd(hom_chips, sc.instance_chips), sc, perf)
     return {"prfaas-pd": prf, "homogeneous-pd": hom, "naive-heterogeneous": naive}
+
+
+def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
+    """Per-instance performance of every site of a (possibly multi-site) layout."""
+    context = sc.grid.mean + sc.output_tokens / 2
+    sites = {}
+    for site in layout.pd_sites:
+        prefill, decode = instance_perf(sc.model, site.instance, sc.tpot_s, context, sc.inputs)
+        sites[site.name] = SitePerf(prefill, decode)
+    remote = None
+    if layout.remote is not None:
+        remote = instance_perf(sc.model, layout.remote.instance, sc.tpot_s, context, sc.inputs)[0]
+    return PerfInputs(sc.model, remote, sites, sc.output_tokens)
+
+
+def size_layout(layout: Layout, sc: Scenario):
+    """Optimize any layout (several PD sites sharing one remote site) with the linear program:
+    per-site routing and local splits, exact mode. Returns the `lp.LPResult` (``sites`` per site)."""
+    from .lp import make_bins, max_throughput
+
+    perf = layout_perf(layout, sc)
+    bins = {s.name: make_bins(sc.grid, perf, site=s.name) for s in layout.pd_sites}
+    return max_throughput(layout, bins, perf), perf

@@ -75,3 +75,32 @@ def test_bad_plan_input_is_one_line_exit_2(cli, args, needle, tmp_path):
 def test_bad_plot_name_writes_nothing(cli, tmp_path):
     code, _, err = cli("size", *PAPER, "--plot", str(tmp_path / "x.jpg"))
     assert code == 2 and "--plot" in err and list(tmp_path.iterdir()) == []
+
+
+def test_multi_site_layout_file(cli, tmp_path):
+    lay = tmp_path / "two.yaml"
+    lay.write_text("name: two\nremote: {instance: 8xH200, instances: 4}\nsites:\n"
+                   "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G}}\n"
+                   "  - {name: b, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 1G}}\n")
+    code, out, err = cli("size", *PAPER, "--layout", str(lay), "--format", "json")
+    assert code == 0, err
+    rows = {r["site"]: r for r in json.loads(out)["sections"]["sites"]}
+    assert rows["total"]["throughput_rps"] == pytest.approx(rows["a"]["throughput_rps"] + rows["b"]["throughput_rps"])
+    assert rows["b"]["egress_gbps"] <= 0.95 * 1.0 + 1e-9          # a 1G link carries at most its goodput
+    assert rows["a"]["egress_gbps"] >= rows["b"]["egress_gbps"]
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("name: x\nsites: []\n", "missing field 'sites'"),
+    ("name: x\nremote: {instance: 8xH200, instances: 4}\nsites:\n  - {name: a, instance: 8xH20, prefill: 0, "
+     "decode: 0, link: {bandwidth: 10G}}\n", "has no instances"),
+    ("name: x\nremote: {instance: 8xH200, instances: 4}\nsites:\n  - {name: a, instance: 8xH20, prefill: 1, "
+     "decode: 1}\n", "has no link"),
+    ("name: x\nsites:\n  - {name: a, instance: 8xH20, prefill: 1, decode: 1, link: {bandwidth: -1G}}\n",
+     "bandwidth '-1G'"),
+])
+def test_bad_layout_file(cli, tmp_path, body, needle):
+    lay = tmp_path / "bad.yaml"
+    lay.write_text(body)
+    code, _, err = cli("size", *PAPER, "--layout", str(lay))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

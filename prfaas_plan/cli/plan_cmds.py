@@ -187,12 +187,19 @@ def size_cmd(
     link_efficiency: float = typer.Option(0.95, "--link-efficiency", help="Goodput fraction of the line rate."),
     rtt: Optional[str] = typer.Option(None, "--rtt", help="Link round trip, e.g. 2ms."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
+    layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
+                                         "sharing one remote site); replaces --remote/--local/--link."),
     fmt: str = FormatOption,
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
     from ..planning import size
 
     check_format(fmt)
+    if layout is not None:
+        if remote or local or link or target_rate is not None or plot:
+            raise PlanError("--layout describes the sites and links: drop --remote, --local, --link, "
+                            "--target-rate and --plot")
+        return _size_layout_file(layout, model, workload, tpot, inputs, fmt)
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
@@ -221,6 +228,44 @@ def size_cmd(
     if plot:
         _write_plot(plot, plan, f"{sc.model.name}: throughput vs threshold")
     emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
+
+
+def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -> None:
+    """``size --layout FILE``: optimize every site's routing and split with the linear program."""
+    from ..layout import load_layout
+    from ..planning import size_layout
+
+    lay = load_layout(path)
+    opts, used = _defaults(model=model, tpot=tpot, workload=workload)
+    sc = _scenario(opts["model"], "8xH200", "8xH20", "1G", opts["tpot"], opts["workload"], 8, "exact", inputs,
+                   0.95, None, used)
+    res, perf = size_layout(lay, sc)
+    rows = []
+    for site, r in zip(lay.pd_sites, res.sites):
+        link = site.link
+        rows.append({"site": site.name, "instance": str(site.instance),
+                     "instances": f"{site.instances} (={r.n_prefill:.0f}P+{r.n_decode:.0f}D)",
+                     "throughput_rps": r.lambda_rps, "threshold_tokens": r.threshold_tokens,
+                     "pure_threshold": r.is_threshold, "egress_gbps": r.egress_bps / 1e9,
+                     "link_gbps": link.bandwidth_bps / 1e9 if link else None,
+                     "link_utilization": r.egress_bps / link.bandwidth_bps if link else None})
+    rows.append({"site": "total", "throughput_rps": res.lambda_rps,
+                 "egress_gbps": sum(r.egress_bps for r in res.sites) / 1e9,
+                 "instances": f"{lay.remote.instances}R shared" if lay.remote else ""})
+    cols = [Column("site", "site"), Column("instance", "instance"), Column("instances", "instances"),
+            Column("throughput_rps", "req/s", ".3f"), Column("threshold_tokens", "threshold t", _tok),
+            Column("pure_threshold", "threshold routing"), Column("egress_gbps", "egress Gbps", ".2f"),
+            Column("link_gbps", "link Gbps", ".0f"),
+            Column("link_utilization", "link util", lambda v: f"{v:.1%}")]
+    notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
+                              "length bins per site (exact mode), integer local splits",
+                              "threshold routing False: the optimal routing is not a pure threshold, or not "
+                              "unique because a stage other than prefill binds",
+                              f"remote prefill: {perf.remote_prefill.source}" if perf.remote_prefill else
+                              "no remote site"]
+    notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
+              f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
+    emit(Report([Section("sites", f"Layout {lay.name} for {sc.model.name}", rows, cols)], notes), fmt)
 
 
 def _target_section(sc, plan, target_rate: float) -> Section:
