@@ -96,11 +96,17 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
     return float(ts[ok[0]]) if len(ok) else float("inf")
 
 
+HOURS_PER_MONTH = 730.0
+
+
 def _costs(layout: Layout) -> tuple[float, float]:
-    """Purchase price (USD) and cloud rate (USD/hour) of the layout's chips, from the profiles."""
+    """Purchase price (USD) of the layout's chips and its hourly cost (USD/hour): cloud rates of the
+    chips from the profiles plus each link's price (USD per Gbps-month) per hour."""
     from .profiles import get_hardware
 
-    capex = hourly = 0.0
+    capex = 0.0
+    hourly = sum(s.link.usd_per_gbps_month * s.link.bandwidth_bps / 1e9 / HOURS_PER_MONTH
+                 for s in layout.pd_sites if s.link is not None and layout.remote is not None)
     for chip, count in layout.chips().items():
         price = get_hardware(chip).price
         if price is None:

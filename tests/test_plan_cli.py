@@ -104,3 +104,14 @@ def test_bad_layout_file(cli, tmp_path, body, needle):
     lay.write_text(body)
     code, _, err = cli("size", *PAPER, "--layout", str(lay))
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_size_verify_and_link_sizing(cli):
+    code, out, err = cli("size", *PAPER, "--verify", "--size-link", "0.95", "--link-price", "100",
+                         "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)["sections"]
+    assert abs(doc["verify"][0]["difference"]) < 0.01 and doc["verify"][0]["pure_threshold"]
+    sized = doc["link_sizing"][0]
+    assert sized["link_line_rate_gbps"] < 100 and sized["link_goodput_gbps"] > doc["plan"][0]["egress_gbps"] * 0.5
+    assert doc["plan"][0]["cloud_usd_per_hour"] > 0

@@ -26,7 +26,7 @@ MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or e
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
-              defaulted: list[str]):
+              defaulted: list[str], link_price: float = 0.0):
     from ..layout import Link
     from ..planning import GRID_POINTS, Scenario
     from ..profiles import get_model
@@ -43,7 +43,9 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
     m = get_model(model)
     wl = resolve_workload(workload)
     grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
-    lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0)
+    if link_price < 0:
+        raise PlanError(f"--link-price {link_price:g}: expected a non-negative price")
+    lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0, link_price)
     notes = [f"default {k}: {v}" for k, v in defaulted]
     notes.append(f"workload {wl.name}: " + "; ".join(wl.notes))
     return Scenario(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs, grid,
@@ -186,6 +188,12 @@ def size_cmd(
                                "(prfaas-1t only: the paper's H200 profile and back-solved H20 inputs)."),
     link_efficiency: float = typer.Option(0.95, "--link-efficiency", help="Goodput fraction of the line rate."),
     rtt: Optional[str] = typer.Option(None, "--rtt", help="Link round trip, e.g. 2ms."),
+    link_price: float = typer.Option(0.0, "--link-price", help="Link price, USD per Gbps-month (added to the "
+                                     "hourly cost)."),
+    size_link: Optional[float] = typer.Option(None, "--size-link", help="Also find the smallest link keeping "
+                                              "this fraction (e.g. 0.95) of the throughput (linear program)."),
+    verify: bool = typer.Option(False, "--verify", help="Cross-check the grid optimum with the linear program "
+                                "and report whether threshold routing is optimal."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
     layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
                                          "sharing one remote site); replaces --remote/--local/--link."),
@@ -203,7 +211,7 @@ def size_cmd(
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
-                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used)
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, link_price)
     plan = size(sc)
     if plan.best.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
@@ -219,6 +227,10 @@ def size_cmd(
                          Column("binding", "binds")])]
     if target_rate is not None:
         sections.append(_target_section(sc, plan, target_rate))
+    if verify:
+        sections.append(_verify_section(sc, plan))
+    if size_link is not None:
+        sections.append(_link_section(sc, plan, size_link))
     notes = list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; link binds for "
         f"thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput",
@@ -266,6 +278,43 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
     emit(Report([Section("sites", f"Layout {lay.name} for {sc.model.name}", rows, cols)], notes), fmt)
+
+
+def _verify_section(sc, plan) -> Section:
+    """The grid optimum against the linear program over per-bin routing fractions (exact mode)."""
+    from ..lp import make_bins, max_throughput
+    from ..optimizer import grid_search
+
+    grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.best.layout, sc.grid, plan.perf, "exact").best
+    res = max_throughput(plan.best.layout, make_bins(sc.grid, plan.perf), plan.perf)
+    row = {"grid_rps": grid_exact.lambda_max, "lp_rps": res.lambda_rps,
+           "difference": res.lambda_rps / grid_exact.lambda_max - 1 if grid_exact.lambda_max else None,
+           "grid_split": f"{grid_exact.n_prefill}P+{grid_exact.n_decode}D",
+           "lp_split": f"{res.n_prefill:.0f}P+{res.n_decode:.0f}D",
+           "pure_threshold": res.is_threshold, "lp_threshold_tokens": res.threshold_tokens,
+           "grid_threshold_tokens": grid_exact.threshold}
+    cols = [Column("grid_rps", "grid req/s", ".4f"), Column("lp_rps", "LP req/s", ".4f"),
+            Column("difference", "LP vs grid", "+.2%"), Column("grid_split", "grid split"),
+            Column("lp_split", "LP split"), Column("pure_threshold", "threshold routing optimal"),
+            Column("grid_threshold_tokens", "grid t", _tok), Column("lp_threshold_tokens", "LP t", _tok)]
+    return Section("verify", "Grid search vs linear program (exact mode, 128 length bins)", [row], cols)
+
+
+def _link_section(sc, plan, keep: float) -> Section:
+    """Smallest link goodput keeping ``keep`` of the throughput (continuous relaxation)."""
+    from ..lp import make_bins, min_link
+
+    if not 0 < keep <= 1:
+        raise PlanError(f"--size-link {keep:g}: expected a fraction in (0, 1]")
+    res = min_link(plan.best.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
+    line_rate = res.link_goodput_bps / sc.link.efficiency
+    row = {"keep_fraction": keep, "throughput_rps": res.lambda_rps, "link_goodput_gbps": res.link_goodput_bps / 1e9,
+           "link_line_rate_gbps": line_rate / 1e9}
+    cols = [Column("keep_fraction", "keep", ".0%"), Column("throughput_rps", "req/s", ".3f"),
+            Column("link_goodput_gbps", "goodput Gbps", ".2f"),
+            Column("link_line_rate_gbps", "line rate Gbps", ".2f")]
+    return Section("link_sizing", "Smallest link keeping the throughput (linear program, exact mode)", [row], cols,
+                   ["the local split is a continuous variable here, so the figure is a lower bound"])
 
 
 def _target_section(sc, plan, target_rate: float) -> Section:

@@ -1,0 +1,49 @@
+"""Cold-start wall time of the planner's main commands (median of several fresh processes).
+
+Run: python3 benchmarks/bench_cli.py [--repeat 5]
+Each run is a new Python process, so imports, profile loading and the optimizer are all counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "size kimi-linear 100G": ["size", "--model", "kimi-linear", "--link", "100G"],
+    "size prfaas-1t paper inputs": ["size", "--model", "prfaas-1t", "--inputs", "paper"],
+    "compare prfaas-1t paper inputs": ["compare", "--model", "prfaas-1t", "--inputs", "paper"],
+    "reproduce --inputs paper": ["reproduce", "--inputs", "paper"],
+    "reproduce --inputs predicted": ["reproduce", "--inputs", "predicted"],
+    "models": ["models"],
+}
+
+
+def time_command(args: list[str], repeat: int) -> tuple[float, int]:
+    """Median wall seconds of ``prfaas-plan ARGS`` over ``repeat`` fresh processes, and the exit code."""
+    times = []
+    code = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", "from prfaas_plan.cli import main; main()", *args],
+                              capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        code = proc.returncode
+    return statistics.median(times), code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    opts = parser.parse_args()
+    print(f"{'command':36s} {'median s':>9s} {'exit':>5s}")
+    for name, args in COMMANDS.items():
+        median, code = time_command(args, opts.repeat)
+        print(f"{name:36s} {median:9.3f} {code:5d}")
+
+
+if __name__ == "__main__":
+    main()
