@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
-from prfaas_plan.performance import (ChipConstants, Parallel, PrefillModel, RooflinePrefill, TabulatedPrefill,
+from prfaas_plan.performance import (ChipConstants, Instance, Parallel, PrefillModel, RooflinePrefill, TabulatedPrefill,
                                      chip_constants, decode_capacity, decode_memory, decode_step_s,
                                      parse_instance, prefill_model)
 from prfaas_plan.performance.operators import pass_work
@@ -95,7 +95,6 @@ def test_faster_chip_never_predicts_slower_prefill(model, chip, l, flops, hbm, l
                                hbm_tb_s=slow.hbm_tb_s * hbm, scaleup_gb_s=slow.scaleup_gb_s * link)
     m = get_model(model)
     t_slow = RooflinePrefill.build(m, parse_instance(f"8x{chip}"), constants=FIXED).latency_s(l)
-    from prfaas_plan.performance.base import Instance
     t_fast = RooflinePrefill.build(m, Instance(fast, 8), constants=FIXED).latency_s(l)
     assert float(t_fast) <= float(t_slow) * (1 + 1e-12)
 
