@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile
-from .base import DecodeCapacity, Instance
+from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, get_model
+from .base import DecodeCapacity, Instance, parse_instance
 from .constants import ChipConstants, chip_constants
 from .operators import Parallel, kv_bytes_per_token_per_chip, pass_work, state_bytes_per_chip
 from .roofline import pass_seconds
@@ -47,8 +47,9 @@ class DecodeMemory:
         return int(free // self.request_bytes)
 
 
-def decode_memory(model: ModelProfile, instance: Instance, context_tokens: float) -> DecodeMemory:
+def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float) -> DecodeMemory:
     """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request."""
+    model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
     per_request = state_bytes_per_chip(model, tp)
     for g in model.groups(*GROWING_KINDS):
@@ -58,16 +59,17 @@ def decode_memory(model: ModelProfile, instance: Instance, context_tokens: float
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
 
 
-def decode_step_s(model: ModelProfile, instance: Instance, batch, context_tokens: float, moe: str = "tp",
-                  constants: ChipConstants | None = None) -> np.ndarray:
+def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens: float,
+                  moe: str = "tp", constants: ChipConstants | None = None) -> np.ndarray:
     """Seconds of one decode step of ``batch`` requests (vectorized) at mean context ``context_tokens``."""
+    model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
     works = pass_work(model, Parallel(instance.chips, moe), np.asarray(batch, dtype=float), 1.0,
                       float(context_tokens), "decode")
     return pass_seconds(works, instance.chip, constants.calibration)
 
 
-def decode_capacity(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
+def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None) -> DecodeCapacity:
     """What one decode instance sustains at a TPOT SLO of ``tpot_s`` seconds per token.
 
@@ -77,6 +79,7 @@ def decode_capacity(model: ModelProfile, instance: Instance, tpot_s: float, cont
     """
     if tpot_s <= 0 or context_tokens < 0:
         raise ValueError("tpot_s must be > 0 and context_tokens >= 0")
+    model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
     mem = decode_memory(model, instance, context_tokens)
 
