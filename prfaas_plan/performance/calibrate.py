@@ -20,8 +20,7 @@ from ..profiles import Calibration, HardwareProfile, get_model, hardware_from_di
 from .base import parse_instance
 from .constants import FIELDS, PRIOR_CENTRE, PRIOR_WIDTH
 from .measurements import Measurement
-from .operators import Parallel, pass_work
-from .roofline import UnitTimes, unit_times
+from .roofline import RooflinePrefill, UnitTimes, unit_times
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured latency (10%)
 LOWER = {"compute_efficiency": 1e-3, "memory_efficiency": 1e-3, "overhead_s": 1e-6, "comm_efficiency": 1e-3}
@@ -82,8 +81,7 @@ class _Problem:
         stacks = []
         for m in measurements:
             inst = parse_instance(m.instance, f"measurement {m.model} {m.instance}")
-            works = pass_work(get_model(m.model), Parallel(inst.chips, moe), 1.0, float(m.len_tokens), 0.0,
-                              "prefill")
+            works = RooflinePrefill.build(get_model(m.model), inst, moe).work(float(m.len_tokens))
             stacks.append(unit_times(works, inst.chip))
         self.units = UnitTimes(*(np.stack([getattr(u, k) for u in stacks], axis=-1)
                                  for k in ("compute", "memory", "link", "latency")))

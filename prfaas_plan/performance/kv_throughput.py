@@ -13,6 +13,15 @@ from .base import Instance, PrefillModel, parse_instance
 from .factory import prefill_model
 
 
+def with_state_dtype(model: ModelProfile, state_dtype: str | None, where: str) -> ModelProfile:
+    """``model`` with its recurrent state counted in ``state_dtype`` (as a serving engine stores it);
+    unchanged when ``state_dtype`` is empty. ``where`` names the input in the error for an unknown dtype."""
+    if not state_dtype or state_dtype.lower() == model.state_dtype:
+        return model
+    dtype_bytes(state_dtype, where)
+    return dataclasses.replace(model, state_dtype=state_dtype.lower())
+
+
 @dataclass(frozen=True)
 class KVThroughput:
     """Per length: ``s_kv_bytes`` (logical bytes, one copy), ``prefill_s`` and ``gbps`` (1e9 bit/s), with the
@@ -31,10 +40,7 @@ def kv_throughput(model: ModelProfile | str, instance: Instance | str, lengths, 
     as an engine stores it instead of the profile's dtype (SGLang keeps it in fp32); prefill comes from
     `prefill_model` with ``source`` and ``moe``."""
     model = get_model(model)
-    counted = model
-    if state_dtype:
-        dtype_bytes(state_dtype, "--state-dtype")
-        counted = dataclasses.replace(model, state_dtype=state_dtype.lower())
+    counted = with_state_dtype(model, state_dtype, "--state-dtype")
     l = np.asarray(lengths, dtype=np.int64)
     pm = prefill_model(model, parse_instance(instance), source, moe)
     s = np.asarray(A.s_kv(counted, l), dtype=float)

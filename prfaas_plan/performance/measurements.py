@@ -27,15 +27,15 @@ Bundled files are recognised by their header and converted on reading:
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import arithmetic as A
 from ..errors import PlanError
-from ..profiles import dtype_bytes, get_model
+from ..profiles import get_model
 from .base import parse_instance
+from .kv_throughput import with_state_dtype
 
 PAPER_HEADER = ("model", "attention", "seq_len_tokens", "kv_throughput_gbps")
 MOONCAKE_KEYS = ("prompt_len_tokens", "ttft_ms", "transfer_ms")
@@ -61,13 +61,10 @@ class Measurement:
 
 
 def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, state_dtype: str = "",
-                               where: str = "") -> tuple[float, str]:
+                               where: str = "measurement") -> tuple[float, str]:
     """``T = S_kv * 8 / (Phi * 1e9)`` seconds, and a note of the bytes used (``state_dtype`` overrides the
     profile's recurrent-state dtype, as the measuring engine stored it)."""
-    model = get_model(model_name)
-    if state_dtype and state_dtype != model.state_dtype:
-        dtype_bytes(state_dtype, where or "state_dtype")
-        model = dataclasses.replace(model, state_dtype=state_dtype)
+    model = with_state_dtype(get_model(model_name), state_dtype, f"{where}: state_dtype")
     s_kv = A.s_kv(model, len_tokens)
     note = f"from Phi {gbps:g} Gbps with S_kv {s_kv:,} B (state {model.state_dtype})"
     return s_kv * 8 / (gbps * 1e9), note

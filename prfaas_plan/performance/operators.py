@@ -90,12 +90,8 @@ def kv_bytes_per_token_per_chip(model: ModelProfile, g: AttentionGroup, tp: int)
     GQA/SWA split KV heads across chips but never below one head per chip (heads are replicated when
     ``tp`` exceeds them); MLA's latent has no head dimension, so every chip holds all of it.
     """
-    kvb = dtype_bytes(model.kv_dtype, model.name)
-    if g.kind in ("gqa", "swa"):
-        return max(1.0, g.num_kv_heads / tp) * (g.head_dim + g.v_head_dim) * kvb
-    if g.kind == "mla":
-        return (g.kv_lora_rank + g.qk_rope_head_dim) * kvb
-    return 0.0
+    share = max(1 / g.num_kv_heads, 1 / tp) if g.kind in ("gqa", "swa") else 1.0
+    return A.kv_elements_per_token(g) * share * dtype_bytes(model.kv_dtype, model.name)
 
 
 def state_bytes_per_chip(model: ModelProfile, tp: int) -> float:
