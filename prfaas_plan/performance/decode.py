@@ -42,8 +42,10 @@ class DecodeMemory:
     def max_batch(self) -> int:
         """Largest number of concurrent requests that fits (0 when the weights alone do not)."""
         free = self.usable_bytes - self.weight_bytes
-        if free <= 0 or self.request_bytes <= 0:
-            return 0 if free <= 0 else 1 << 30
+        if free <= 0:
+            return 0
+        if self.request_bytes <= 0:
+            return 1 << 30  # nothing held per request: memory sets no limit
         return int(free // self.request_bytes)
 
 
