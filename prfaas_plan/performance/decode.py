@@ -1,0 +1,108 @@
+"""Decode capacity of one instance at a per-token latency SLO, from the same operator roofline as prefill.
+
+A decode step of ``B`` requests with mean context ``c`` (tokens cached per request) reads the attention and
+dense weights, the routed experts the batch touches (``E * (1 - (1 - k/E)^B)`` distinct experts per layer
+under uniform routing), every request's KV cache and recurrent state, and computes one token per request.
+The batch is capped by two limits:
+
+- the SLO: the step must take at most the TPOT target (25 ms = 40 tokens/s);
+- HBM: weights + (KV + state) per request must fit in the engine's share of HBM (`MEM_FRACTION`, the rest
+  being activations, CUDA graphs and communication buffers, as SGLang's ``mem_fraction_static``).
+
+No per-step overhead is added: engines replay decode steps as CUDA graphs and schedule the next step
+while the current one runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import arithmetic as A
+from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, get_model
+from .base import DecodeCapacity, Instance, parse_instance
+from .constants import ChipConstants, chip_constants
+from .operators import Parallel, kv_bytes_per_token_per_chip, pass_work, state_bytes_per_chip
+from .roofline import pass_seconds
+
+MEM_FRACTION = 0.9  # share of HBM for weights + KV pool (SGLang mem_fraction_static ~0.88-0.9), assumed
+
+
+@dataclass(frozen=True)
+class DecodeMemory:
+    """HBM budget of one chip for decode, bytes: what the engine may use, the weights it holds and what one
+    request at the mean context adds (KV of growing and window layers + fixed state)."""
+
+    usable_bytes: float
+    weight_bytes: float
+    request_bytes: float
+
+    @property
+    def max_batch(self) -> int:
+        """Largest number of concurrent requests that fits (0 when the weights alone do not)."""
+        free = self.usable_bytes - self.weight_bytes
+        if free <= 0:
+            return 0
+        if self.request_bytes <= 0:
+            return 1 << 30  # nothing held per request: memory sets no limit
+        return int(free // self.request_bytes)
+
+
+def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float) -> DecodeMemory:
+    """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request."""
+    model, instance = get_model(model), parse_instance(instance)
+    tp = instance.chips
+    per_request = state_bytes_per_chip(model, tp)
+    for g in model.groups(*GROWING_KINDS):
+        per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, tp)
+    for g in model.groups(*WINDOW_KINDS):
+        per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, tp)
+    return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
+
+
+def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens: float,
+                  moe: str = "tp", constants: ChipConstants | None = None) -> np.ndarray:
+    """Seconds of one decode step of ``batch`` requests (vectorized) at mean context ``context_tokens``."""
+    model, instance = get_model(model), parse_instance(instance)
+    constants = constants or chip_constants(instance.chip)
+    works = pass_work(model, Parallel(instance.chips, moe), np.asarray(batch, dtype=float), 1.0,
+                      float(context_tokens), "decode")
+    return pass_seconds(works, instance.chip, constants.calibration)
+
+
+def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
+                    moe: str = "tp", constants: ChipConstants | None = None) -> DecodeCapacity:
+    """What one decode instance sustains at a TPOT SLO of ``tpot_s`` seconds per token.
+
+    ``context_tokens`` is the mean context a request holds while decoding (input + output/2). The batch is
+    the largest that meets both the SLO and HBM; ``binding`` says which limit set it (``"slo"`` or
+    ``"memory"``); a batch of 0 means not even one request fits (its step time is still reported).
+    """
+    if tpot_s <= 0 or context_tokens < 0:
+        raise ValueError("tpot_s must be > 0 and context_tokens >= 0")
+    model, instance = get_model(model), parse_instance(instance)
+    constants = constants or chip_constants(instance.chip)
+    mem = decode_memory(model, instance, context_tokens)
+
+    def step(b: int) -> float:
+        return float(decode_step_s(model, instance, b, context_tokens, moe, constants))
+
+    cap = mem.max_batch
+    if cap >= 1 and step(1) <= tpot_s:
+        lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO
+        if step(hi) <= tpot_s:
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if step(mid) <= tpot_s else (lo, mid)
+        batch, binding = lo, ("memory" if lo == cap else "slo")
+    else:
+        batch, binding = 0, ("memory" if cap < 1 else "slo")
+    gb = 1e9
+    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe)}) at {context_tokens:,.0f} "
+              f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
+              f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
+              f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
+              f"(fits {cap:,}); {constants.describe(instance.chip)}")
+    return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)

@@ -1,0 +1,286 @@
+"""Per-operator work of one forward pass on the busiest chip of an instance: FLOPs, HBM bytes, scale-up bytes.
+
+A forward pass serves ``requests`` sequences that each add ``new_tokens`` after ``context`` cached tokens:
+prefill of one prompt is ``(1, l, 0)``, a decode step of a batch is ``(B, 1, c)``. Prefill and decode share
+these operators; only the MLA kernel form and the linear-attention kernel form depend on the phase.
+Every quantity is per chip (the instance is ``tp`` chips), vectorized over numpy arrays of the pass
+shape, and hardware-free: `prfaas_plan.performance.roofline` turns work into time.
+
+Operator classes (`OpWork.name`):
+
+- ``attn_proj``: attention input projections and output projection of every layer (all kinds);
+- ``attn_full``: causal full attention cores (GQA, MLA), quadratic in length;
+- ``attn_swa``: sliding-window attention cores;
+- ``attn_linear``: linear-attention cores (KDA, Gated DeltaNet, Lightning): chunked in prefill, recurrent
+  in decode;
+- ``dense_ffn``, ``moe_routed``, ``moe_shared`` (shared experts, router, latent projections), ``lm_head``;
+- ``elementwise``: norms, residual adds and the embedding lookup (memory-bound);
+- ``comm_tp`` (tensor-parallel all-reduce) and ``comm_ep`` (expert-parallel all-to-all) on the scale-up link.
+
+Assumptions (each stated where it is used): activations in bf16; the attention core computes in bf16;
+GEMMs run at the weight dtype's peak; uniform routing over experts; chunked linear attention with
+64-token chunks (FLA kernels); attention reads each cached KV byte once (flash kernels keep re-reads in
+on-chip memory); two all-reduces per layer under tensor parallelism (after attention, after the FFN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import arithmetic as A
+from ..profiles import AttentionGroup, ModelProfile, dtype_bytes
+
+ACT_BYTES = 2            # bf16 activations
+CORE_DTYPE = "bf16"      # attention cores compute in bf16
+LINEAR_CHUNK = 64        # chunk of the chunked linear-attention kernels (flash-linear-attention default)
+ELEMENTWISE_PASSES = 10  # hidden-state reads+writes per layer: 2 RMSNorms (2 each), 2 residual adds (3 each)
+MOE_MODES = ("tp", "ep")
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How an instance of ``tp`` chips splits a model.
+
+    Attention, dense FFN, shared experts and the LM head are tensor-parallel over all ``tp`` chips.
+    Routed experts are either sliced the same way (``moe="tp"``: every chip holds 1/tp of every expert,
+    SGLang's default) or distributed whole (``moe="ep"``: E/tp experts per chip, tokens dispatched and
+    combined by all-to-all, the busiest chip setting the pace).
+    """
+
+    tp: int
+    moe: str = "tp"
+
+    def __post_init__(self) -> None:
+        if self.tp < 1:
+            raise ValueError("tp must be >= 1")
+        if self.moe not in MOE_MODES:
+            raise ValueError(f"moe must be one of {MOE_MODES}")
+
+    def __str__(self) -> str:
+        return f"TP{self.tp}, MoE {'EP' if self.moe == 'ep' else 'TP'}{self.tp}"
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """Work of one operator class on the busiest chip for one pass.
+
+    ``flops`` run at the peak of ``dtype``; ``hbm_bytes`` move between HBM and the chip; ``link_bytes``
+    leave the chip on the scale-up link (per direction) in ``link_calls`` collectives, each paying a latency.
+    Values are floats or arrays shaped like the pass.
+    """
+
+    name: str
+    flops: object = 0.0
+    hbm_bytes: object = 0.0
+    dtype: str = CORE_DTYPE
+    link_bytes: object = 0.0
+    link_calls: object = 0.0
+
+
+def _weight_bytes(model: ModelProfile) -> float:
+    return dtype_bytes(model.weight_dtype, model.name)
+
+
+def kv_bytes_per_token_per_chip(model: ModelProfile, g: AttentionGroup, tp: int) -> float:
+    """Cache bytes one chip holds per token of one layer of group ``g`` under tensor parallelism ``tp``.
+
+    GQA/SWA split KV heads across chips but never below one head per chip (heads are replicated when
+    ``tp`` exceeds them); MLA's latent has no head dimension, so every chip holds all of it.
+    """
+    share = max(1 / g.num_kv_heads, 1 / tp) if g.kind in ("gqa", "swa") else 1.0
+    return A.kv_elements_per_token(g) * share * dtype_bytes(model.kv_dtype, model.name)
+
+
+def state_bytes_per_chip(model: ModelProfile, tp: int) -> float:
+    """Fixed per-request recurrent + conv state bytes one chip holds (states split by head)."""
+    return A.fixed_state_bytes(model) / tp
+
+
+class _Terms:
+    """FLOPs and HBM bytes of one operator class as scalar coefficients of shared base arrays (tokens,
+    requests, attention pairs, ...), so a pass over 10^5 lengths costs a handful of array operations."""
+
+    def __init__(self) -> None:
+        self.flops: dict[str, float] = {}
+        self.bytes: dict[str, float] = {}
+
+    def add(self, base: str, flops: float = 0.0, nbytes: float = 0.0) -> None:
+        self.flops[base] = self.flops.get(base, 0.0) + flops
+        self.bytes[base] = self.bytes.get(base, 0.0) + nbytes
+
+    def work(self, name: str, bases: dict, dtype: str) -> OpWork:
+        return OpWork(name, _combine(self.flops, bases), _combine(self.bytes, bases), dtype)
+
+
+def _combine(coeffs: dict[str, float], bases: dict):
+    """``sum(coeff * bases[key])``, accumulating in place to spare array allocations."""
+    out = None
+    for key, coeff in coeffs.items():
+        if not coeff:
+            continue
+        term = coeff * bases[key]
+        if out is None or np.ndim(out) < np.ndim(term):
+            out = term if out is None else out + term
+        else:
+            out += term
+    return 0.0 if out is None else out
+
+
+def _window_prefix_pairs(n, w: int):
+    """Sum over positions 1..n of min(i, w)."""
+    inside = np.minimum(n, w)
+    return inside * (inside + 1) / 2 + np.maximum(n - w, 0) * w
+
+
+def _core_flops_per_pair(g: AttentionGroup, phase: str) -> float:
+    """FLOPs per query-key pair of one layer's full or windowed attention (all heads).
+
+    Prefill runs MLA in its multi-head form (latent decompressed to per-head K and V); decode runs it
+    absorbed (queries attend to the latent: score over latent + rope, value over latent), as SGLang and
+    vLLM do.
+    """
+    if g.kind == "mla" and phase == "decode":
+        return 2.0 * g.num_heads * (2 * g.kv_lora_rank + g.qk_rope_head_dim)
+    return float(A.attention_core_flops(g, 1))
+
+
+def _linear_dims(g: AttentionGroup) -> tuple[int, int, int]:
+    """(heads, key dim, value dim) of a linear-attention layer."""
+    if g.kind == "gated_deltanet":
+        return g.num_value_heads, g.key_head_dim, g.value_head_dim
+    return g.num_heads, g.head_dim, g.head_dim
+
+
+def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict) -> dict[str, _Terms]:
+    """Terms of the attention operator classes; adds the window bases SWA layers need to ``bases``."""
+    tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
+    wb = _weight_bytes(model)
+    terms = {name: _Terms() for name in ("attn_proj", "attn_full", "attn_swa", "attn_linear")}
+    for g in model.attention:
+        n = g.count
+        params = A.attention_params(model, g)
+        width = params / h  # summed output width of the projections, per token
+        terms["attn_proj"].add("T", n * 2.0 * params / tp, n * ab * (2 * h + 2 * width / tp))
+        terms["attn_proj"].add("one", 0.0, n * params * wb / tp)
+        if g.kind in ("gqa", "mla", "swa"):
+            qk = g.qk_nope_head_dim + g.qk_rope_head_dim if g.kind == "mla" else g.head_dim
+            qo = g.num_heads / tp * (qk + g.v_head_dim) * ab
+            if g.kind == "mla" and phase == "prefill":
+                qo *= 2  # the decompressed per-head K and V are written and read back
+            flops = n * _core_flops_per_pair(g, phase) / tp
+            kv = n * kv_bytes_per_token_per_chip(model, g, tp)
+            if g.kind == "swa":
+                key = f"swa{g.window}"
+                if key not in bases:
+                    c, q, R = bases["c"], bases["q"], bases["R"]
+                    bases[key] = R * (_window_prefix_pairs(c + q, g.window) - _window_prefix_pairs(c, g.window))
+                    bases[key + "kv"] = R * np.minimum(c + q, g.window + q)
+                terms["attn_swa"].add(key, flops)
+                terms["attn_swa"].add(key + "kv", 0.0, kv)
+                terms["attn_swa"].add("T", 0.0, n * qo)
+            else:
+                terms["attn_full"].add("pairs", flops)
+                terms["attn_full"].add("kvtok", 0.0, kv)
+                terms["attn_full"].add("T", 0.0, n * qo)
+        else:
+            heads, dk, dv = _linear_dims(g)
+            state = A.recurrent_state_elements(g) / tp * dtype_bytes(model.state_dtype, model.name)
+            conv = A.conv_state_elements(g) / tp * dtype_bytes(model.conv_dtype, model.name)
+            recurrent = float(A.attention_core_flops(g, 1))  # per token, all heads
+            qkvo = heads / tp * (2 * dk + 2 * dv) * ab
+            lin = terms["attn_linear"]
+            if phase == "prefill":
+                # Chunked form: the recurrence's arithmetic regrouped per chunk, plus attention inside each
+                # chunk (C/2 keys on average for scores and values); delta-rule kinds (KDA, GDN) spend as
+                # much again on the WY/UT transform. Chunk-boundary states are written and read back; the
+                # final state is written (and an initial one read when there is a cached prefix).
+                intra = LINEAR_CHUNK * (dk + dv) * heads * (2 if g.kind != "lightning" else 1)
+                lin.add("T", n * (recurrent + intra) / tp, n * (qkvo + 2 * state / LINEAR_CHUNK))
+                lin.add("first", 0.0, n * (state + conv))
+            else:
+                lin.add("T", n * recurrent / tp, n * qkvo)
+                lin.add("R", 0.0, n * 2 * (state + conv))  # read and write back every step
+    return terms
+
+
+def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
+    """Routed and shared experts of all MoE layers, with the token count each expert actually receives."""
+    m = model.moe
+    tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
+    wb = _weight_bytes(model)
+    T = bases["T"]
+    n = len(model.moe_layers)
+    width = m.latent_dim or h
+    expert = 3.0 * width * m.expert_intermediate          # parameters of one routed expert
+    p_touched = -np.expm1(T * np.log1p(-m.top_k / m.num_experts))  # P(an expert gets >= 1 token)
+    if par.moe == "tp" or tp == 1:
+        inter = 3.0 * m.expert_intermediate / tp
+        flops = T * (n * 2.0 * expert * m.top_k / tp)
+        nbytes = p_touched * (n * m.num_experts * expert * wb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
+        ops = [OpWork("moe_routed", flops, nbytes, model.weight_dtype)]
+    else:
+        # Whole experts on each chip; the busiest chip sets the pace. Counts per chip are sums over its
+        # E/tp experts of uniform routing: mean plus sqrt(2 ln tp) standard deviations (expected maximum
+        # of tp near-normal counts). Real routers are more skewed; EPLB-style balancing is assumed.
+        z = np.sqrt(2.0 * np.log(tp))
+        per_chip = m.num_experts / tp
+        mean_a = T * m.top_k / tp
+        chip_assign = mean_a + z * np.sqrt(mean_a * (1 - 1 / tp))
+        chip_experts = np.minimum(per_chip, per_chip * p_touched
+                                  + z * np.sqrt(per_chip * p_touched * (1 - p_touched)))
+        inter = 3.0 * m.expert_intermediate
+        flops = chip_assign * (n * 2.0 * expert)
+        nbytes = chip_experts * (n * expert * wb) + chip_assign * (n * ab * (2 * width + inter))
+        # Dispatch and combine: each chip sends its 1/tp share of the token copies, (tp-1)/tp of them remote.
+        link = mean_a * (n * 2.0 * (tp - 1) / tp * width * ab)
+        ops = [OpWork("moe_routed", flops, nbytes, model.weight_dtype),
+               OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
+    p = A.param_counts(model)
+    shared = (p.moe_shared + p.router) / n
+    ops.insert(1, OpWork("moe_shared", T * (n * 2.0 * shared / tp),
+                         n * shared * wb / tp + T * (n * ab * 4 * h), model.weight_dtype))
+    return ops
+
+
+def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context, phase: str) -> list[OpWork]:
+    """Work of every operator class for one forward pass (see the module docstring for the pass shape).
+
+    ``requests``, ``new_tokens`` and ``context`` are token counts (floats or arrays that broadcast);
+    ``phase`` is ``"prefill"`` or ``"decode"``. Returns one `OpWork` per operator class present.
+    """
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}")
+    R = np.asarray(requests, dtype=float)
+    q = np.asarray(new_tokens, dtype=float)
+    c = np.asarray(context, dtype=float)
+    T = R * q
+    bases = {"one": 1.0, "R": R, "q": q, "c": c, "T": T,
+             "pairs": R * (q * (c + 0.5) + q * q / 2),   # causal query-key pairs: q*c + q(q+1)/2
+             "kvtok": R * (c + q),                       # cached + new tokens whose KV is read
+             "first": R * (1.0 + (c > 0))}               # final state written (+ initial state read)
+    tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
+    wb = _weight_bytes(model)
+    terms = _attention_terms(model, par, phase, bases)
+    ops = [t.work(name, bases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE)
+           for name, t in terms.items() if t.flops or t.bytes]
+    dense = model.dense_layers
+    if dense:
+        p = 3.0 * h * model.dense_intermediate
+        ops.append(OpWork("dense_ffn", T * (len(dense) * 2.0 * p / tp),
+                          len(dense) * p * wb / tp + T * (len(dense) * ab * (2 * h + 3 * model.dense_intermediate / tp)),
+                          model.weight_dtype))
+    if model.moe is not None:
+        ops += _moe_ops(model, par, bases)
+    head = float(model.vocab_size * h)
+    ops.append(OpWork("lm_head", R * (2.0 * head / tp), head * wb / tp + R * (ab * (h + model.vocab_size / tp)),
+                      model.weight_dtype))
+    ops.append(OpWork("elementwise", 0.0, T * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
+    if tp > 1:
+        # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
+        # all-reduce by its all-to-all.
+        calls = 2.0 * len(dense) + (2.0 if par.moe == "tp" else 1.0) * len(model.moe_layers)
+        ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+    return ops

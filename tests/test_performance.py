@@ -1,0 +1,174 @@
+"""Roofline operator model, prefill and decode: invariants (hypothesis) and pinned behaviour."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan import arithmetic as A
+from prfaas_plan.errors import PlanError
+from prfaas_plan.performance import (ChipConstants, Instance, Parallel, PrefillModel, RooflinePrefill, TabulatedPrefill,
+                                     chip_constants, decode_capacity, decode_memory, decode_step_s,
+                                     parse_instance, prefill_model)
+from prfaas_plan.performance.operators import pass_work
+from prfaas_plan.performance.roofline import pass_seconds, unit_times
+from prfaas_plan.profiles import Calibration, all_models, get_hardware, get_model
+
+MODELS = sorted(all_models())
+CHIPS = ["h200", "h20", "h20-3e", "h100", "b200"]
+FIXED = ChipConstants(Calibration(0.8, 0.85, 0.1, 0.7, "test"), "calibrated")
+
+
+def test_operator_classes_cover_the_architecture():
+    names = {w.name for w in pass_work(get_model("qwen3.5-397b"), Parallel(8), 1, 8192.0, 0, "prefill")}
+    assert {"attn_proj", "attn_full", "attn_linear", "moe_routed", "moe_shared", "lm_head", "comm_tp"} <= names
+    names = {w.name for w in pass_work(get_model("mimo-v2-flash"), Parallel(8, "ep"), 1, 8192.0, 0, "prefill")}
+    assert {"attn_swa", "dense_ffn", "comm_ep"} <= names and "attn_linear" not in names
+
+
+def test_prefill_flops_match_arithmetic():
+    # Per-chip GEMM + attention FLOPs x chips equal the model's prefill FLOPs (linear kinds add the chunked
+    # intra-chunk term, so compare a model without them).
+    m = get_model("qwen3-235b")
+    l = 16384
+    works = {w.name: w for w in pass_work(m, Parallel(8), 1, float(l), 0, "prefill")}
+    total = sum(float(w.flops) for w in works.values()) * 8
+    assert total == pytest.approx(float(A.prefill_flops(m, l).total), rel=1e-9)
+
+
+def test_moe_weight_reads_follow_expert_coverage():
+    m = get_model("kimi-k2")
+    moe = m.moe
+    per_expert = 3 * m.hidden_size * moe.expert_intermediate
+    n = len(m.moe_layers)
+    for batch in (1, 16, 256):
+        routed = next(w for w in pass_work(m, Parallel(8), batch, 1.0, 1000, "decode") if w.name == "moe_routed")
+        distinct = moe.num_experts * (1 - (1 - moe.top_k / moe.num_experts) ** batch)
+        weights = n * distinct * per_expert / 8          # fp8: one byte per weight, sliced over 8 chips
+        assert weights < float(routed.hbm_bytes) < weights * 1.2
+
+
+def test_two_evaluation_paths_agree():
+    m, chip = get_model("ring-2.5-1t"), get_hardware("h20")
+    l = np.array([100.0, 5000.0, 70000.0])
+    works = pass_work(m, Parallel(8), 1, l, 0, "prefill")
+    cal = FIXED.calibration
+    np.testing.assert_allclose(pass_seconds(works, chip, cal), unit_times(works, chip).seconds(cal), rtol=1e-12)
+
+
+def test_vectorized_equals_scalar_and_accepts_floats():
+    pm = RooflinePrefill.build(get_model("kimi-linear"), parse_instance("8xH200"))
+    lengths = np.array([1, 512, 8192, 131072])
+    vec = pm.latency_s(lengths)
+    assert vec.shape == (4,)
+    assert list(vec) == pytest.approx([float(pm.latency_s(int(x))) for x in lengths], rel=1e-12)
+    assert float(pm.latency_s(8192.0)) == pytest.approx(float(vec[2]))
+
+
+def test_breakdown_sums_to_latency_and_names_bounds():
+    pm = RooflinePrefill.build(get_model("minimax-m2.5"), parse_instance("8xH200"))
+    l = np.array([1024.0, 131072.0])
+    parts = pm.breakdown(l)
+    np.testing.assert_allclose(sum(t for t, _ in parts.values()), pm.latency_s(l), rtol=1e-12)
+    assert parts["attn_full"][1][1] == "compute"       # quadratic attention at 128K
+    assert parts["comm_tp"][1][0] == "link" and parts["overhead"][1][0] == "fixed"
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), chip=st.sampled_from(CHIPS), moe=st.sampled_from(["tp", "ep"]),
+       l1=st.integers(1, 500_000), dl=st.integers(1, 500_000))
+def test_prefill_latency_increases_with_length(model, chip, moe, l1, dl):
+    pm = RooflinePrefill.build(get_model(model), parse_instance(f"8x{chip}"), moe)
+    assert float(pm.latency_s(l1 + dl)) > float(pm.latency_s(l1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), chip=st.sampled_from(CHIPS), l=st.integers(1, 300_000),
+       flops=st.floats(1.0, 10.0), hbm=st.floats(1.0, 10.0), link=st.floats(1.0, 10.0))
+def test_faster_chip_never_predicts_slower_prefill(model, chip, l, flops, hbm, link):
+    slow = get_hardware(chip)
+    fast = dataclasses.replace(slow, name=f"{chip}-fast", peak_tflops={k: v * flops for k, v in slow.peak_tflops.items()},
+                               hbm_tb_s=slow.hbm_tb_s * hbm, scaleup_gb_s=slow.scaleup_gb_s * link)
+    m = get_model(model)
+    t_slow = RooflinePrefill.build(m, parse_instance(f"8x{chip}"), constants=FIXED).latency_s(l)
+    t_fast = RooflinePrefill.build(m, Instance(fast, 8), constants=FIXED).latency_s(l)
+    assert float(t_fast) <= float(t_slow) * (1 + 1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(model=st.sampled_from(["qwen3-235b", "kimi-linear-48b", "minimax-m2.5", "qwen3.5-397b", "deepseek-v3"]),
+       chip=st.sampled_from(["h200", "h20-3e"]), tpot_ms=st.floats(5.0, 200.0), looser=st.floats(1.0, 4.0),
+       context=st.integers(100, 60_000))
+def test_decode_throughput_rises_with_looser_slo(model, chip, tpot_ms, looser, context):
+    m, inst = get_model(model), parse_instance(f"8x{chip}")
+    tight = decode_capacity(m, inst, tpot_ms / 1e3, context)
+    loose = decode_capacity(m, inst, tpot_ms * looser / 1e3, context)
+    assert loose.batch >= tight.batch
+    assert loose.tokens_per_s >= tight.tokens_per_s * (1 - 1e-12)
+
+
+def test_decode_capacity_binding_and_source():
+    m, inst = get_model("qwen3-235b"), parse_instance("8xH20-3e")
+    cap = decode_capacity(m, inst, 0.025, 8192 + 512)
+    assert cap.binding == "slo" and cap.step_s <= 0.025
+    assert float(decode_step_s(m, inst, cap.batch + 1, 8192 + 512)) > 0.025
+    assert "h20-3e constants" in cap.source and "TPOT <= 25 ms" in cap.source
+    # A long context fills HBM first.
+    long = decode_capacity(m, inst, 0.2, 131072)
+    assert long.binding == "memory" and long.batch == decode_memory(m, inst, 131072).max_batch
+    assert long.requests_per_s(1024) == pytest.approx(long.tokens_per_s / 1024)
+
+
+def test_decode_when_weights_do_not_fit():
+    # prfaas-1t at fp8 (1,015 GB) cannot be loaded on 8 x 96 GB H20: no batch at all.
+    cap = decode_capacity(get_model("prfaas-1t"), parse_instance("8xH20"), 0.025, 27_000 + 512)
+    assert cap.batch == 0 and cap.binding == "memory" and cap.tokens_per_s == 0
+    int4 = dataclasses.replace(get_model("prfaas-1t"), weight_dtype="int4")
+    assert decode_capacity(int4, parse_instance("8xH20"), 0.025, 27_000 + 512).batch > 0
+
+
+def test_decode_memory_counts_mla_latent_on_every_chip():
+    m = get_model("kimi-k2")
+    per = decode_memory(m, parse_instance("8xH200"), 1000).request_bytes
+    assert per == pytest.approx(1000 * A.kv_bytes_per_token(m))   # full latent on each of the 8 chips
+    q = get_model("qwen3-235b")                                  # 4 KV heads on 8 chips: one head each
+    assert decode_memory(q, parse_instance("8xH200"), 1000).request_bytes == pytest.approx(
+        1000 * A.kv_bytes_per_token(q) / 4)
+
+
+def test_expert_parallel_busiest_chip_carries_imbalance():
+    m = get_model("deepseek-v3")
+    tp = next(w for w in pass_work(m, Parallel(8, "tp"), 1, 4096.0, 0, "prefill") if w.name == "moe_routed")
+    ep = next(w for w in pass_work(m, Parallel(8, "ep"), 1, 4096.0, 0, "prefill") if w.name == "moe_routed")
+    assert 1.0 < float(ep.flops) / float(tp.flops) < 1.2
+
+
+def test_prefill_model_sources():
+    auto = prefill_model("prfaas-1t", "8xH200")
+    assert isinstance(auto, TabulatedPrefill) and isinstance(auto, PrefillModel)
+    assert auto.source.startswith("measured table on 8xH200")
+    roof = prefill_model("prfaas-1t", "8xH200", source="roofline")
+    assert isinstance(roof, RooflinePrefill) and "reconstruction" in roof.source and "h200 constants" in roof.source
+    assert isinstance(prefill_model("prfaas-1t", "8xH20"), RooflinePrefill)
+    with pytest.raises(PlanError, match="prfaas-1t has no measured prefill table for 8xH20"):
+        prefill_model("prfaas-1t", "8xH20", source="measured")
+    with pytest.raises(PlanError, match="--source 'table'"):
+        prefill_model("prfaas-1t", "8xH200", source="table")
+
+
+@pytest.mark.parametrize("chip,lender", [("h100", "h200"), ("h800", "h200"), ("b200", "h200"), ("mi300x", "h200")])
+def test_uncalibrated_chips_borrow_and_say_so(chip, lender):
+    c = chip_constants(get_hardware(chip))
+    assert c.assumed and c.origin == "borrowed" and c.lender == lender
+    assert "ASSUMED, borrowed from the closest calibrated chip h200" in c.describe(get_hardware(chip))
+    assert "ASSUMED" in RooflinePrefill.build(get_model("qwen3-235b"), parse_instance(f"8x{chip}")).source
+
+
+@pytest.mark.parametrize("chip", ["h200", "h20", "h20-3e"])
+def test_calibrated_chips_use_their_own_constants(chip):
+    c = chip_constants(get_hardware(chip))
+    assert not c.assumed and "fitted by prfaas-plan calibrate" in c.calibration.source

@@ -1,0 +1,121 @@
+"""The ``rates``, ``kv-throughput`` and ``calibrate`` commands, including every bad-input path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prfaas_plan import profiles
+
+
+def test_rates_measured_model_shows_roofline_gap(cli):
+    code, out, _ = cli("rates", "--model", "prfaas-1t", "--instance", "8xH200", "--len", "1k,32000,128k",
+                       "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    prefill = doc["sections"]["prefill"]
+    assert [r["source"] for r in prefill] == ["measured"] * 3
+    assert all(abs(r["roofline_gap"]) < 0.3 for r in prefill)
+    assert {r["op"] for r in doc["sections"]["operators"]} >= {"attn_full", "attn_linear", "moe_routed", "comm_tp"}
+    assert any("measured table on 8xH200" in n for n in doc["notes"])
+    assert any(n.startswith("RECONSTRUCTION") for n in doc["notes"])
+
+
+def test_rates_decode_section_and_slo_forms(cli):
+    code, out, _ = cli("rates", "-m", "qwen3-235b", "-i", "8xH20-3e", "--len", "8k", "--slo", "40tok/s",
+                       "--input-len", "8k", "--output-len", "1024", "--format", "json")
+    assert code == 0
+    dec = json.loads(out)["sections"]["decode"][0]
+    assert dec["tpot_s"] == pytest.approx(0.025) and dec["context_tokens"] == 8192 + 512
+    assert dec["binding"] in ("slo", "memory") and dec["batch"] > 0
+    assert dec["requests_per_s"] == pytest.approx(dec["tokens_per_s"] / 1024)
+    code2, out2, _ = cli("rates", "-m", "qwen3-235b", "-i", "8xH20-3e", "--len", "8k", "--tpot", "25ms",
+                         "--input-len", "8k", "--format", "json")
+    assert json.loads(out2)["sections"]["decode"] == json.loads(out)["sections"]["decode"]
+
+
+def test_rates_table_warns_when_weights_do_not_fit(cli):
+    code, out, _ = cli("rates", "-m", "prfaas-1t", "-i", "8xH20", "--len", "32k")
+    assert code == 0
+    assert "WARNING: prfaas-1t weights" in out and "roofline" in out and "ASSUMED" not in out
+    code, out, _ = cli("rates", "-m", "prfaas-1t", "-i", "8xH20", "--len", "32k", "--weight-dtype", "int4",
+                       "--format", "csv")
+    assert code == 0 and "WARNING" not in out
+
+
+def test_rates_on_uncalibrated_chip_marks_assumption(cli):
+    code, out, _ = cli("rates", "-m", "qwen3-235b", "-i", "8xB200", "--len", "8k", "--format", "json")
+    assert code == 0
+    assert any("ASSUMED, borrowed from the closest calibrated chip h200" in n for n in json.loads(out)["notes"])
+
+
+def test_kv_throughput_all_models_and_paper_columns(cli):
+    code, out, _ = cli("kv-throughput", "--len", "8k,32k", "--state-dtype", "fp32", "--format", "json")
+    assert code == 0
+    rows = json.loads(out)["sections"]["kv_throughput"]
+    assert {r["model"] for r in rows} == set(profiles.all_models())
+    compared = [r for r in rows if r["paper_gbps"] is not None]
+    assert len(compared) == 12
+    assert sum(abs(r["error"]) <= 0.15 for r in compared) >= 8
+    assert all(r["prefill_source"] == ("measured" if r["model"] == "prfaas-1t" else "roofline") for r in rows)
+
+
+def test_kv_throughput_points_out_state_accounting(cli):
+    code, out, _ = cli("kv-throughput", "-m", "ring", "--len", "8k")
+    assert code == 0 and "pass --state-dtype fp32" in out
+    code, out, _ = cli("kv-throughput", "-m", "ring", "--len", "8k", "--instance", "8xH20")
+    assert code == 0 and "paper" not in out.split("note:")[0]
+
+
+def test_calibrate_prints_points_and_writes_profile(cli, tmp_path):
+    target = tmp_path / "h20.yaml"
+    code, out, _ = cli("calibrate", "--hardware", "h20", "--measurements", "mooncake_h20_qwen3_235b_pd.csv",
+                       "--output", str(target))
+    assert code == 0
+    assert "LOO error" in out and "32,768" in out and "measured on h20-3e" in out
+    data = profiles.read_yaml(target)
+    assert data["name"] == "h20" and 0 < data["calibration"]["compute_efficiency"] <= 1
+    code, out, _ = cli("--profiles", str(tmp_path), "hardware", "--format", "json")
+    assert code == 0
+
+
+def test_calibrate_generic_csv(cli, tmp_path):
+    f = tmp_path / "runs.csv"
+    f.write_text("model,instance,len_tokens,latency_s\n" + "".join(
+        f"qwen3-235b,8xH20-3e,{l},{t}\n" for l, t in ((2048, 0.166), (8192, 0.571), (32768, 3.183))))
+    code, out, _ = cli("calibrate", "--hardware", "h20-3e", "--measurements", str(f), "--format", "csv")
+    assert code == 0 and out.count("qwen3-235b") == 3 and "loo_error" in out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("rates", "-m", "qwen3", "--moe", "dp"), "--moe 'dp'"),
+    (("rates", "-m", "qwen3", "--source", "table"), "--source 'table'"),
+    (("rates", "-m", "qwen3", "--tpot", "25ms", "--slo", "40tok/s"), "--tpot and --slo both given"),
+    (("rates", "-m", "qwen3", "--slo", "0tok/s"), "--slo '0tok/s'"),
+    (("rates", "-m", "qwen3", "--weight-dtype", "fp7"), "--weight-dtype: unknown dtype 'fp7'"),
+    (("rates", "-m", "qwen3", "-i", "8xH2000"), "unknown chip 'h2000'"),
+    (("rates", "-m", "qwen3", "--len", "0"), "--len '0'"),
+    (("rates", "-m", "prfaas-1t", "-i", "8xH20", "--source", "measured"), "no measured prefill table"),
+    (("kv-throughput", "--state-dtype", "fp64"), "--state-dtype: unknown dtype 'fp64'"),
+    (("calibrate", "--hardware", "h21", "--measurements", "x.csv"), "unknown chip 'h21'"),
+    (("calibrate", "--hardware", "h20", "--measurements", "nope.csv"), "--measurements 'nope.csv': cannot read"),
+])
+def test_bad_input_is_one_line_exit_2(cli, args, needle):
+    code, out, err = cli(*args)
+    assert code == 2
+    assert needle in err and err.count("\n") == 1
+
+
+def test_calibrate_bad_output_folder_writes_nothing(cli, tmp_path):
+    code, out, err = cli("calibrate", "--hardware", "h20", "--measurements", "mooncake_h20_qwen3_235b_pd.csv",
+                         "--output", str(tmp_path / "missing" / "h20.yaml"))
+    assert code == 2 and "does not exist" in err and out == ""
+    assert not (tmp_path / "missing").exists()
+
+
+def test_calibrate_corrupt_measurements(cli, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("model,instance,len_tokens,latency_s\nqwen3-235b,8xH20-3e,4096\n")
+    code, _, err = cli("calibrate", "--hardware", "h20", "--measurements", str(f))
+    assert code == 2 and "bad.csv:2: expected 4 columns" in err
