@@ -81,12 +81,30 @@ def backsolved_h20() -> tuple[TabulatedPrefill, DecodeCapacity]:
     return prefill, decode
 
 
-def measured_h200(method: str = "pchip") -> TabulatedPrefill:
-    """prfaas-1t's measured 8xH200 prefill profile (paper Table 5)."""
-    table = get_model(MODEL).measured_prefill[0]
-    return TabulatedPrefill(table.lengths, table.latency_s,
-                            f"measured: {MODEL} on {table.instance}, paper Table 5 ({method} interpolation)",
-                            method)
+def h20_prediction_error(context_tokens: float) -> list[dict]:
+    """Our predicted 8xH20 prefill latency and decode capacity for prfaas-1t against the back-solved
+    paper inputs, point by point: the error that separates the two reproduction levels."""
+    from .performance import decode_capacity, parse_instance, prefill_model
+
+    backsolved, paper_decode = backsolved_h20()
+    h20 = parse_instance(f"{INSTANCE_CHIPS}xH20")
+    model = get_model(MODEL)
+    predicted = prefill_model(model, h20, source="roofline")
+    rows = [{"quantity": "prefill_latency_s", "len_tokens": int(l), "backsolved": t,
+             "predicted": float(predicted.latency_s(l)), "ratio": float(predicted.latency_s(l)) / t}
+            for l, t in zip(backsolved.lengths, backsolved.latencies_s)]
+    cap = decode_capacity(model, h20, TPOT_S, context_tokens)
+    rows.append({"quantity": "decode_tokens_per_s", "len_tokens": int(round(context_tokens)),
+                 "backsolved": paper_decode.tokens_per_s, "predicted": cap.tokens_per_s,
+                 "ratio": cap.tokens_per_s / paper_decode.tokens_per_s})
+    return rows
+
+
+def measured_h200() -> TabulatedPrefill:
+    """prfaas-1t's measured 8xH200 prefill profile (paper Table 5), interpolated through its points."""
+    from .performance.factory import tabulated
+
+    return tabulated(get_model(MODEL).measured_prefill[0])
 
 
 def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK):
@@ -112,7 +130,15 @@ def case_study_perf(inputs: str) -> PerfInputs:
 
 
 # Figures that cannot be met honestly at an input level, with the reason (shown by `reproduce`).
-KNOWN_GAPS: dict[tuple[str, str], str] = {}
+# Predicted level: our H20 is calibrated on Mooncake's tuned SGLang run of Qwen3-235B (near-peak GEMMs,
+# ~0.1 s overhead), and comes out 2-3.5x faster at prefill and ~2.5x higher in decode capacity than the
+# paper's back-solved H20 (see `h20_prediction_error`). With that much stronger local cluster the optimum
+# moves: decode binds, few requests are worth offloading, and PrfaaS gains little. The published figures
+# rest on the paper's own (slower) H20 stack, which no public measurement in this repository describes.
+_PREDICTED_GAP = ("our calibrated H20 (Mooncake SGLang measurement) is 2-3.5x faster at prefill and ~2.5x "
+                  "higher in decode capacity than the paper's back-solved H20, so the local PD cluster is "
+                  "far stronger and the optimum moves (see the H20 prediction table)")
+KNOWN_GAPS: dict[tuple[str, str], str] = {("predicted", t.key): _PREDICTED_GAP for t in TARGETS}
 
 
 @dataclass(frozen=True)

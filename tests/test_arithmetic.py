@@ -37,8 +37,8 @@ def test_fixed_state_bytes_from_layer_shapes():
     k = get_model("kimi-linear")
     assert A.recurrent_state_bytes(k) == 20 * 32 * 128 * 128 * 4
     assert A.conv_state_bytes(k) == 20 * 3 * 3 * 4096 * 2
-    # Ring: 70 Lightning layers, 64 heads x 128 x 128 in bf16, no conv.
-    assert A.fixed_state_bytes(get_model("ring-2.5-1t")) == 70 * 64 * 128 * 128 * 2
+    # Ring: 70 Lightning layers, 64 heads x 128 x 128 in fp32 (SGLang's default), no conv.
+    assert A.fixed_state_bytes(get_model("ring-2.5-1t")) == 70 * 64 * 128 * 128 * 4
     # Dense models have none.
     assert A.fixed_state_bytes(get_model("minimax-m2.5")) == 0
 

@@ -124,10 +124,10 @@ def test_decode_capacity_binding_and_source():
 
 
 def test_decode_when_weights_do_not_fit():
-    # prfaas-1t at fp8 (1,015 GB) cannot be loaded on 8 x 96 GB H20: no batch at all.
-    cap = decode_capacity(get_model("prfaas-1t"), parse_instance("8xH20"), 0.025, 27_000 + 512)
+    # kimi-k2 at fp8 (1,026 GB) cannot be loaded on 8 x 96 GB H20: no batch at all; at int4 it fits.
+    cap = decode_capacity(get_model("kimi-k2"), parse_instance("8xH20"), 0.025, 27_000 + 512)
     assert cap.batch == 0 and cap.binding == "memory" and cap.tokens_per_s == 0
-    int4 = dataclasses.replace(get_model("prfaas-1t"), weight_dtype="int4")
+    int4 = dataclasses.replace(get_model("kimi-k2"), weight_dtype="int4")
     assert decode_capacity(int4, parse_instance("8xH20"), 0.025, 27_000 + 512).batch > 0
 
 

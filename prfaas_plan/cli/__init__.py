@@ -27,12 +27,15 @@ def main() -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: sys.argv) and return its exit code; tests call this."""
+    import typer
     import typer.main
 
     try:  # typer >= 0.20 vendors click as typer._click
         from typer import _click as click
     except ImportError:  # pragma: no cover - older typer
         import click
+    exit_types = tuple({typer.Exit, getattr(click.exceptions, "Exit", typer.Exit)})
+    abort_types = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 
     command = typer.main.get_command(app)
     try:
@@ -46,9 +49,9 @@ def run(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         print(f"error: {exc.format_message()}", file=sys.stderr)
         return 2
-    except click.exceptions.Exit as exc:
+    except exit_types as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except abort_types:
         print("error: aborted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -423,9 +423,20 @@ def reproduce_cmd(
     notes.append(INSTANCE_NOTE)
     notes.append("RESULT: " + ("all figures within tolerance" if not failed else
                                "out of tolerance: " + ", ".join(r["figure"] for r in failed)))
+    sections = [Section("figures", "PrfaaS paper case study: published vs reproduced", rows, cols),
+                Section("layouts", "Optimized layouts", layouts, COMPACT_COLUMNS)]
+    if inputs == "predicted":
+        sc = study.scenario
+        h20 = paper.h20_prediction_error(sc.grid.mean + sc.output_tokens / 2)
+        sections.append(Section(
+            "h20_prediction", "Our 8xH20 prediction for prfaas-1t vs the paper's back-solved H20 inputs", h20,
+            [Column("quantity", "quantity"), Column("len_tokens", "length / context", ",d"),
+             Column("backsolved", "back-solved", ",.3f"), Column("predicted", "predicted", ",.3f"),
+             Column("ratio", "predicted / back-solved", ".2f")],
+            ["back-solved values are the paper-inputs level (never used to fit); their ratio to ours is the "
+             "H20 prediction error separating the two levels"]))
     if plot:
         _write_plot(plot, study.plans["prfaas-pd"], "prfaas-1t case study: throughput vs threshold")
-    emit(Report([Section("figures", "PrfaaS paper case study: published vs reproduced", rows, cols),
-                 Section("layouts", "Optimized layouts", layouts, COMPACT_COLUMNS)], notes), fmt)
+    emit(Report(sections, notes), fmt)
     if failed:
         raise typer.Exit(1)

@@ -21,9 +21,11 @@ def measured_table(model: ModelProfile, instance: Instance) -> MeasuredPrefill |
 
 
 def tabulated(table: MeasuredPrefill) -> TabulatedPrefill:
-    """A measured table as a `TabulatedPrefill` (non-negative quadratic fit through its points)."""
+    """A measured table as a `TabulatedPrefill`: exact through its points (monotone PCHIP), continued
+    by the non-negative quadratic fit's slope outside the measured range."""
     return TabulatedPrefill(table.lengths, table.latency_s,
-                            source=f"measured table on {table.instance}, quadratic fit: {table.source}")
+                            source=f"measured table on {table.instance}, interpolated through its points "
+                                   f"(PCHIP): {table.source}", method="pchip")
 
 
 def source_kind(pm: PrefillModel) -> str:
