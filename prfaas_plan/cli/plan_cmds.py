@@ -135,7 +135,7 @@ SIZE_COLUMNS = PLAN_COLUMNS[:6] + [
     Column("output_tokens_per_s", "output tokens/s", ",.0f"),
 ] + PLAN_COLUMNS[6:9] + [
     Column("link_headroom_gbps", "link headroom Gbps", ".2f"),
-    Column("link_binds_below_tokens", "link binds below t", _tok),
+    Column("link_binds_below_tokens", "link binds below t", lambda v: "never" if v == 0 else _tok(v)),
 ] + PLAN_COLUMNS[9:] + [
     Column("rps_per_musd", "req/s per $1M capex", ".3f"),
     Column("output_tokens_per_usd_cloud", "output tokens per cloud $", ",.0f"),
@@ -232,8 +232,10 @@ def size_cmd(
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
     notes = list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
-        f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; link binds for "
-        f"thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput",
+        f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; " + (
+            "it would not bind at this throughput even with every request offloaded"
+            if plan.link_bind_threshold == 0 else
+            f"it binds for thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput"),
         f"TTFT method: {plan.ttft.method}",
         "costs from the hardware profiles' price indications (labelled there), not quotes",
     ]
