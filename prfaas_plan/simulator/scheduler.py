@@ -1,0 +1,134 @@
+"""The dual-timescale scheduler of PrfaaS (brief section 3).
+
+- **Short term** (every arrival, milliseconds): `ShortTermRule` raises the routing threshold ``t`` by a
+  factor when the link's smoothed egress utilization or the remote queue depth crosses a high mark, and
+  lowers it back toward the long-term value when both fall below low marks. It also decides whether
+  bandwidth is *abundant* (utilization below ``abundant_util``), which switches the prefix rule from
+  "each cluster's own cache" to "the best cache anywhere, moved across the link".
+- **Long term** (every ``period_s``): `LongTermRule.decide` converts one local instance between the
+  prefill and decode roles when the observed queue depths show the producers (prefill) falling behind
+  the consumer (decode) or the reverse, and `balanced_threshold` re-optimizes ``t`` for the new split
+  on the recently observed lengths with `optimizer.grid_search`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..layout import Layout
+from ..optimizer import grid_search
+from ..throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
+
+
+@dataclass(frozen=True)
+class ShortTermRule:
+    """Marks of the per-request threshold rule. Utilizations are fractions of the link's current goodput
+    (exponentially smoothed over ``tau_s`` seconds); queue depths are waiting requests per remote
+    instance. ``t`` moves by ``factor`` at most once per ``interval_s`` seconds and never above
+    ``max_factor`` x its long-term value."""
+
+    util_high: float = 0.85
+    util_low: float = 0.5
+    queue_high: float = 2.0
+    queue_low: float = 0.5
+    factor: float = 1.25
+    max_factor: float = 8.0
+    interval_s: float = 2.0
+    tau_s: float = 10.0
+    abundant_util: float = 0.5
+
+
+class AdaptiveThreshold:
+    """State of the short-term rule around a long-term threshold ``base`` (tokens)."""
+
+    def __init__(self, rule: ShortTermRule, base: float):
+        self.rule = rule
+        self.base = float(base)
+        self.current = float(base)
+        self.last_change_s = -math.inf
+        self.changes = 0
+
+    def reset(self, base: float) -> None:
+        """Adopt a new long-term threshold (after re-optimization)."""
+        self.base = self.current = float(base)
+
+    def update(self, t: float, link_util: float, remote_queue: float) -> float:
+        """The threshold to route an arrival at time ``t`` with, given the link utilization and the remote
+        queue depth per instance."""
+        r = self.rule
+        if t - self.last_change_s < r.interval_s:
+            return self.current
+        if (link_util > r.util_high or remote_queue > r.queue_high) and self.current < self.base * r.max_factor:
+            self.current = min(self.current * r.factor, self.base * r.max_factor)
+        elif link_util < r.util_low and remote_queue < r.queue_low and self.current > self.base:
+            self.current = max(self.current / r.factor, self.base)
+        else:
+            return self.current
+        self.last_change_s = t
+        self.changes += 1
+        return self.current
+
+
+@dataclass(frozen=True)
+class LongTermRule:
+    """Marks of the role-conversion rule. Every ``period_s`` seconds, from time-averaged observations
+    over the period: convert a decode instance to prefill when the local prefill queue exceeds
+    ``queue_high`` waiting requests per prefill instance and the remaining decode instances would stay
+    below ``busy_max`` occupancy; convert a prefill instance to decode when the decode queue exceeds
+    ``queue_high`` waiting requests per decode instance and the remaining prefill instances would stay
+    below ``busy_max`` utilization. ``min_samples`` arrivals are needed to re-optimize ``t``."""
+
+    period_s: float = 300.0
+    queue_high: float = 1.0
+    busy_max: float = 0.9
+    min_samples: int = 100
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Time averages over one long-term period (counts of requests or instances)."""
+
+    local_waiting: float
+    local_busy: float          # busy local prefill instances
+    decode_waiting: float
+    decode_busy_slots: float
+    n_prefill: int
+    n_decode: int
+    slots_per_decode: int
+
+
+def decide(rule: LongTermRule, obs: Observation, min_prefill: int) -> int:
+    """+1: one decode instance becomes prefill; -1: one prefill instance becomes decode; 0: keep."""
+    n_p, n_d, slots = obs.n_prefill, obs.n_decode, obs.slots_per_decode
+    if (n_d > 1 and obs.local_waiting > rule.queue_high * max(n_p, 1)
+            and obs.decode_busy_slots < rule.busy_max * (n_d - 1) * slots):
+        return +1
+    if (n_p > min_prefill and obs.decode_waiting > rule.queue_high * n_d
+            and obs.local_busy < rule.busy_max * (n_p - 1)):
+        return -1
+    return 0
+
+
+def empirical_grid(lengths) -> LengthGrid:
+    """A `LengthGrid` of observed lengths (tokens), each distinct value weighted by its count."""
+    values, counts = np.unique(np.maximum(np.asarray(lengths, dtype=float), 1.0), return_counts=True)
+    return LengthGrid(values, counts / counts.sum())
+
+
+def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
+                       mode: str = "exact") -> float:
+    """The threshold maximizing ``Lambda_max`` for a fixed local split ``n_prefill`` (grid search over
+    thresholds), and among equally good ones the one where remote and local prefill bounds balance."""
+    free = replace(layout, threshold=None)
+    res = grid_search(free, grid, perf, mode)
+    col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
+    ok = np.flatnonzero(col >= col.max() * (1 - 1e-6))
+    ts = res.thresholds[ok]
+    b = stage_bounds(free, routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name), perf, [n_prefill])
+    remote = np.minimum(b.remote_prefill[:, 0], b.link[:, 0])
+    with np.errstate(divide="ignore"):
+        gap = np.abs(np.log(np.maximum(remote, 1e-300)) - np.log(np.maximum(b.local_prefill[:, 0], 1e-300)))
+    return float(ts[int(np.argmin(gap))])
