@@ -13,6 +13,7 @@ from .app import app
 # Each module registers its commands on `app` when imported.
 from . import profile_cmds  # noqa: E402,F401
 from . import kv_cmds  # noqa: E402,F401
+from . import sim_cmds  # noqa: E402,F401
 
 
 def main() -> None:

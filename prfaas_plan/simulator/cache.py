@@ -46,21 +46,25 @@ class PrefixCache:
     def match(self, hashes, length: int) -> tuple[int, int]:
         """``(kv_tokens, usable_tokens)`` for a prompt of ``length`` tokens: the cached block-aligned prefix,
         and the longest prefix prefill can start from (with a checkpoint when the model needs one). At least
-        one token is always left to compute."""
+        one token is always left to compute.
+
+        The pool is prefix-closed (a block is cached only with all its ancestors: `insert` stamps a whole
+        prefix, its root last, and eviction goes by stamp), so the match is a binary search."""
         bt = self.block_tokens
-        limit = (length - 1) // bt
         blocks = self.blocks
-        k = 0
-        for h in hashes:
-            if k >= limit or h not in blocks:
-                break
-            k += 1
-        usable = k
+        lo, hi = 0, min((length - 1) // bt, len(hashes))  # the match has lo <= k <= hi blocks
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if hashes[mid - 1] in blocks:
+                lo = mid
+            else:
+                hi = mid - 1
+        usable = lo
         if self.checkpoint_bytes:
             ckpt = self.checkpoints
             while usable and hashes[usable - 1] not in ckpt:
                 usable -= 1
-        return k * bt, usable * bt
+        return lo * bt, usable * bt
 
     def insert(self, hashes, length: int, checkpoint: bool) -> None:
         """Cache the full blocks of a prompt of ``length`` tokens, and its end-of-prompt checkpoint when
@@ -73,7 +77,7 @@ class PrefixCache:
         if checkpoint and self.checkpoint_bytes:
             self.checkpoints[hashes[full - 1]] = top - full
         self._stamp = top + 1
-        if self.used > self.capacity:
+        if len(self.blocks) * self.block_bytes + len(self.checkpoints) * self.checkpoint_bytes > self.capacity:
             self._evict()
 
     def _evict(self) -> None:

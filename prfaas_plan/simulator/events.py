@@ -76,8 +76,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
     lp_servers = lp_free = sysm.n_prefill
     lp_convert = 0                             # busy prefill instances to hand to decode when done
     lp_queue: deque = deque()
+    lp_work = 0.0                              # prefill seconds waiting in the local queue
     rp_free = n_remote
     rp_queue: deque = deque()
+    rp_work = 0.0
     dec_active = [0] * sysm.n_decode           # busy slots per decode instance
     dec_open = list(range(sysm.n_decode))      # decode instances taking new requests
     free_slots = [d for d in dec_open for _ in range(slots)]  # one entry per free slot: its instance
@@ -126,21 +128,35 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
         size = flow_bytes[rid]
         link.add(t, rid, size, size * keep / s if s > 0 else INF)
 
+    def next_local(t: float) -> None:
+        nonlocal lp_work
+        rid = lp_queue.popleft()
+        lp_work -= t_local[uncached[rid]]
+        start_local(rid, t)
+
+    def next_remote(t: float) -> None:
+        nonlocal rp_work
+        rid = rp_queue.popleft()
+        rp_work -= t_remote[uncached[rid]]
+        start_remote(rid, t)
+
     def enqueue_local(rid: int, t: float) -> None:
-        nonlocal lp_free
+        nonlocal lp_free, lp_work
         if lp_free > 0:
             lp_free -= 1
             start_local(rid, t)
         else:
             lp_queue.append(rid)
+            lp_work += t_local[uncached[rid]]
 
     def enqueue_remote(rid: int, t: float) -> None:
-        nonlocal rp_free
+        nonlocal rp_free, rp_work
         if rp_free > 0:
             rp_free -= 1
             start_remote(rid, t)
         else:
             rp_queue.append(rid)
+            rp_work += t_remote[uncached[rid]]
 
     def admit(rid: int, t: float, inst: int) -> None:
         dec_active[inst] += 1
@@ -161,7 +177,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
         nonlocal lp_servers, lp_free
         lp_servers += 1
         if lp_queue:
-            start_local(lp_queue.popleft(), t)
+            next_local(t)
         else:
             lp_free += 1
 
@@ -235,7 +251,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 progress(i)
             if adaptive and remote_ok:
                 link.advance(t)
-                thr = short.update(t, link.util, len(rp_queue) / n_remote)
+                unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
+                thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
+                                   lp_work / lp_servers if lp_servers else INF)
                 abundant = link.util < abundant_util
             else:
                 abundant = False
@@ -274,14 +292,14 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                     lp_servers -= 1
                     add_decode_instance(t)
                 elif lp_queue:
-                    start_local(lp_queue.popleft(), t)
+                    next_local(t)
                 else:
                     lp_free += 1
             elif kind == _REMOTE_DONE:
                 p_end[rid] = t
                 link.uncap(t, rid)
                 if rp_queue:
-                    start_remote(rp_queue.popleft(), t)
+                    next_remote(t)
                 else:
                     rp_free += 1
             elif kind == _READY:

@@ -46,6 +46,14 @@ class Requests:
     def __len__(self) -> int:
         return len(self.arrival_s)
 
+    def until(self, duration_s: float) -> "Requests":
+        """The requests arriving within ``duration_s`` seconds of the first arrival."""
+        n = int(np.searchsorted(self.arrival_s, self.arrival_s[0] + duration_s, side="right"))
+        if n == 0:
+            raise PlanError(f"requests: none arrive within {duration_s:g} s")
+        return Requests(self.arrival_s[:n], self.input_tokens[:n], self.output_tokens[:n],
+                        self.hashes[:n] if self.hashes is not None else None)
+
     def at_rate(self, rate_rps: float) -> "Requests":
         """The same requests with arrival times scaled so that the mean rate is ``rate_rps`` (keeps the
         trace's burstiness)."""

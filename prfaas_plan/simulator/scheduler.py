@@ -25,10 +25,14 @@ from ..throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
 
 @dataclass(frozen=True)
 class ShortTermRule:
-    """Marks of the per-request threshold rule. Utilizations are fractions of the link's current goodput
-    (exponentially smoothed over ``tau_s`` seconds); queue depths are waiting requests per remote
-    instance. ``t`` moves by ``factor`` at most once per ``interval_s`` seconds and never above
-    ``max_factor`` x its long-term value."""
+    """Marks of the per-request threshold rule. The link is *congested* when its utilization (fraction of
+    the current goodput, smoothed over ``tau_s`` seconds) exceeds ``util_high`` or the remote queue exceeds
+    ``queue_high`` waiting requests per remote instance; it is *relaxed* below ``util_low`` and
+    ``queue_low``. ``t`` rises by ``factor`` while the link is congested and the remote route's backlog
+    (queued prefill work per remote instance + unsent KV at the current goodput, seconds) exceeds the local
+    one's (queued prefill work per local instance); it falls back toward its long-term value when the link
+    is relaxed or the local backlog is the larger. At most one move per ``interval_s`` seconds, never above
+    ``max_factor`` x the long-term value."""
 
     util_high: float = 0.85
     util_low: float = 0.5
@@ -55,15 +59,18 @@ class AdaptiveThreshold:
         """Adopt a new long-term threshold (after re-optimization)."""
         self.base = self.current = float(base)
 
-    def update(self, t: float, link_util: float, remote_queue: float) -> float:
-        """The threshold to route an arrival at time ``t`` with, given the link utilization and the remote
-        queue depth per instance."""
+    def update(self, t: float, link_util: float, remote_queue: float, remote_backlog_s: float,
+               local_backlog_s: float) -> float:
+        """The threshold to route an arrival at time ``t`` with. ``remote_queue``: waiting requests per remote
+        instance; backlogs in seconds as described in `ShortTermRule`."""
         r = self.rule
         if t - self.last_change_s < r.interval_s:
             return self.current
-        if (link_util > r.util_high or remote_queue > r.queue_high) and self.current < self.base * r.max_factor:
+        congested = link_util > r.util_high or remote_queue > r.queue_high
+        relaxed = link_util < r.util_low and remote_queue < r.queue_low
+        if congested and remote_backlog_s > local_backlog_s and self.current < self.base * r.max_factor:
             self.current = min(self.current * r.factor, self.base * r.max_factor)
-        elif link_util < r.util_low and remote_queue < r.queue_low and self.current > self.base:
+        elif self.current > self.base and (relaxed or local_backlog_s > remote_backlog_s):
             self.current = max(self.current / r.factor, self.base)
         else:
             return self.current

@@ -21,5 +21,9 @@ class TablePrefill:
         object.__setattr__(self, "lengths", np.arange(len(self.table_s), dtype=float))
 
     def latency_s(self, l) -> np.ndarray:
-        """Seconds to prefill ``l`` tokens."""
-        return np.interp(np.asarray(l, dtype=float), self.lengths, self.table_s)
+        """Seconds to prefill ``l`` tokens (a table look-up for whole lengths in range)."""
+        l = np.asarray(l, dtype=float)
+        whole = l.astype(np.int64)
+        if l.size and np.array_equal(whole, l) and whole.min() >= 0 and whole.max() < len(self.table_s):
+            return self.table_s[whole]
+        return np.interp(l, self.lengths, self.table_s)
