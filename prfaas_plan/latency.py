@@ -126,6 +126,7 @@ def pool_wait(arrival_rps: float, servers: int, service_s, weights) -> PoolWait:
     """`PoolWait` for service times ``service_s`` (s) with probabilities ``weights`` (normalized here)."""
     s = np.asarray(service_s, dtype=float)
     w = np.asarray(weights, dtype=float)
+    arrival_rps = float(arrival_rps)
     if arrival_rps <= 0 or w.sum() <= 0:
         return PoolWait(servers, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     w = w / w.sum()
@@ -224,7 +225,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
                                 w[is_remote])
         size = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
         x = size * 8.0 / site.link.goodput_bps
-        rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))
+        rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
         x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)
         remote_total = np.maximum(remote_s, x_loaded) + x_loaded / perf.model.num_layers + site.link.rtt_s / 2
         service = np.where(is_remote, remote_total, service)
