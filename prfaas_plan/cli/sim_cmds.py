@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -50,24 +51,37 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
                        output_mean), "performance model: roofline prefill and decode capacity")
 
 
-def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, threshold: float | None):
-    """The layout of ``kind`` optimized (distribution-exact grid search) on ``grid``."""
+def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, threshold: float | None,
+          n_prefill: int | None):
+    """The layout of ``kind`` optimized (distribution-exact) on ``grid``: threshold and split by grid search,
+    or the given split with the threshold that balances it. Checked for simulation before returning."""
     from .. import paper
     from ..layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
     from ..optimizer import grid_search
-    from ..simulator.system import planned_layout
+    from ..simulator.scheduler import balanced_threshold
+    from ..simulator.system import System, planned_layout
+    from ..throughput import evaluate
 
     link = Link(link_bps)
     if kind == "prfaas":
         layout = prfaas_pd(remote, local, link, paper.INSTANCE_CHIPS)
     elif kind == "homogeneous":
-        layout = homogeneous_pd(paper.HOMOGENEOUS, paper.INSTANCE_CHIPS)
-        threshold = None
+        layout, threshold = homogeneous_pd(paper.HOMOGENEOUS, paper.INSTANCE_CHIPS), None
     else:
-        layout = naive_heterogeneous(remote, local, link, paper.INSTANCE_CHIPS)
-        threshold = None
-    best = grid_search(layout, grid, perf, "exact", fixed_threshold=threshold).best
-    return planned_layout(best), best
+        layout, threshold = naive_heterogeneous(remote, local, link, paper.INSTANCE_CHIPS), None
+    if n_prefill is None:
+        best = grid_search(layout, grid, perf, "exact", fixed_threshold=threshold).best
+    else:
+        if not 0 <= n_prefill <= layout.pd_sites[0].instances:
+            raise PlanError(f"--prefill-instances {n_prefill}: expected 0 to {layout.pd_sites[0].instances}")
+        layout = replace(layout, pd_sites=(layout.pd_sites[0].with_split(n_prefill),))
+        t = layout.threshold if threshold is None else threshold
+        if t is None:
+            t = balanced_threshold(layout, grid, perf, n_prefill)
+        best = evaluate(layout, grid, perf, t, n_prefill, "exact")
+    planned = planned_layout(best)
+    System.build(planned, perf, best.threshold)
+    return planned, best
 
 
 def _progress(total: int):
@@ -152,6 +166,8 @@ def simulate_cmd(
     link_profile: Optional[str] = typer.Option(None, "--link-profile", help="CSV time_s,gbps: line rate over time."),
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Routing threshold in uncached tokens "
                                             "(default: grid search)."),
+    prefill_instances: Optional[int] = typer.Option(None, "--prefill-instances", help="Local instances that "
+                                                    "prefill; the rest decode (default: grid search)."),
     rebalance: str = typer.Option("5min", "--rebalance", help="Long-term rule period (adaptive)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic workload."),
     fmt: str = FormatOption,
@@ -159,8 +175,6 @@ def simulate_cmd(
 ) -> None:
     """Discrete-event simulation: throughput, TTFT/TPOT percentiles, stage load, link use, caches, roles."""
     check_format(fmt)
-    from dataclasses import replace
-
     from ..latency import ttft_under_load
     from ..simulator import SCHEDULERS, LongTermRule, SimConfig, read_link_profile, simulate
     from ..simulator import plot as sim_plot
@@ -200,7 +214,7 @@ def simulate_cmd(
     if trace is None:
         grid = paper_grid()
         perf, perf_note = _perf(model, grid.mean, 1024.0, remote, local)
-        layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed)
+        layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed, prefill_instances)
         offered = rate if rate is not None else (load if load is not None else DEFAULT_LOAD) * ev.lambda_max
         window = window or DEFAULT_SYNTHETIC_S
         requests = paper_requests(offered, window, seed)
@@ -212,7 +226,7 @@ def simulate_cmd(
         grid = empirical_grid(requests.input_tokens)
         perf, perf_note = _perf(model, float(requests.input_tokens.mean()), float(requests.output_tokens.mean()),
                                 remote, local)
-        layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed)
+        layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed, prefill_instances)
         if rate is not None or load is not None:
             requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)
             if window is not None:
@@ -289,6 +303,7 @@ def simulate_cmd(
     notes += [f"workload: {workload}", f"inputs: {perf_note}", f"method: {result.method}",
               f"analytic: {analytic.method if analytic else 'not run'}",
               "plan: threshold and local split from the distribution-exact grid search"
+              + (f" with N_p fixed at {prefill_instances}" if prefill_instances is not None else "")
               + (f" with t fixed at {t_fixed:,.0f}" if t_fixed is not None else ""),
               "throughput: steady = middle 90% of completions over their time span",
               "prefix caches: 1 TB of host DRAM per instance assumed; 512-token blocks"]
