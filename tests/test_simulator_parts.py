@@ -167,3 +167,23 @@ def test_requests_sorting_rescaling_and_checks():
         with pytest.raises(PlanError):
             Requests.from_arrays(*bad)
     assert np.array_equal(Requests.from_arrays([0.0], [1.4], [2]).input_tokens, [1])
+
+
+@pytest.mark.parametrize("ckpt_bytes,capacity", [(0.0, 1e12), (10.0, 1e12), (10.0, 300.0)])
+def test_batch_routing_equals_request_by_request(ckpt_bytes, capacity):
+    reqs = read_mooncake_jsonl(TRACE, duration_s=400.0)
+    lengths = reqs.input_tokens.tolist()
+
+    def router():
+        return Router(PrefixCache(capacity, 1.0, ckpt_bytes), PrefixCache(capacity, 1.0, ckpt_bytes), True)
+
+    one, batch = router(), router()
+    expected = [one.route(h, l, 6000, False, True)[:3] for h, l in zip(reqs.hashes, lengths)]
+    got = list(zip(*batch.route_all(reqs.hashes, lengths, 6000, True)))
+    assert got == expected
+    for a, b in ((one.pd, batch.pd), (one.prfaas, batch.prfaas)):
+        assert (a.hit_tokens, a.evicted) == (b.hit_tokens, b.evicted)
+        if capacity < 1e12:  # recency matters only when something can be evicted
+            assert (a.blocks, a.checkpoints) == (b.blocks, b.checkpoints)
+        else:
+            assert (a.blocks.keys(), a.checkpoints.keys()) == (b.blocks.keys(), b.checkpoints.keys())

@@ -147,17 +147,24 @@ class SharedLink:
 
     def _reallocate(self) -> None:
         """Max-min fair rates, then the next completion."""
-        n = len(self.cap)
-        left = self.capacity
+        caps = self.cap
         rate = self.rate
         rate.clear()
-        for fid, c in sorted(self.cap.items(), key=itemgetter(1)):
+        demand = sum(caps.values())
+        if demand <= self.capacity:  # every flow is producer-limited: no contention
+            rate.update(caps)
+            self.total_rate = demand
+            self.next_t, self.next_fid = INF, 0
+            return
+        n = len(caps)
+        left = self.capacity
+        for fid, c in sorted(caps.items(), key=itemgetter(1)):
             share = left / n
             x = c if c < share else share
             rate[fid] = x
             left -= x
             n -= 1
-        self.total_rate = self.capacity - left if self.cap else 0.0
+        self.total_rate = self.capacity - left
         best, best_fid = INF, 0
         rem = self.remaining
         for fid, x in rate.items():

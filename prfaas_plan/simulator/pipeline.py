@@ -37,7 +37,7 @@ def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
 
 def _link(start, end, size, cap, sysm: System, cfg, horizon: float) -> tuple[np.ndarray, SharedLink]:
     """Completion time of each remote flow (NaN if not done by ``horizon``) and the link afterwards."""
-    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
+    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, 0.0)  # no smoothed utilization: nothing reads it
     m = len(start)
     starts, ends, sizes, caps = start.tolist(), end.tolist(), size.tolist(), cap.tolist()
     by_end = np.argsort(end, kind="stable").tolist()
@@ -75,7 +75,8 @@ def _before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> dict:
-    """Simulate with a static threshold; returns the raw records `SimResult.build` takes."""
+    """Simulate with a static threshold; returns the raw records `SimResult.build` takes. (Fast enough that
+    ``progress`` is not called.)"""
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
     arrival = requests.arrival_s
     n = int(np.searchsorted(arrival, horizon, side="right"))
@@ -88,14 +89,10 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
         uncached = inlen.copy()
         kv_pd = np.zeros(n, dtype=np.int64)
     else:
-        local = np.empty(n, dtype=bool)
-        uncached = np.empty(n, dtype=np.int64)
-        kv_pd = np.empty(n, dtype=np.int64)
-        route, hashes, lengths, ok = router.route, requests.hashes, inlen.tolist(), sysm.n_prefill > 0
-        for rid in range(n):
-            local[rid], uncached[rid], kv_pd[rid], _, _ = route(hashes[rid], lengths[rid], thr, False, ok)
-            if progress is not None and not ((rid + 1) & 4095):
-                progress(rid + 1)
+        flags, u, kv = router.route_all(requests.hashes[:n], inlen.tolist(), thr, sysm.n_prefill > 0)
+        local = np.array(flags, dtype=bool)
+        uncached = np.array(u, dtype=np.int64)
+        kv_pd = np.array(kv, dtype=np.int64)
     remote = ~local
 
     # 2. service times, vectorized over the requests
