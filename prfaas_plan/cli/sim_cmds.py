@@ -130,17 +130,17 @@ def _latency_rows(result, analytic, unloaded) -> list[dict]:
     return rows
 
 
-def _comparison_rows(base, other) -> list[dict]:
-    """The two schedulers side by side and the relative change of the second against the first."""
+def _comparison_rows(static, adaptive) -> list[dict]:
+    """Both schedulers on the same workload, and the adaptive one's relative change against static."""
     rows = []
-    a, b = base.summary(), other.summary()
+    a, b = static.summary(), adaptive.summary()
     for key, label in (("steady_throughput_rps", "steady throughput (req/s)"),
                        ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
-                       ("ttft_p50_s", "P50 TTFT (s)"), ("ttft_p90_s", "P90 TTFT (s)"),
-                       ("ttft_p99_s", "P99 TTFT (s)")):
+                       ("ttft_mean_s", "mean TTFT (s)"), ("ttft_p50_s", "P50 TTFT (s)"),
+                       ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)")):
         x, y = float(a[key]), float(b[key])
-        rows.append({"figure": label, base.scheduler: x, other.scheduler: y,
-                     "change": (y / x - 1.0) if x else math.nan})
+        rows.append({"figure": label, "static": x, "adaptive": y,
+                     "adaptive_vs_static": (y / x - 1.0) if x else math.nan})
     return rows
 
 
@@ -290,7 +290,12 @@ def simulate_cmd(
         roles = list(result.role_changes) if scheduler == "adaptive" else list(other.role_changes)
         sections.append(Section("roles", "Role changes (adaptive)", roles or [{"change": "none"}]))
     if other is not None:
-        sections.append(Section("comparison", f"{scheduler} vs {other.scheduler}", _comparison_rows(result, other)))
+        pair = (result, other) if scheduler == "static" else (other, result)
+        sections.append(Section("comparison", "Static vs adaptive scheduler, same workload",
+                                _comparison_rows(*pair), [
+                                    Column("figure", "figure"), Column("static", "static", ".4g"),
+                                    Column("adaptive", "adaptive", ".4g"),
+                                    Column("adaptive_vs_static", "adaptive vs static", "+.1%")]))
     g = lambda v: f"{v:.3g}"  # noqa: E731
     sections.append(Section(
         "timeline", f"Timeline (means over {max(1, len(result.timeline['t_s']) // TIMELINE_ROWS)} samples of "

@@ -29,15 +29,6 @@ class LinkProfile:
     times_s: tuple[float, ...]
     bps: tuple[float, ...]
 
-    def rate_at(self, t: float, nominal_bps: float) -> float:
-        """Line rate in bit/s at time ``t``."""
-        rate = nominal_bps
-        for ti, r in zip(self.times_s, self.bps):
-            if ti > t:
-                break
-            rate = r
-        return rate
-
     @classmethod
     def drop(cls, start_s: float, duration_s: float, nominal_bps: float, factor: float) -> "LinkProfile":
         """The nominal rate scaled by ``factor`` from ``start_s`` for ``duration_s`` seconds."""

@@ -75,8 +75,8 @@ def _before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> dict:
-    """Simulate with a static threshold; returns the raw records `SimResult.build` takes. (Fast enough that
-    ``progress`` is not called.)"""
+    """Simulate with a static threshold; returns the raw records `SimResult.build` takes. ``progress(n)`` is
+    called once the ``n`` requests are routed."""
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
     arrival = requests.arrival_s
     n = int(np.searchsorted(arrival, horizon, side="right"))
@@ -93,6 +93,8 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
         local = np.array(flags, dtype=bool)
         uncached = np.array(u, dtype=np.int64)
         kv_pd = np.array(kv, dtype=np.int64)
+    if progress is not None:
+        progress(n)
     remote = ~local
 
     # 2. service times, vectorized over the requests
@@ -132,9 +134,8 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     ts = ts[ts <= end]
     prof = cfg.link_profile
     line = np.full(ts.shape, sysm.link_bps)
-    if prof is not None and sysm.remote_ok:
-        k = np.searchsorted(np.asarray(prof.times_s), ts, side="left")
-        line = np.where(k > 0, np.asarray((sysm.link_bps,) + prof.bps)[k], sysm.link_bps)
+    if prof is not None and sysm.remote_ok:  # the rate set by the last profile point before each sample
+        line = np.asarray((sysm.link_bps,) + prof.bps)[np.searchsorted(np.asarray(prof.times_s), ts, side="left")]
 
     def waiting(mask):
         return _before(arrival[:n][mask], ts) - _before(p_start[mask], ts)

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SIM_METHOD = ("simulated: discrete events; FCFS prefill pools (earliest-free instance), a processor-sharing "
-              "link with layer-pipelined flows capped at their production rate, request-level continuous "
-              "batching on decode; TTFT = time the cache is complete at decode; TPOT = (finish - TTFT "
-              "instant) / output tokens")
+SIM_METHOD = ("simulated: discrete events; per-cluster prefix caches (512-token KV blocks in a byte-bounded LRU; "
+              "linear/window state reusable only from a checkpoint at the last full block of an earlier prompt) "
+              "decide the uncached length and route; FCFS prefill pools (earliest-free instance); a "
+              "processor-sharing link with time-varying rate and layer-pipelined flows capped at their production "
+              "rate; request-level continuous batching on decode; TTFT = time the cache is complete at decode; "
+              "TPOT = (finish - that time) / output tokens")
 PERCENTILES = (50.0, 90.0, 99.0)
 
 
