@@ -274,9 +274,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
             else:
                 route[rid] = 1
                 flow_bytes[rid] = skv[inlen[rid] - kv_pd]  # only what the decode side lacks crosses
-                if moved:  # the prefix lives in the PD cluster: push it the other way first
+                if moved:  # the prefix lives in the PD cluster: push it the other way (same line rate, idle)
                     prefix_moves[0] += 1
-                    heappush(heap, (t + skv[moved] / sysm.goodput_Bps + rtt_half, _PREFIX_REMOTE, rid, 0))
+                    back = skv[moved] / link.capacity if link.capacity > 0 else INF
+                    heappush(heap, (t + back + rtt_half, _PREFIX_REMOTE, rid, 0))
                 else:
                     enqueue_remote(rid, t)
             continue
