@@ -2,7 +2,7 @@
 
 Usage: ``python3 benchmarks/bench_simulator.py [--repeat N]``. The setup is the CLI's default for
 ``prfaas-plan simulate --trace ...``: the paper's PrfaaS-PD layout with prfaas-1t paper inputs, threshold and
-split from the distribution-exact grid search on the trace's lengths, prefix caches on (1 TB per instance).
+split from the distribution-exact grid search on the trace's lengths, prefix caches on (2 TB per instance).
 Each figure is the best of ``--repeat`` runs (the machine's other load only ever slows a run down).
 """
 

@@ -29,8 +29,8 @@ ENGINES = ("events", "pipeline")
 @dataclass(frozen=True)
 class SimConfig:
     """How to run. ``threshold``: routing threshold, uncached tokens (ignored without a remote site).
-    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per instance in it (assumed: 1 TB of host
-    DRAM per 8-GPU node; 0: no caching; requests without hashes never hit). ``sample_s``: timeline
+    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per instance in it (assumed: the 2 TB of host
+    DRAM of an 8-GPU node such as a DGX H200; 0: no caching; requests without hashes never hit). ``sample_s``: timeline
     resolution, s. ``horizon_s``: stop time (None: until every request is done). ``mode``: throughput mode
     of the long-term re-optimization."""
 
@@ -39,7 +39,7 @@ class SimConfig:
     short_term: ShortTermRule = field(default_factory=ShortTermRule)
     long_term: LongTermRule = field(default_factory=LongTermRule)
     link_profile: LinkProfile | None = None
-    cache_bytes_per_instance: float = 1e12
+    cache_bytes_per_instance: float = 2e12
     block_tokens: int = 512
     sample_s: float = 1.0
     horizon_s: float | None = None
