@@ -275,7 +275,8 @@ def simulate_cmd(
                 [{"route": k, **v} for k, v in result.ttft_by_route().items()]),
         Section("stages", "Stage utilization and queues", result.stage_rows(), [
             Column("stage", "stage"), Column("utilization", "utilization", ".1%"),
-            Column("mean_waiting", "mean waiting", ".2f"), Column("peak_waiting", "peak waiting (link: flows)", ".0f")]),
+            Column("mean_waiting", "mean waiting", ".2f"),
+            Column("peak_waiting", "peak waiting (link: flows)", ".0f")]),
     ]
     clusters = [{"cluster": k, **v} for k, v in result.cache.items() if k != "prefix_moves"]
     if clusters:

@@ -36,8 +36,8 @@ def render(result: SimResult, fmt: str, other: SimResult | None = None, title: s
         ax = axes[1]
         for r, ls in runs:
             tl = r.timeline
-            for key, label, color in (("remote_waiting", "remote prefill", "C0"), ("local_waiting", "local prefill", "C1"),
-                                      ("decode_waiting", "decode", "C2")):
+            for key, label, color in (("remote_waiting", "remote prefill", "C0"),
+                                      ("local_waiting", "local prefill", "C1"), ("decode_waiting", "decode", "C2")):
                 ax.plot(tl["t_s"], tl[key], ls, color=color, lw=0.8, label=f"{label} ({r.scheduler})")
         ax.set_ylabel("waiting requests")
         ax.legend(loc="upper right")

@@ -1,14 +1,15 @@
 """The dual-timescale scheduler of PrfaaS (brief section 3).
 
-- **Short term** (every arrival, milliseconds): `ShortTermRule` raises the routing threshold ``t`` by a
-  factor when the link's smoothed egress utilization or the remote queue depth crosses a high mark, and
-  lowers it back toward the long-term value when both fall below low marks. It also decides whether
-  bandwidth is *abundant* (utilization below ``abundant_util``), which switches the prefix rule from
-  "each cluster's own cache" to "the best cache anywhere, moved across the link".
-- **Long term** (every ``period_s``): `LongTermRule.decide` converts one local instance between the
-  prefill and decode roles when the observed queue depths show the producers (prefill) falling behind
-  the consumer (decode) or the reverse, and `balanced_threshold` re-optimizes ``t`` for the new split
-  on the recently observed lengths with `optimizer.grid_search`.
+- **Short term** (every arrival, milliseconds): `AdaptiveThreshold` raises the routing threshold ``t`` by
+  a factor while the link's smoothed egress utilization or the remote queue depth is above a high mark
+  and the remote route is the more backlogged one, and lowers it back toward the long-term value when
+  both fall below low marks or the local side is the more backlogged (`ShortTermRule` holds the marks).
+  It also decides whether bandwidth is *abundant* (utilization below ``abundant_util``), which switches
+  the prefix rule from "each cluster's own cache" to "the best cache anywhere, moved across the link".
+- **Long term** (every ``period_s``): `decide` (marks in `LongTermRule`) converts one local instance
+  between the prefill and decode roles when the observed queue depths show the producers (prefill)
+  falling behind the consumer (decode) or the reverse, and `balanced_threshold` re-optimizes ``t`` for
+  the new split on the recently observed lengths and the link's current rate with `optimizer.grid_search`.
 """
 
 from __future__ import annotations
