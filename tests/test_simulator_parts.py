@@ -187,3 +187,30 @@ def test_batch_routing_equals_request_by_request(ckpt_bytes, capacity):
             assert (a.blocks, a.checkpoints) == (b.blocks, b.checkpoints)
         else:
             assert (a.blocks.keys(), a.checkpoints.keys()) == (b.blocks.keys(), b.checkpoints.keys())
+
+
+def test_long_term_rule_queues_first_then_the_model():
+    from prfaas_plan.simulator.scheduler import LongTermRule, Observation, decide
+
+    rule = LongTermRule()
+    calm = dict(local_waiting=0.0, local_busy=1.0, decode_waiting=0.0, decode_busy_slots=40.0, n_prefill=3,
+                n_decode=5, slots_per_decode=20)
+    assert decide(rule, Observation(**calm), 1) == 0
+    assert decide(rule, Observation(**{**calm, "local_waiting": 10.0}), 1) == +1     # prefill falls behind
+    assert decide(rule, Observation(**{**calm, "local_waiting": 10.0, "decode_busy_slots": 95.0}), 1) == 0
+    assert decide(rule, Observation(**{**calm, "decode_waiting": 9.0}), 1) == -1     # decode falls behind
+    assert decide(rule, Observation(**calm, gain_more_prefill=0.09), 1) == +1        # the model: link dropped
+    assert decide(rule, Observation(**calm, gain_more_decode=0.07), 1) == -1
+    assert decide(rule, Observation(**calm, gain_more_decode=0.03), 1) == 0          # below min_gain
+    assert decide(rule, Observation(**{**calm, "n_prefill": 1}, gain_more_decode=0.5), 1) == 0
+
+
+def test_split_gains_read_the_grid_search_surface():
+    from prfaas_plan.optimizer import GridResult
+    from prfaas_plan.simulator.scheduler import split_gains
+
+    lam = np.array([[0.0, 2.0, 3.0, 3.3], [0.0, 1.0, 2.0, 1.0]])
+    res = GridResult(None, np.array([1e3, 2e3]), np.arange(4), lam)
+    assert split_gains(res, 2) == (pytest.approx(0.1), pytest.approx(-1 / 3))
+    assert split_gains(res, 3) == (0.0, pytest.approx(3.0 / 3.3 - 1))
+    assert split_gains(res, 0) == (math.inf, 0.0)

@@ -29,7 +29,8 @@ import numpy as np
 
 from .link import SharedLink
 from .routing import Router
-from .scheduler import AdaptiveThreshold, Observation, balanced_threshold, decide, empirical_grid
+from .scheduler import (AdaptiveThreshold, Observation, balanced_threshold, decide, empirical_grid, split_gains,
+                        surface)
 from .system import System
 from .tables import TablePrefill
 
@@ -195,9 +196,21 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
         rule = cfg.long_term
         recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
         mean = dict(zip(SAMPLE_KEYS, (sum(c) / len(c) for c in zip(*recent)))) if recent else {}
+        split = n_prefill_now() + len(draining)  # the split once pending conversions complete
+        res = lay = grid = p = None
+        up = down = 0.0
+        if len(period_u) >= rule.min_samples:  # the throughput model on what this period saw
+            pd_site = site.with_split(split)
+            if remote_ok:
+                pd_site = replace(pd_site, link=replace(site.link, bandwidth_bps=max(link.capacity * 8.0 / eff, 1.0)))
+            lay = replace(sysm.layout, pd_sites=(pd_site,))
+            grid = empirical_grid(period_u)
+            p = replace(reopt_perf, output_tokens=sum(period_out) / len(period_out))
+            res = surface(lay, grid, p, cfg.mode)
+            up, down = split_gains(res, split)
         obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0),
-                          mean.get("decode_waiting", 0.0), mean.get("decode_busy", 0.0), n_prefill_now(),
-                          len(dec_open), slots)
+                          mean.get("decode_waiting", 0.0), mean.get("decode_busy", 0.0), split,
+                          site.instances - split, slots, up, down)
         change = decide(rule, obs, 1 if thr0 >= 0 else 0)
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
@@ -215,16 +228,14 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 add_decode_instance(t)
             else:
                 lp_convert += 1
-        target = n_prefill_now() + len(draining)  # the split once pending conversions complete
-        if remote_ok and 0 <= thr0 < INF and len(period_u) >= rule.min_samples:
-            lk = replace(site.link, bandwidth_bps=max(link.capacity * 8.0 / eff, 1.0))
-            lay = replace(sysm.layout, threshold=None, pd_sites=(replace(site.with_split(target), link=lk),))
-            p = replace(reopt_perf, output_tokens=sum(period_out) / len(period_out))
-            thr = balanced_threshold(lay, empirical_grid(period_u), p, target, cfg.mode)
+        split += change
+        if res is not None and remote_ok and 0 <= thr0 < INF:
+            thr = balanced_threshold(lay, grid, p, split, cfg.mode, res)
             short.reset(thr)
         if change:
             roles.append({"time_s": t, "change": "decode->prefill" if change > 0 else "prefill->decode",
-                          "n_prefill": target, "n_decode": site.instances - target, "threshold_tokens": thr})
+                          "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
+                          "model_gain": up if change > 0 else down})
         period_u.clear()
         period_out.clear()
 

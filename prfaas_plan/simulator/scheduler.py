@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..layout import Layout
-from ..optimizer import grid_search
+from ..optimizer import GridResult, grid_search
 from ..throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
 
 
@@ -82,22 +82,26 @@ class AdaptiveThreshold:
 
 @dataclass(frozen=True)
 class LongTermRule:
-    """Marks of the role-conversion rule. Every ``period_s`` seconds, from time-averaged observations
-    over the period: convert a decode instance to prefill when the local prefill queue exceeds
-    ``queue_high`` waiting requests per prefill instance and the remaining decode instances would stay
-    below ``busy_max`` occupancy; convert a prefill instance to decode when the decode queue exceeds
-    ``queue_high`` waiting requests per decode instance and the remaining prefill instances would stay
-    below ``busy_max`` utilization. ``min_samples`` arrivals are needed to re-optimize ``t``."""
+    """Marks of the role-conversion rule, applied every ``period_s`` seconds to time averages over the
+    period. Observed queues first: a decode instance becomes prefill when the local prefill queue exceeds
+    ``queue_high`` waiting requests per prefill instance and the remaining decode instances would stay below
+    ``busy_max`` occupancy; a prefill instance becomes decode when the decode queue exceeds ``queue_high``
+    per decode instance and the remaining prefill instances would stay below ``busy_max`` utilization.
+    Otherwise the producer-consumer balance: the throughput model, fed with the period's uncached lengths
+    and the link's current rate, converts one instance when that raises ``Lambda_max`` by more than
+    ``min_gain``. ``min_samples`` arrivals are needed to consult the model and re-optimize ``t``."""
 
     period_s: float = 300.0
     queue_high: float = 1.0
     busy_max: float = 0.9
+    min_gain: float = 0.05
     min_samples: int = 100
 
 
 @dataclass(frozen=True)
 class Observation:
-    """Time averages over one long-term period (counts of requests or instances)."""
+    """One long-term period: time averages (requests or instances), the split, and the model's relative
+    ``Lambda_max`` gain of one more prefill (or one more decode) instance."""
 
     local_waiting: float
     local_busy: float          # busy local prefill instances
@@ -106,16 +110,23 @@ class Observation:
     n_prefill: int
     n_decode: int
     slots_per_decode: int
+    gain_more_prefill: float = 0.0
+    gain_more_decode: float = 0.0
 
 
 def decide(rule: LongTermRule, obs: Observation, min_prefill: int) -> int:
     """+1: one decode instance becomes prefill; -1: one prefill instance becomes decode; 0: keep."""
     n_p, n_d, slots = obs.n_prefill, obs.n_decode, obs.slots_per_decode
-    if (n_d > 1 and obs.local_waiting > rule.queue_high * max(n_p, 1)
+    can_up, can_down = n_d > 1, n_p > min_prefill
+    if (can_up and obs.local_waiting > rule.queue_high * max(n_p, 1)
             and obs.decode_busy_slots < rule.busy_max * (n_d - 1) * slots):
         return +1
-    if (n_p > min_prefill and obs.decode_waiting > rule.queue_high * n_d
+    if (can_down and obs.decode_waiting > rule.queue_high * n_d
             and obs.local_busy < rule.busy_max * (n_p - 1)):
+        return -1
+    if can_up and obs.gain_more_prefill > rule.min_gain and obs.gain_more_prefill >= obs.gain_more_decode:
+        return +1
+    if can_down and obs.gain_more_decode > rule.min_gain:
         return -1
     return 0
 
@@ -126,12 +137,36 @@ def empirical_grid(lengths) -> LengthGrid:
     return LengthGrid(values, counts / counts.sum())
 
 
+def surface(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "exact") -> GridResult:
+    """`optimizer.grid_search` over thresholds and splits; the threshold is free unless the layout pins it
+    to ``inf`` (nothing remote) or ``0`` (everything remote)."""
+    free = layout.threshold not in (0.0, math.inf)
+    return grid_search(replace(layout, threshold=None) if free else layout, grid, perf, mode)
+
+
+def split_gains(res: GridResult, n_prefill: int) -> tuple[float, float]:
+    """Relative change of the best ``Lambda_max`` (over thresholds) when one decode instance becomes prefill,
+    and when one prefill instance becomes decode (0 where the split cannot move)."""
+    best = dict(zip(res.splits.tolist(), res.lam.max(axis=0).tolist()))
+    here = best.get(n_prefill, 0.0)
+
+    def gain(other: int) -> float:
+        if other not in best:
+            return 0.0
+        if here <= 0:
+            return math.inf if best[other] > 0 else 0.0
+        return best[other] / here - 1.0
+
+    return gain(n_prefill + 1), gain(n_prefill - 1)
+
+
 def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
-                       mode: str = "exact") -> float:
-    """The threshold maximizing ``Lambda_max`` for a fixed local split ``n_prefill`` (grid search over
-    thresholds), and among equally good ones the one where remote and local prefill bounds balance."""
+                       mode: str = "exact", res: GridResult | None = None) -> float:
+    """The threshold maximizing ``Lambda_max`` for a fixed local split ``n_prefill`` (from the grid search
+    `surface`, computed unless given), and among equally good ones the one where remote and local prefill
+    bounds balance."""
     free = replace(layout, threshold=None)
-    res = grid_search(free, grid, perf, mode)
+    res = surface(free, grid, perf, mode) if res is None else res
     col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
     ok = np.flatnonzero(col >= col.max() * (1 - 1e-6))
     ts = res.thresholds[ok]
