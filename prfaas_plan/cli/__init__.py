@@ -18,6 +18,7 @@ from . import import_cmds  # noqa: E402,F401
 from . import validate_cmds  # noqa: E402,F401
 from . import workload_cmds  # noqa: E402,F401
 from . import perf_cmds  # noqa: E402,F401
+from . import sim_cmds  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,254 @@
+"""Latency under load: the TTFT distribution and TPOT of a single-PD-site layout at an offered load.
+
+The unloaded model (`prfaas_plan.ttft`) gives the service part of TTFT; this module adds queueing and a
+shared link. All times are seconds, rates requests/s, sizes bytes, link rates bit/s.
+
+- **Prefill pools** (remote and local, each fed by its share of a Poisson stream, which stays Poisson):
+  M/G/c with the Allen-Cunneen approximation. ``P(wait > 0)`` is Erlang C at the pool's utilization;
+  the mean wait is the M/M/c one times ``(1 + SCV) / 2``, with the service-time squared coefficient of
+  variation computed from the length distribution on the `LengthGrid`; the wait beyond ``P(wait > 0)``
+  is taken as exponential with that mean (the heavy-traffic tail of Kingman-Whitt).
+- **Link** (remote requests): the KV of a request of length ``l`` needs ``X(l) = 8 S_kv(l) / goodput``
+  seconds alone on the link; concurrent transfers share it as an M/G/1 processor-sharing server, so a
+  transfer takes ``X / (1 - rho_link)``. It is pipelined with prefill layer by layer: the cache has
+  arrived at ``max(T_r, X') + X' / layers + RTT / 2``. Inter-datacenter TCP runs at the link's own
+  efficiency (goodput 95% of line rate by default).
+- **Intra-cluster RDMA** (local requests): prefill to decode over the instance's NICs at the efficiency
+  Mooncake measured for the transfer's size (`rdma_efficiency`); pipelined, so only the last layer's
+  share is exposed.
+- **Percentiles** of the mixture of routes: ``P(TTFT <= x) = sum_i w_i P(W_route(i) <= x - s_i)`` over
+  the grid points ``i`` (service-plus-transfer ``s_i``), inverted by bisection.
+- **TPOT**: the decode step at the SLO (the batch limit keeps every step within it) plus the wait for a
+  decode slot (M/D/c over ``N_d x batch`` slots, each held ``L_out x step`` seconds) spread over the
+  output tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from . import arithmetic as A
+from .errors import PlanError
+from .layout import Layout
+from .throughput import LengthGrid, PerfInputs, evaluate
+
+METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
+          "(1+SCV)/2 with the service SCV from the length distribution, exponential tail), + prefill time, + "
+          "for remote requests the KV transfer pipelined with prefill (max(prefill, X') + X'/layers + RTT/2, "
+          "X' = X/(1 - rho_link): M/G/1 processor sharing on the link at TCP goodput), for local requests the "
+          "exposed last layer of the RDMA transfer at Mooncake's measured efficiency for its size; "
+          "percentiles of the mixture of routes; TPOT = SLO step + M/D/c decode-slot wait / output tokens")
+
+RDMA_TABLE = Path(__file__).parent / "data" / "reference" / "mooncake_h20_qwen3_235b_pd.csv"
+PERCENTILES = (50.0, 90.0, 99.0)
+
+
+@lru_cache(maxsize=1)
+def _rdma_points() -> tuple[np.ndarray, np.ndarray]:
+    """(log transfer size in bytes, fraction of line rate) from Mooncake's H20 measurement."""
+    lines = [l for l in RDMA_TABLE.read_text().splitlines() if l and not l.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    size = np.array([float(r["kv_size_gb"]) * 1e9 for r in rows])
+    eff = np.array([float(r["link_utilization"]) for r in rows])
+    return np.log(size), eff
+
+
+def rdma_efficiency(size_bytes) -> np.ndarray:
+    """Achieved fraction of RDMA line rate for a transfer of ``size_bytes`` (Mooncake, H20-3e, 4x400GbE):
+    linear in log size between the measured points (12% at 49 MB, 82% at 12.6 GB), flat beyond them."""
+    log_size, eff = _rdma_points()
+    return np.interp(np.log(np.maximum(np.asarray(size_bytes, dtype=float), 1.0)), log_size, eff)
+
+
+def rdma_tail_s(size_bytes, instance, layers: int) -> np.ndarray:
+    """Exposed part of an intra-cluster prefill->decode transfer of ``size_bytes``, seconds: the last of
+    ``layers`` layers' share at the instance's NIC line rate x `rdma_efficiency` (0 when the chip profile
+    gives no NIC figure)."""
+    size = np.asarray(size_bytes, dtype=float)
+    line_bps = instance.chips * instance.chip.nic_gbps * 1e9
+    if line_bps <= 0:
+        return np.zeros_like(size)
+    return size * 8.0 / (line_bps * rdma_efficiency(size)) / layers
+
+
+def local_transfer_tail_s(perf: PerfInputs, layout: Layout, l) -> np.ndarray:
+    """`rdma_tail_s` of ``S_kv(l)`` for ``l`` uncached tokens on the layout's local instance."""
+    size = A.s_kv(perf.model, np.maximum(np.rint(np.asarray(l, dtype=float)), 1).astype(np.int64)).astype(float)
+    return rdma_tail_s(size, layout.pd_sites[0].instance, perf.model.num_layers)
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """M/M/c probability that an arrival waits, for ``servers`` servers and ``offered`` Erlangs
+    (arrival rate x mean service time); 1 when ``offered >= servers``."""
+    if servers <= 0 or offered >= servers:
+        return 1.0
+    if offered <= 0:
+        return 0.0
+    b = 1.0  # Erlang B by its stable recursion
+    for k in range(1, servers + 1):
+        b = offered * b / (k + offered * b)
+    rho = offered / servers
+    return b / (1.0 - rho * (1.0 - b))
+
+
+@dataclass(frozen=True)
+class PoolWait:
+    """Queueing at one pool of identical servers fed by a Poisson stream (Allen-Cunneen M/G/c)."""
+
+    servers: int
+    arrival_rps: float
+    mean_service_s: float
+    scv: float                 # squared coefficient of variation of the service time
+    utilization: float
+    p_wait: float              # P(wait > 0)
+    mean_wait_s: float         # E[wait], inf when utilization >= 1
+
+    def wait_cdf(self, x) -> np.ndarray:
+        """``P(wait <= x)`` for ``x`` seconds (0 below zero; exponential beyond the atom at zero)."""
+        x = np.asarray(x, dtype=float)
+        if self.arrival_rps <= 0:
+            return np.where(x >= 0, 1.0, 0.0)
+        if not math.isfinite(self.mean_wait_s):
+            return np.zeros_like(x)
+        if self.p_wait <= 0 or self.mean_wait_s <= 0:
+            return np.where(x >= 0, 1.0, 0.0)
+        theta = self.mean_wait_s / self.p_wait
+        return np.where(x >= 0, 1.0 - self.p_wait * np.exp(-np.maximum(x, 0.0) / theta), 0.0)
+
+
+def pool_wait(arrival_rps: float, servers: int, service_s, weights) -> PoolWait:
+    """`PoolWait` for service times ``service_s`` (s) with probabilities ``weights`` (normalized here)."""
+    s = np.asarray(service_s, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    arrival_rps = float(arrival_rps)
+    if arrival_rps <= 0 or w.sum() <= 0:
+        return PoolWait(servers, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    w = w / w.sum()
+    mean = float(np.dot(w, s))
+    var = float(np.dot(w, (s - mean) ** 2))
+    scv = var / mean**2 if mean > 0 else 0.0
+    offered = arrival_rps * mean
+    rho = offered / servers if servers > 0 else math.inf
+    if rho >= 1.0:
+        return PoolWait(servers, arrival_rps, mean, scv, rho, 1.0, math.inf)
+    pw = erlang_c(servers, offered)
+    wait = pw * mean / (servers * (1.0 - rho)) * (1.0 + scv) / 2.0
+    return PoolWait(servers, arrival_rps, mean, scv, rho, pw, wait)
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """TTFT and TPOT at one offered load. Seconds, requests/s; ``utilization`` per stage (fraction);
+    ``queue_wait_s`` mean wait per queue; ``p_wait`` probability of waiting per queue."""
+
+    rate_rps: float
+    load: float                # rate / lambda_max
+    lambda_max_rps: float
+    threshold: float
+    n_prefill: int
+    n_decode: int
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    tpot_s: float
+    decode_batch_mean: float   # mean busy decode slots per decode instance
+    utilization: dict[str, float] = field(hash=False)
+    queue_wait_s: dict[str, float] = field(hash=False)
+    p_wait: dict[str, float] = field(hash=False)
+    method: str = METHOD
+
+    @property
+    def stable(self) -> bool:
+        """False when some stage is at or beyond saturation (waits grow without bound)."""
+        return all(u < 1.0 for u in self.utilization.values())
+
+
+def _mixture_percentiles(service: np.ndarray, weights: np.ndarray, pools: list[PoolWait],
+                         route: np.ndarray, qs) -> np.ndarray:
+    """Percentiles of ``service[i] + wait_{route[i]}`` over the grid by bisection on the mixture CDF."""
+    qs = np.asarray(qs, dtype=float) / 100.0
+    thetas = [p.mean_wait_s / p.p_wait if p.p_wait > 0 and math.isfinite(p.mean_wait_s) else 0.0
+              for p in pools]
+    lo = np.full(qs.shape, float(service.min()))
+    hi = np.full(qs.shape, float(service.max()) + 60.0 * max(thetas + [1e-9]))
+
+    def cdf(x: np.ndarray) -> np.ndarray:
+        total = np.zeros_like(x)
+        for r, pool in enumerate(pools):
+            m = route == r
+            if m.any():
+                total += (weights[m][None, :] * pool.wait_cdf(x[:, None] - service[m][None, :])).sum(axis=1)
+        return total / weights.sum()
+
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        below = cdf(mid) < qs
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return hi
+
+
+def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float | None = None,
+                    n_prefill: int | None = None, load: float | None = None, rate: float | None = None,
+                    mode: str = "exact") -> LatencySummary:
+    """TTFT percentiles and TPOT of a single-PD-site layout at ``rate`` requests/s, or at ``load`` x its
+    ``lambda_max`` (throughput model in ``mode``). ``threshold``/``n_prefill`` default to the layout's."""
+    if (load is None) == (rate is None):
+        raise PlanError("give exactly one of load (fraction of lambda_max) or rate (requests/s)")
+    ev = evaluate(layout, grid, perf, threshold, n_prefill, mode)
+    lam = float(rate) if rate is not None else float(load) * ev.lambda_max
+    if not (math.isfinite(lam) and lam > 0):
+        raise PlanError(f"offered load must be a positive rate, got {lam!r} requests/s")
+    site = layout.pd_sites[0]
+    sp = perf.sites[site.name]
+    l = grid.lengths
+    w = grid.weights
+    remote_on = layout.remote is not None and site.link is not None and perf.remote_prefill is not None
+    is_remote = (l > ev.threshold) if remote_on else np.zeros(l.shape, dtype=bool)
+
+    local_s = np.asarray(sp.prefill.latency_s(l), dtype=float)
+    local_pool = pool_wait(lam * w[~is_remote].sum(), ev.n_prefill, local_s[~is_remote], w[~is_remote])
+    service = local_s + local_transfer_tail_s(perf, layout, l)
+    queues = {"local_prefill": local_pool}
+    util = {"local_prefill": local_pool.utilization}
+    pools = [local_pool]
+    if remote_on:
+        remote_s = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
+        remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances, remote_s[is_remote],
+                                w[is_remote])
+        size = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
+        x = size * 8.0 / site.link.goodput_bps
+        rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
+        x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)
+        remote_total = np.maximum(remote_s, x_loaded) + x_loaded / perf.model.num_layers + site.link.rtt_s / 2
+        service = np.where(is_remote, remote_total, service)
+        queues["remote_prefill"] = remote_pool
+        util["remote_prefill"] = remote_pool.utilization
+        util["link"] = rho_link
+        pools.append(remote_pool)
+
+    route = is_remote.astype(int)
+    slots = int(ev.n_decode * sp.decode.batch)
+    hold = perf.output_tokens * sp.decode.step_s
+    decode = pool_wait(lam, slots, [hold], [1.0])
+    util["local_decode"] = decode.utilization
+    queues["decode_slot"] = decode
+    tpot = sp.decode.step_s + decode.mean_wait_s / perf.output_tokens
+
+    if all(p.utilization < 1.0 for p in pools):
+        p50, p90, p99 = _mixture_percentiles(service, w, pools, route, PERCENTILES)
+        mean = float(np.dot(w, service)) + sum(p.arrival_rps * p.mean_wait_s for p in pools) / lam
+    else:
+        p50 = p90 = p99 = mean = math.inf
+    return LatencySummary(
+        lam, lam / ev.lambda_max if ev.lambda_max > 0 else math.inf, ev.lambda_max, ev.threshold,
+        ev.n_prefill, ev.n_decode, float(mean), float(p50), float(p90), float(p99), float(tpot),
+        lam * hold / ev.n_decode if ev.n_decode else math.inf, util,
+        {k: q.mean_wait_s for k, q in queues.items()}, {k: q.p_wait for k, q in queues.items()})

@@ -1,0 +1,365 @@
+"""The general event loop, needed whenever routing or the instance roles depend on the system's state
+(the adaptive scheduler).
+
+One heap of ``(time, kind, request, aux)`` tuples plus the link's own next completion drive the clock;
+arrivals are read from the sorted arrays without entering the heap. Per-request service times come from
+tables computed once, vectorized, over every uncached length up to the longest prompt. What happens:
+
+1. **Arrival**: the scheduler picks the threshold and the prefix rule (`ShortTermRule`); the `Router`
+   picks the route. A prefix cached only in the other cluster is moved first: remote->local over the
+   shared link; local->remote over the reverse direction, modelled as uncontended at the link goodput.
+2. **Prefill**: FCFS per pool, earliest free instance, one request at a time. A remote prefill starts its
+   KV flow at once (layer-pipelined, capped at its production rate) and lifts the cap when it ends; the
+   cache is at decode when the flow completes plus RTT/2. A local prefill's cache is at decode after the
+   exposed last layer of the intra-cluster RDMA transfer.
+3. **Decode**: request-level continuous batching: a request holds one of ``slots`` slots of a decode
+   instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
+4. **Long-term rule**, every period: one role conversion at most (a decode instance drains its batch
+   first; a busy prefill instance finishes its request first), then ``t`` is re-optimized.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import replace
+from heapq import heappop, heappush
+
+import numpy as np
+
+from .link import SharedLink
+from .routing import Router
+from .scheduler import (AdaptiveThreshold, Observation, balanced_threshold, decide, empirical_grid, split_gains,
+                        surface)
+from .system import System
+from .tables import TablePrefill
+
+INF = math.inf
+# Event kinds; at equal times they run in this order (arrivals before all of them, link completions after).
+_CAPACITY, _LOCAL_DONE, _REMOTE_DONE, _PREFIX_LOCAL, _PREFIX_REMOTE, _READY, _DECODE_DONE, _REBALANCE = range(8)
+SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "local_busy", "decode_waiting",
+               "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
+
+
+def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> dict:
+    """Simulate; returns the raw records `SimResult.build` takes."""
+    n = len(requests)
+    arr = requests.arrival_s.tolist()
+    inlen = requests.input_tokens.tolist()
+    outlen = requests.output_tokens.tolist()
+    hashes = requests.hashes
+    svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
+    t_local = svc["local_s"].tolist()
+    t_remote = svc["remote_s"].tolist()
+    skv = svc["skv_bytes"].tolist()
+    tail_local = svc["tail_s"].tolist()
+    site = sysm.layout.pd_sites[0]
+    remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
+    eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
+    adaptive = cfg.scheduler == "adaptive"
+    abundant_util = cfg.short_term.abundant_util
+    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
+    reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
+                         sites={site.name: replace(sysm.perf.sites[site.name],
+                                                   prefill=TablePrefill(svc["local_s"], "simulator table"))})
+
+    nan = math.nan
+    route = [-1] * n
+    uncached = [0] * n
+    p_start = [nan] * n
+    p_end = [nan] * n
+    ready = [nan] * n
+    d_start = [nan] * n
+    finish = [nan] * n
+    flow_bytes = [0.0] * n
+
+    heap: list = []
+    lp_servers = lp_free = sysm.n_prefill
+    lp_convert = 0                             # busy prefill instances to hand to decode when done
+    lp_queue: deque = deque()
+    lp_work = 0.0                              # prefill seconds waiting in the local queue
+    rp_free = n_remote
+    rp_queue: deque = deque()
+    rp_work = 0.0
+    dec_active = [0] * sysm.n_decode           # busy slots per decode instance
+    dec_open = list(range(sysm.n_decode))      # decode instances taking new requests
+    free_slots = [d for d in dec_open for _ in range(slots)]  # one entry per free slot: its instance
+    draining: set = set()                      # decode instances finishing their batch before prefill
+    dec_queue: deque = deque()
+    server_area = {"local_prefill": 0.0, "remote_prefill": 0.0, "local_decode": 0.0}
+    area_t = 0.0
+    completed = 0
+    prefix_moves = [0, 0.0]                    # count, bytes over the link
+    short = AdaptiveThreshold(cfg.short_term, thr0)
+    thr = thr0
+    roles: list[dict] = []
+    period_u: list[int] = []
+    period_out: list[int] = []
+    rows: list[tuple] = []
+    sample_s = cfg.sample_s
+    next_sample = 0.0
+    k_sample = 0
+    horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
+
+    if cfg.link_profile is not None and remote_ok:
+        for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps):
+            heappush(heap, (ts, _CAPACITY, 0, bps))
+    if adaptive:
+        heappush(heap, (cfg.long_term.period_s, _REBALANCE, 0, 0))
+
+    def n_prefill_now() -> int:
+        return lp_servers - lp_convert
+
+    def account_servers(t: float) -> None:
+        nonlocal area_t
+        dt = t - area_t
+        server_area["local_prefill"] += lp_servers * dt
+        server_area["remote_prefill"] += n_remote * dt
+        server_area["local_decode"] += (len(dec_open) + len(draining)) * slots * dt
+        area_t = t
+
+    def start_local(rid: int, t: float) -> None:
+        p_start[rid] = t
+        heappush(heap, (t + t_local[uncached[rid]], _LOCAL_DONE, rid, 0))
+
+    def start_remote(rid: int, t: float) -> None:
+        p_start[rid] = t
+        s = t_remote[uncached[rid]]
+        heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+        size = flow_bytes[rid]
+        link.add(t, rid, size, size * keep / s if s > 0 else INF)
+
+    def next_local(t: float) -> None:
+        nonlocal lp_work
+        rid = lp_queue.popleft()
+        lp_work -= t_local[uncached[rid]]
+        start_local(rid, t)
+
+    def next_remote(t: float) -> None:
+        nonlocal rp_work
+        rid = rp_queue.popleft()
+        rp_work -= t_remote[uncached[rid]]
+        start_remote(rid, t)
+
+    def enqueue_local(rid: int, t: float) -> None:
+        nonlocal lp_free, lp_work
+        if lp_free > 0:
+            lp_free -= 1
+            start_local(rid, t)
+        else:
+            lp_queue.append(rid)
+            lp_work += t_local[uncached[rid]]
+
+    def enqueue_remote(rid: int, t: float) -> None:
+        nonlocal rp_free, rp_work
+        if rp_free > 0:
+            rp_free -= 1
+            start_remote(rid, t)
+        else:
+            rp_queue.append(rid)
+            rp_work += t_remote[uncached[rid]]
+
+    def admit(rid: int, t: float, inst: int) -> None:
+        dec_active[inst] += 1
+        d_start[rid] = t
+        heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+
+    def add_decode_instance(t: float) -> None:
+        dec_active.append(0)
+        inst = len(dec_active) - 1
+        dec_open.append(inst)
+        for _ in range(slots):
+            if dec_queue:
+                admit(dec_queue.popleft(), t, inst)
+            else:
+                free_slots.append(inst)
+
+    def add_prefill_server(t: float) -> None:
+        nonlocal lp_servers, lp_free
+        lp_servers += 1
+        if lp_queue:
+            next_local(t)
+        else:
+            lp_free += 1
+
+    def sample(t_until: float) -> None:
+        nonlocal next_sample, k_sample
+        while next_sample <= t_until:
+            rows.append((next_sample, link.capacity * 8e-9 / eff if remote_ok else 0.0, len(rp_queue),
+                         len(lp_queue), lp_servers - lp_free, len(dec_queue), sum(dec_active), thr,
+                         n_prefill_now(), len(dec_open), i - completed))
+            k_sample += 1
+            next_sample = k_sample * sample_s
+
+    def rebalance(t: float) -> None:
+        nonlocal lp_free, lp_servers, lp_convert, thr
+        rule = cfg.long_term
+        recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
+        mean = dict(zip(SAMPLE_KEYS, (sum(c) / len(c) for c in zip(*recent)))) if recent else {}
+        split = n_prefill_now() + len(draining)  # the split once pending conversions complete
+        res = lay = grid = p = None
+        up = down = 0.0
+        if len(period_u) >= rule.min_samples:  # the throughput model on what this period saw
+            pd_site = site.with_split(split)
+            if remote_ok:
+                pd_site = replace(pd_site, link=replace(site.link, bandwidth_bps=max(link.capacity * 8.0 / eff, 1.0)))
+            lay = replace(sysm.layout, pd_sites=(pd_site,))
+            grid = empirical_grid(period_u)
+            p = replace(reopt_perf, output_tokens=sum(period_out) / len(period_out))
+            res = surface(lay, grid, p, cfg.mode)
+            up, down = split_gains(res, split)
+        obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0),
+                          mean.get("decode_waiting", 0.0), mean.get("decode_busy", 0.0), split,
+                          site.instances - split, slots, up, down)
+        change = decide(rule, obs, 1 if thr0 >= 0 else 0)
+        account_servers(t)
+        if change > 0:  # the least busy decode instance drains, then prefills
+            inst = min(dec_open, key=dec_active.__getitem__)
+            dec_open.remove(inst)
+            free_slots[:] = [d for d in free_slots if d != inst]
+            if dec_active[inst] == 0:
+                add_prefill_server(t)
+            else:
+                draining.add(inst)
+        elif change < 0:  # an idle prefill instance decodes now, else the next one to finish
+            if lp_free > 0:
+                lp_free -= 1
+                lp_servers -= 1
+                add_decode_instance(t)
+            else:
+                lp_convert += 1
+        split += change
+        if res is not None and remote_ok and 0 <= thr0 < INF:
+            thr = balanced_threshold(lay, grid, p, split, cfg.mode, res)
+            short.reset(thr)
+        if change:
+            roles.append({"time_s": t, "change": "decode->prefill" if change > 0 else "prefill->decode",
+                          "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
+                          "model_gain": up if change > 0 else down})
+        period_u.clear()
+        period_out.clear()
+
+    i = 0
+    now = 0.0
+    t = 0.0
+    while True:
+        ta = arr[i] if i < n else INF
+        th = heap[0][0] if heap else INF
+        tl = link.next_t
+        t = ta if ta < th else th
+        if tl < t:
+            t = tl
+        if t == INF or t > horizon or (i >= n and completed == n):
+            break
+        now = t
+        if t >= next_sample:
+            sample(t)
+
+        if ta == t:  # ------------------------------------------------------------------------- arrival
+            rid = i
+            i += 1
+            if progress is not None and not (i & 4095):
+                progress(i)
+            if adaptive and remote_ok:
+                link.advance(t)
+                unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
+                thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
+                                   lp_work / lp_servers if lp_servers else INF)
+                abundant = link.util < abundant_util
+            else:
+                abundant = False
+            local, u, kv_pd, u_pd, moved = router.route(hashes[rid] if hashes else None, inlen[rid], thr,
+                                                        abundant, lp_servers > 0)
+            uncached[rid] = u
+            if adaptive:
+                period_u.append(u_pd)
+                period_out.append(outlen[rid])
+            if local:
+                route[rid] = 0
+                if moved:  # the prefix lives in the remote cluster: pull it over the link first
+                    prefix_moves[0] += 1
+                    prefix_moves[1] += skv[moved]
+                    link.add(t, ~rid, skv[moved])
+                else:
+                    enqueue_local(rid, t)
+            else:
+                route[rid] = 1
+                flow_bytes[rid] = skv[inlen[rid] - kv_pd]  # only what the decode side lacks crosses
+                if moved:  # the prefix lives in the PD cluster: push it the other way (same line rate, idle)
+                    prefix_moves[0] += 1
+                    back = skv[moved] / link.capacity if link.capacity > 0 else INF
+                    heappush(heap, (t + back + rtt_half, _PREFIX_REMOTE, rid, 0))
+                else:
+                    enqueue_remote(rid, t)
+            continue
+
+        if th == t:  # ------------------------------------------------------------------------ heap event
+            _, kind, rid, aux = heappop(heap)
+            if kind == _LOCAL_DONE:
+                p_end[rid] = t
+                heappush(heap, (t + tail_local[uncached[rid]], _READY, rid, 0))
+                if lp_convert:
+                    account_servers(t)
+                    lp_convert -= 1
+                    lp_servers -= 1
+                    add_decode_instance(t)
+                elif lp_queue:
+                    next_local(t)
+                else:
+                    lp_free += 1
+            elif kind == _REMOTE_DONE:
+                p_end[rid] = t
+                link.uncap(t, rid)
+                if rp_queue:
+                    next_remote(t)
+                else:
+                    rp_free += 1
+            elif kind == _READY:
+                ready[rid] = t
+                if free_slots:
+                    admit(rid, t, free_slots.pop())
+                else:
+                    dec_queue.append(rid)
+            elif kind == _DECODE_DONE:
+                finish[rid] = t
+                completed += 1
+                dec_active[aux] -= 1
+                if aux in draining:
+                    if dec_active[aux] == 0:
+                        account_servers(t)
+                        draining.discard(aux)
+                        add_prefill_server(t)
+                elif dec_queue:
+                    admit(dec_queue.popleft(), t, aux)
+                else:
+                    free_slots.append(aux)
+            elif kind == _PREFIX_REMOTE:
+                enqueue_remote(rid, t)
+            elif kind == _PREFIX_LOCAL:
+                enqueue_local(rid, t)
+            elif kind == _CAPACITY:
+                link.set_capacity(t, aux * eff / 8.0)
+            else:  # _REBALANCE
+                rebalance(t)
+                if i < n or completed < i:
+                    heappush(heap, (t + cfg.long_term.period_s, _REBALANCE, 0, 0))
+            continue
+
+        t, fid = link.complete()  # ------------------------------------------------------ link completion
+        if fid >= 0:
+            heappush(heap, (t + rtt_half, _READY, fid, 0))
+        else:
+            heappush(heap, (t + rtt_half, _PREFIX_LOCAL, ~fid, 0))
+
+    end = horizon if t > horizon else now
+    link.advance(end)
+    account_servers(end)
+    sample(end)
+    timeline = ({k: np.array(c, dtype=float) for k, c in zip(SAMPLE_KEYS, zip(*rows))} if rows
+                else {k: np.zeros(0) for k in SAMPLE_KEYS})
+    return dict(route=np.array(route), uncached=np.array(uncached), p_start=np.array(p_start),
+                p_end=np.array(p_end), ready=np.array(ready), d_start=np.array(d_start),
+                finish=np.array(finish), flow_bytes=np.array(flow_bytes), arrived=i, end_s=end,
+                link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
+                threshold_changes=short.changes, server_area=server_area, prefix_moves=prefix_moves,
+                peak_flows=link.peak_flows)

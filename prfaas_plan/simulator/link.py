@@ -1,0 +1,182 @@
+"""The inter-datacenter link as a shared pipe: processor sharing among concurrent transfers, with a
+time-varying line rate and transfers limited by how fast prefill produces their cache.
+
+Each transfer (flow) has a size in bytes and an optional production cap (bytes/s): a remote prefill of
+``T`` seconds produces all but its last layer's KV at a steady rate while it runs, so its flow may send at
+most ``S (1 - 1/layers) / T`` until prefill ends, and then the rest as fast as its share allows. Rates
+are max-min fair (water-filling): capped flows get their cap when it is below the equal share, the rest
+split what remains. Rates only change at events, so between events every flow drains linearly.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from operator import itemgetter
+from pathlib import Path
+
+from ..errors import PlanError
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """Piecewise-constant line rate: from ``times_s[i]`` on the link runs at ``bps[i]`` bit/s (before the
+    first point, at the layout's nominal rate)."""
+
+    times_s: tuple[float, ...]
+    bps: tuple[float, ...]
+
+    @classmethod
+    def drop(cls, start_s: float, duration_s: float, nominal_bps: float, factor: float) -> "LinkProfile":
+        """The nominal rate scaled by ``factor`` from ``start_s`` for ``duration_s`` seconds."""
+        return cls((start_s, start_s + duration_s), (nominal_bps * factor, nominal_bps))
+
+
+def read_link_profile(path: str | Path) -> LinkProfile:
+    """Read a CSV with columns ``time_s,gbps`` (times in seconds, non-decreasing; rates in 1e9 bit/s,
+    >= 0). Raises `PlanError` naming the file and line on anything else."""
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"--link-profile {str(path)!r}: no such file")
+    times: list[float] = []
+    rates: list[float] = []
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or not {"time_s", "gbps"} <= {f.strip() for f in reader.fieldnames}:
+            raise PlanError(f"{p}: expected a CSV header with columns time_s,gbps")
+        for row in reader:
+            line = reader.line_num
+            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+            try:
+                t, g = float(row["time_s"]), float(row["gbps"])
+            except ValueError:
+                raise PlanError(f"{p}:{line}: expected numbers time_s,gbps, got "
+                                f"{row['time_s']!r},{row['gbps']!r}") from None
+            if not (math.isfinite(t) and t >= 0):
+                raise PlanError(f"{p}:{line}: time_s {t!r} must be a finite time >= 0")
+            if not (math.isfinite(g) and g >= 0):
+                raise PlanError(f"{p}:{line}: gbps {g!r} must be a finite bandwidth >= 0")
+            if times and t < times[-1]:
+                raise PlanError(f"{p}:{line}: time_s {t!r} goes backwards (previous {times[-1]!r})")
+            times.append(t)
+            rates.append(g * 1e9)
+    if not times:
+        raise PlanError(f"{p}: no rows (expected time_s,gbps lines after the header)")
+    return LinkProfile(tuple(times), tuple(rates))
+
+
+class SharedLink:
+    """Processor-sharing pipe. Rates in bytes/s, times in seconds, sizes in bytes. Flow ids are ints.
+
+    ``next_t`` is the time the next flow completes (inf when none can); `complete` pops it. Delivered
+    bytes are accumulated in ``bins`` of ``bin_s`` seconds, and ``util`` is the link utilization
+    (delivered / capacity) smoothed exponentially with time constant ``tau_s``.
+    """
+
+    def __init__(self, capacity_Bps: float, bin_s: float, tau_s: float):
+        self.capacity = float(capacity_Bps)
+        self.bin_s = float(bin_s)
+        self.tau_s = float(tau_s)
+        self.t = 0.0
+        self.remaining: dict[int, float] = {}
+        self.cap: dict[int, float] = {}
+        self.rate: dict[int, float] = {}
+        self.total_rate = 0.0
+        self.next_t = INF
+        self.next_fid = 0
+        self.util = 0.0
+        self.bins: list[float] = []
+        self.peak_flows = 0
+
+    def advance(self, t: float) -> None:
+        """Drain every flow at its current rate up to time ``t``."""
+        dt = t - self.t
+        if dt <= 0.0:
+            return
+        r = self.total_rate
+        if r > 0.0:
+            rem = self.remaining
+            for fid, x in self.rate.items():
+                rem[fid] -= x * dt
+            self._account(self.t, t, r)
+        if self.tau_s > 0.0:
+            now = r / self.capacity if self.capacity > 0 else (1.0 if self.remaining else 0.0)
+            self.util = now + (self.util - now) * math.exp(-dt / self.tau_s)
+        self.t = t
+
+    def add(self, t: float, fid: int, size: float, cap: float = INF) -> None:
+        """Start a flow of ``size`` bytes at ``t``, sending at most ``cap`` bytes/s until `uncap`."""
+        self.advance(t)
+        self.remaining[fid] = float(size)
+        self.cap[fid] = cap
+        if len(self.remaining) > self.peak_flows:
+            self.peak_flows = len(self.remaining)
+        self._reallocate()
+
+    def uncap(self, t: float, fid: int) -> None:
+        """Lift a flow's production cap (its prefill has ended)."""
+        self.advance(t)
+        self.cap[fid] = INF
+        self._reallocate()
+
+    def set_capacity(self, t: float, capacity_Bps: float) -> None:
+        """Change the goodput from time ``t`` on."""
+        self.advance(t)
+        self.capacity = float(capacity_Bps)
+        self._reallocate()
+
+    def complete(self) -> tuple[float, int]:
+        """Advance to the next completion and remove that flow: ``(time, flow id)``."""
+        t, fid = self.next_t, self.next_fid
+        self.advance(t)
+        del self.remaining[fid], self.cap[fid], self.rate[fid]
+        self._reallocate()
+        return t, fid
+
+    def _reallocate(self) -> None:
+        """Max-min fair rates, then the next completion."""
+        caps = self.cap
+        rate = self.rate
+        rate.clear()
+        demand = sum(caps.values())
+        if demand <= self.capacity:  # every flow is producer-limited: no contention
+            rate.update(caps)
+            self.total_rate = demand
+            self.next_t, self.next_fid = INF, 0
+            return
+        n = len(caps)
+        left = self.capacity
+        for fid, c in sorted(caps.items(), key=itemgetter(1)):
+            share = left / n
+            x = c if c < share else share
+            rate[fid] = x
+            left -= x
+            n -= 1
+        self.total_rate = self.capacity - left
+        best, best_fid = INF, 0
+        rem = self.remaining
+        for fid, x in rate.items():
+            if self.cap[fid] == INF:
+                r = rem[fid]
+                d = r / x if x > 0.0 else (0.0 if r <= 0.0 else INF)
+                if d < best:
+                    best, best_fid = d, fid
+        self.next_t = self.t + max(best, 0.0) if best < INF else INF
+        self.next_fid = best_fid
+
+    def _account(self, t0: float, t1: float, r: float) -> None:
+        bs = self.bin_s
+        b0, b1 = int(t0 / bs), int(t1 / bs)
+        bins = self.bins
+        if len(bins) <= b1:
+            bins.extend([0.0] * (b1 + 1 - len(bins)))
+        if b0 == b1:
+            bins[b0] += r * (t1 - t0)
+            return
+        bins[b0] += r * ((b0 + 1) * bs - t0)
+        for k in range(b0 + 1, b1):
+            bins[k] += r * bs
+        bins[b1] += r * (t1 - b1 * bs)

@@ -1,0 +1,103 @@
+"""The simulated system: a single-PD-site layout with its performance inputs, checked and reduced to the
+numbers both engines use (counts, rates in bytes/s, times in seconds), plus vectorized service times."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import arithmetic as A
+from ..errors import PlanError
+from ..latency import rdma_tail_s
+from ..layout import Layout
+from ..throughput import Evaluation, PerfInputs
+from .cache import PrefixCache
+
+INF = math.inf
+_STATE_KINDS = ("kda", "gated_deltanet", "lightning", "swa")
+
+
+@dataclass(frozen=True)
+class System:
+    """What the engines need of ``layout`` + ``perf``. ``threshold`` is the effective routing threshold:
+    ``inf`` when nothing can go remote, ``-1`` when nothing can stay local."""
+
+    layout: Layout
+    perf: PerfInputs
+    remote_ok: bool
+    n_remote: int
+    n_prefill: int
+    n_decode: int
+    slots: int                 # decode slots per decode instance (floor of the batch limit)
+    step_s: float              # decode step, seconds per output token
+    link_bps: float            # nominal line rate, bit/s (0 without a link)
+    efficiency: float          # goodput / line rate
+    rtt_half_s: float
+    keep: float                # share of a remote flow producible before its prefill ends
+    threshold: float
+
+    @classmethod
+    def build(cls, layout: Layout, perf: PerfInputs, threshold: float) -> "System":
+        """Check the layout (one PD site, a decode instance, some prefill) and reduce it."""
+        if len(layout.pd_sites) != 1:
+            raise PlanError(f"layout {layout.name!r}: the simulator handles one local PD site, got "
+                            f"{len(layout.pd_sites)}")
+        site = layout.pd_sites[0]
+        if site.name not in perf.sites:
+            raise PlanError(f"layout {layout.name!r}: no performance inputs for site {site.name!r}")
+        sp = perf.sites[site.name]
+        if site.decode < 1:
+            raise PlanError(f"layout {layout.name!r}: site {site.name!r} has no decode instance")
+        if int(sp.decode.batch) < 1:
+            raise PlanError(f"layout {layout.name!r}: decode batch limit {sp.decode.batch:g} is below one request")
+        remote_ok = (layout.remote is not None and layout.remote.instances > 0 and site.link is not None
+                     and perf.remote_prefill is not None)
+        if site.prefill == 0 and not remote_ok:
+            raise PlanError(f"layout {layout.name!r}: no prefill instance anywhere")
+        thr = float(threshold) if remote_ok else INF
+        if site.prefill == 0:
+            thr = -1.0
+        layers = perf.model.num_layers
+        return cls(layout, perf, remote_ok, layout.remote.instances if remote_ok else 0, site.prefill,
+                   site.decode, int(sp.decode.batch), sp.decode.step_s,
+                   site.link.bandwidth_bps if remote_ok else 0.0, site.link.efficiency if remote_ok else 1.0,
+                   site.link.rtt_s / 2 if remote_ok else 0.0, (layers - 1) / layers, thr)
+
+    @property
+    def goodput_Bps(self) -> float:
+        """Nominal link goodput, bytes/s."""
+        return self.link_bps * self.efficiency / 8.0
+
+    def service(self, uncached) -> dict[str, np.ndarray]:
+        """Per uncached length (tokens, >= 1): local and remote prefill seconds, ``S_kv`` bytes and the
+        exposed intra-cluster transfer seconds, as float arrays."""
+        u = np.maximum(np.asarray(uncached, dtype=float), 1.0)
+        site = self.layout.pd_sites[0]
+        skv = A.s_kv(self.perf.model, u.astype(np.int64)).astype(float)
+        return {
+            "local_s": np.asarray(self.perf.sites[site.name].prefill.latency_s(u), dtype=float),
+            "remote_s": (np.asarray(self.perf.remote_prefill.latency_s(u), dtype=float) if self.remote_ok
+                         else np.full(u.shape, INF)),
+            "skv_bytes": skv,
+            "tail_s": rdma_tail_s(skv, site.instance, self.perf.model.num_layers),
+        }
+
+    def caches(self, bytes_per_instance: float, block_tokens: int) -> tuple[PrefixCache, PrefixCache]:
+        """Empty prefix caches of the PD cluster and the remote cluster, each ``bytes_per_instance`` x its
+        instances."""
+        model = self.perf.model
+        block = block_tokens * A.kv_bytes_per_token(model)
+        ckpt = 0
+        if model.groups(*_STATE_KINDS):
+            ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
+        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens)
+        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens)
+        return pd, rf
+
+
+def planned_layout(ev: Evaluation) -> Layout:
+    """The evaluated layout with the evaluation's local split and threshold applied."""
+    site = ev.layout.pd_sites[0].with_split(ev.n_prefill)
+    return replace(ev.layout, pd_sites=(site,), threshold=ev.threshold)

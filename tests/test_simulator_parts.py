@@ -1,0 +1,216 @@
+"""The simulator's parts: prefix cache, shared link, link profiles, trace reader, routing rules."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.errors import PlanError
+from prfaas_plan.simulator.cache import PrefixCache
+from prfaas_plan.simulator.inputs import read_mooncake_jsonl
+from prfaas_plan.simulator.link import LinkProfile, SharedLink, read_link_profile
+from prfaas_plan.simulator.requests import Requests
+from prfaas_plan.simulator.routing import Router
+from prfaas_plan.simulator.scheduler import AdaptiveThreshold, ShortTermRule
+
+TRACE = "prfaas_plan/data/traces/mooncake_conversation_trace.jsonl"
+
+
+# --- prefix cache ----------------------------------------------------------------------------------
+
+def test_cache_matches_full_blocks_and_leaves_one_token():
+    c = PrefixCache(1e12, 1.0, 0.0, block_tokens=512)  # no checkpoints needed (dense model)
+    c.insert([1, 2, 3], 1500, True)                    # 2 full blocks cached; the third is partial
+    assert c.match([1, 2, 3, 4], 2048) == (1024, 1024)
+    assert c.match([1, 9], 1024) == (512, 512)
+    assert c.match([1, 2], 1024) == (512, 512)         # a fully cached prompt still computes its last block
+    assert c.match([5, 2], 1024) == (0, 0)
+
+
+def test_linear_state_reuse_needs_an_exact_checkpoint():
+    c = PrefixCache(1e12, 1.0, 10.0)
+    c.insert([1, 2, 3, 4], 4 * 512 + 7, True)          # checkpoint after block 4 (its last full block)
+    assert c.match([1, 2, 3, 4, 5, 6], 6 * 512) == (2048, 2048)
+    assert c.match([1, 2, 3, 8], 4 * 512 + 100) == (1536, 0)  # KV for 3 blocks but no state at 3 blocks
+    c.insert([1, 2, 30], 3 * 512, False)               # blocks only (a decode side receiving a transfer)
+    assert c.match([1, 2, 30, 31], 4 * 512) == (1536, 0)
+
+
+def test_lru_evicts_least_recent_leaves_first():
+    c = PrefixCache(10.0, 1.0, 0.0, low_watermark=0.5)
+    c.insert([1, 2, 3, 4], 4 * 512, True)
+    c.insert([1, 5, 6, 7], 4 * 512, True)
+    c.insert([1, 8, 9, 10], 4 * 512, True)             # 10 blocks: at capacity
+    c.insert([11], 512, True)                          # over: drop to 5 blocks, oldest leaves first
+    assert set(c.blocks) == {1, 8, 9, 10, 11}
+    assert c.evicted == 6 and c.used <= 5.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=8), min_size=1, max_size=40),
+       st.integers(3, 30))
+def test_cache_stays_prefix_closed_and_bounded(paths, capacity):
+    c = PrefixCache(float(capacity), 1.0, 0.0)
+    for p in paths:  # ids made prefix hashes: a block's id names its whole prefix
+        hashes = [hash(tuple(p[: j + 1])) & 0xFFFFFFF for j in range(len(p))]
+        kv, _ = c.match(hashes, len(p) * 512 + 1)
+        assert kv == 512 * next((j for j, h in enumerate(hashes) if h not in c.blocks), len(hashes))
+        c.insert(hashes, len(p) * 512 + 1, True)
+        assert c.used <= capacity
+        for j in range(1, len(hashes)):  # every cached block has its parent cached
+            assert hashes[j] not in c.blocks or hashes[j - 1] in c.blocks
+
+
+# --- routing ---------------------------------------------------------------------------------------
+
+def test_scarce_and_abundant_prefix_rules():
+    def router():  # hybrid model: prefill reuse needs a state checkpoint
+        return Router(PrefixCache(1e12, 1.0, 10.0), PrefixCache(1e12, 1.0, 10.0), True)
+
+    first = list(range(1, 41))                         # 40 blocks = 20,480 tokens: goes remote at t = 8K
+    follow = first + [99, 100]                         # the next turn, 21,504 tokens
+    r = router()
+    assert r.route(first, 20_480, 8192, False, True) == (False, 20_480, 0, 20_480, 0)
+    # scarce: the PD cluster holds the KV blocks (decode received them) but no checkpoint -> remote, where
+    # the state checkpoint is; only the new 1,024 tokens' KV (plus state) crosses the link
+    assert r.route(follow, 21_504, 8192, False, True) == (False, 1024, 20_480, 21_504, 0)
+    r = router()
+    r.route(first, 20_480, 8192, False, True)
+    # abundant: the best cache anywhere says "short": prefill locally after moving the prefix over
+    assert r.route(follow, 21_504, 8192, True, True) == (True, 1024, 20_480, 21_504, 20_480)
+    assert r.pd.hit_tokens == 20_480 and r.prfaas.prompt_tokens == 20_480
+
+
+def test_without_caches_routing_is_the_threshold():
+    r = Router(None, None, True)
+    assert r.route(None, 5000, 8192, False, True)[:2] == (True, 5000)
+    assert r.route(None, 9000, 8192, False, True)[:2] == (False, 9000)
+    assert r.route(None, 5000, 8192, False, False)[0] is False   # no local prefill instance
+    assert Router(None, None, False).route(None, 9000, 8192, False, True)[0] is True
+
+
+def test_short_term_rule_raises_only_while_the_remote_backlog_is_larger():
+    a = AdaptiveThreshold(ShortTermRule(interval_s=1.0), 10_000)
+    assert a.update(0.0, 0.95, 0.0, 5.0, 1.0) == 12_500          # congested link, remote side behind
+    assert a.update(0.5, 0.95, 0.0, 5.0, 1.0) == 12_500          # at most one move per interval
+    assert a.update(2.0, 0.95, 0.0, 1.0, 5.0) == 10_000          # local side now behind: back down
+    assert a.update(4.0, 0.95, 0.0, 5.0, 1.0) == 12_500
+    assert a.update(6.0, 0.10, 0.0, 0.0, 0.0) == 10_000          # relaxed: back to the long-term value
+    assert a.update(8.0, 0.10, 0.0, 0.0, 0.0) == 10_000 and a.changes == 4
+
+
+# --- link --------------------------------------------------------------------------------------------
+
+def test_link_shares_fairly_and_respects_production_caps():
+    link = SharedLink(100.0, bin_s=1.0, tau_s=0.0)
+    link.add(0.0, 1, 100.0)
+    assert link.next_t == pytest.approx(1.0)
+    link.add(0.5, 2, 100.0)                            # two flows: 50 each
+    assert link.complete() == (pytest.approx(1.5), 1)
+    assert link.complete() == (pytest.approx(2.0), 2)  # alone again from 1.5 s
+    link.add(3.0, 3, 100.0, cap=10.0)                  # producer-limited: never completes while capped
+    link.add(3.0, 4, 100.0)
+    assert link.rate[3] == 10.0 and link.rate[4] == 90.0
+    link.uncap(4.0, 3)
+    link.set_capacity(4.0, 0.0)                        # outage: nothing moves
+    assert link.next_t == math.inf
+    assert sum(link.bins) == pytest.approx(300.0)      # bytes delivered by t = 4 s
+
+
+def test_link_profile_reader(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_text("time_s,gbps\n0,100\n600,10\n900,100\n")
+    prof = read_link_profile(p)
+    assert prof.times_s == (0.0, 600.0, 900.0) and prof.bps == (100e9, 10e9, 100e9)
+    for body, needle in (("time_s,gbps\n0,-5\n", "gbps -5.0 must be"), ("t,g\n0,1\n", "columns time_s,gbps"),
+                         ("time_s,gbps\n5,1\n3,1\n", "goes backwards"), ("time_s,gbps\nx,1\n", ":2: expected"),
+                         ("time_s,gbps\n", "no rows")):
+        p.write_text(body)
+        with pytest.raises(PlanError, match=needle):
+            read_link_profile(p)
+    with pytest.raises(PlanError, match="no such file"):
+        read_link_profile(tmp_path / "missing.csv")
+    assert LinkProfile.drop(600, 300, 100e9, 0.1).bps == (10e9, 100e9)
+
+
+# --- inputs ------------------------------------------------------------------------------------------
+
+def test_trace_reader_streams_and_stops_at_the_duration():
+    r = read_mooncake_jsonl(TRACE, duration_s=60.0)
+    assert 0 < len(r) < 1000 and r.arrival_s[-1] <= 60.0
+    assert all(len(h) == math.ceil(l / 512) for h, l in zip(r.hashes, r.input_tokens.tolist()))
+
+
+@pytest.mark.parametrize("line", ['{"timestamp": 0, "input_length": 10}', "not json",
+                                  '{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}',
+                                  '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}',
+                                  '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [-3]}'])
+def test_trace_reader_names_the_bad_line(tmp_path, line):
+    p = tmp_path / "t.jsonl"
+    good = json.dumps({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})
+    p.write_text(good + "\n" + line + "\n")
+    with pytest.raises(PlanError, match=r"t\.jsonl:2: expected"):
+        read_mooncake_jsonl(p)
+
+
+def test_requests_sorting_rescaling_and_checks():
+    r = Requests.from_arrays([3.0, 1.0, 2.0], [10, 20, 30], [1, 2, 3], [[1], [2], [3]])
+    assert r.arrival_s.tolist() == [1.0, 2.0, 3.0] and r.hashes == ([2], [3], [1])
+    assert r.at_rate(2.0).arrival_s.tolist() == [0.0, 0.5, 1.0]
+    assert len(r.until(1.0)) == 2
+    for bad in (([0.0], [0], [1]), ([math.nan], [1], [1]), ([], [], [])):
+        with pytest.raises(PlanError):
+            Requests.from_arrays(*bad)
+    assert np.array_equal(Requests.from_arrays([0.0], [1.4], [2]).input_tokens, [1])
+
+
+@pytest.mark.parametrize("ckpt_bytes,capacity", [(0.0, 1e12), (10.0, 1e12), (10.0, 300.0)])
+def test_batch_routing_equals_request_by_request(ckpt_bytes, capacity):
+    reqs = read_mooncake_jsonl(TRACE, duration_s=400.0)
+    lengths = reqs.input_tokens.tolist()
+
+    def router():
+        return Router(PrefixCache(capacity, 1.0, ckpt_bytes), PrefixCache(capacity, 1.0, ckpt_bytes), True)
+
+    one, batch = router(), router()
+    expected = [one.route(h, l, 6000, False, True)[:3] for h, l in zip(reqs.hashes, lengths)]
+    got = list(zip(*batch.route_all(reqs.hashes, lengths, 6000, True)))
+    assert got == expected
+    for a, b in ((one.pd, batch.pd), (one.prfaas, batch.prfaas)):
+        assert (a.hit_tokens, a.evicted) == (b.hit_tokens, b.evicted)
+        if capacity < 1e12:  # recency matters only when something can be evicted
+            assert (a.blocks, a.checkpoints) == (b.blocks, b.checkpoints)
+        else:
+            assert (a.blocks.keys(), a.checkpoints.keys()) == (b.blocks.keys(), b.checkpoints.keys())
+
+
+def test_long_term_rule_queues_first_then_the_model():
+    from prfaas_plan.simulator.scheduler import LongTermRule, Observation, decide
+
+    rule = LongTermRule()
+    calm = dict(local_waiting=0.0, local_busy=1.0, decode_waiting=0.0, decode_busy_slots=40.0, n_prefill=3,
+                n_decode=5, slots_per_decode=20)
+    assert decide(rule, Observation(**calm), 1) == 0
+    assert decide(rule, Observation(**{**calm, "local_waiting": 10.0}), 1) == +1     # prefill falls behind
+    assert decide(rule, Observation(**{**calm, "local_waiting": 10.0, "decode_busy_slots": 95.0}), 1) == 0
+    assert decide(rule, Observation(**{**calm, "decode_waiting": 9.0}), 1) == -1     # decode falls behind
+    assert decide(rule, Observation(**calm, gain_more_prefill=0.09), 1) == +1        # the model: link dropped
+    assert decide(rule, Observation(**calm, gain_more_decode=0.07), 1) == -1
+    assert decide(rule, Observation(**calm, gain_more_decode=0.03), 1) == 0          # below min_gain
+    assert decide(rule, Observation(**{**calm, "n_prefill": 1}, gain_more_decode=0.5), 1) == 0
+
+
+def test_split_gains_read_the_grid_search_surface():
+    from prfaas_plan.optimizer import GridResult
+    from prfaas_plan.simulator.scheduler import split_gains
+
+    lam = np.array([[0.0, 2.0, 3.0, 3.3], [0.0, 1.0, 2.0, 1.0]])
+    res = GridResult(None, np.array([1e3, 2e3]), np.arange(4), lam)
+    assert split_gains(res, 2) == (pytest.approx(0.1), pytest.approx(-1 / 3))
+    assert split_gains(res, 3) == (0.0, pytest.approx(3.0 / 3.3 - 1))
+    assert split_gains(res, 0) == (math.inf, 0.0)
