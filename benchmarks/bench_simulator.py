@@ -17,7 +17,7 @@ from prfaas_plan import paper
 from prfaas_plan.layout import Link, prfaas_pd
 from prfaas_plan.optimizer import grid_search
 from prfaas_plan.simulator import SimConfig, simulate
-from prfaas_plan.simulator.inputs import read_mooncake_jsonl
+from prfaas_plan.simulator.inputs import read_trace
 from prfaas_plan.simulator.scheduler import empirical_grid
 from prfaas_plan.simulator.system import planned_layout
 
@@ -39,11 +39,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     cpu_s = best_of(args.repeat, lambda: sum(range(10**7)))
-    read_s = best_of(args.repeat, lambda: read_mooncake_jsonl(TRACE))
-    requests = read_mooncake_jsonl(TRACE)
+    read_s = best_of(args.repeat, lambda: read_trace(TRACE))
+    requests = read_trace(TRACE)
     n = len(requests)
     grid = empirical_grid(requests.input_tokens)
-    perf = replace(paper.case_study_perf("paper", float(requests.input_tokens.mean())),
+    perf = replace(paper.case_study_perf("paper"),
                    output_tokens=float(requests.output_tokens.mean()))
     ev = grid_search(prfaas_pd(paper.REMOTE, paper.LOCAL, Link(100e9)), grid, perf, "exact").best
     layout = planned_layout(ev)

@@ -31,7 +31,7 @@ def paper_grid(n: int = 2048) -> LengthGrid:
 @pytest.fixture(scope="module")
 def case():
     grid = paper_grid()
-    perf = paper.case_study_perf("paper", grid.mean + 512)
+    perf = paper.case_study_perf("paper")
     ev = grid_search(prfaas_pd("32xH200", "64xH20", Link(100e9)), grid, perf, "exact").best
     layout = prfaas_pd("32xH200", "64xH20", Link(100e9), local_prefill=ev.n_prefill, threshold=ev.threshold)
     return grid, perf, ev, layout

@@ -47,7 +47,7 @@ def poisson(n: int, rate: float, seed: int) -> Requests:
 def case():
     n = 2048
     grid = LengthGrid(lengths((np.arange(n) + 0.5) / n), np.full(n, 1.0 / n))
-    perf = paper.case_study_perf("paper", grid.mean + 512)
+    perf = paper.case_study_perf("paper")
     ev = grid_search(prfaas_pd("32xH200", "64xH20", Link(100e9)), grid, perf, "exact").best
     return grid, perf, ev, planned_layout(ev)
 
@@ -166,7 +166,7 @@ def systems(draw):
 
 @pytest.fixture(scope="module")
 def perf():
-    return paper.case_study_perf("paper", 20_000)
+    return paper.case_study_perf("paper")
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from prfaas_plan.errors import PlanError
 from prfaas_plan.simulator.cache import PrefixCache
-from prfaas_plan.simulator.inputs import read_mooncake_jsonl
+from prfaas_plan.simulator.inputs import read_trace
 from prfaas_plan.simulator.link import LinkProfile, SharedLink, read_link_profile
 from prfaas_plan.simulator.requests import Requests
 from prfaas_plan.simulator.routing import Router
@@ -141,21 +141,20 @@ def test_link_profile_reader(tmp_path):
 # --- inputs ------------------------------------------------------------------------------------------
 
 def test_trace_reader_streams_and_stops_at_the_duration():
-    r = read_mooncake_jsonl(TRACE, duration_s=60.0)
+    r = read_trace(TRACE, duration_s=60.0)
     assert 0 < len(r) < 1000 and r.arrival_s[-1] <= 60.0
     assert all(len(h) == math.ceil(l / 512) for h, l in zip(r.hashes, r.input_tokens.tolist()))
 
 
 @pytest.mark.parametrize("line", ['{"timestamp": 0, "input_length": 10}', "not json",
                                   '{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}',
-                                  '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}',
-                                  '{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [-3]}'])
+                                  '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}'])
 def test_trace_reader_names_the_bad_line(tmp_path, line):
     p = tmp_path / "t.jsonl"
     good = json.dumps({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})
     p.write_text(good + "\n" + line + "\n")
-    with pytest.raises(PlanError, match=r"t\.jsonl:2: expected"):
-        read_mooncake_jsonl(p)
+    with pytest.raises(PlanError, match=r"t\.jsonl:2: .*expected"):
+        read_trace(p)
 
 
 def test_requests_sorting_rescaling_and_checks():
@@ -171,7 +170,7 @@ def test_requests_sorting_rescaling_and_checks():
 
 @pytest.mark.parametrize("ckpt_bytes,capacity", [(0.0, 1e12), (10.0, 1e12), (10.0, 300.0)])
 def test_batch_routing_equals_request_by_request(ckpt_bytes, capacity):
-    reqs = read_mooncake_jsonl(TRACE, duration_s=400.0)
+    reqs = read_trace(TRACE, duration_s=400.0)
     lengths = reqs.input_tokens.tolist()
 
     def router():

@@ -37,7 +37,7 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
         if (r_inst.chip.name, l_inst.chip.name) != ("h200", "h20"):
             raise PlanError(f"--model {paper.MODEL}: the paper's inputs exist for H200 remote and H20 local "
                             f"instances only, got {r_inst} and {l_inst}")
-        perf = paper.case_study_perf("paper", input_mean + output_mean / 2)
+        perf = paper.case_study_perf("paper")
         return (PerfInputs(perf.model, perf.remote_prefill, perf.sites, output_mean),
                 "paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved")
     try:
@@ -178,7 +178,7 @@ def simulate_cmd(
     from ..latency import ttft_under_load
     from ..simulator import SCHEDULERS, LongTermRule, SimConfig, read_link_profile, simulate
     from ..simulator import plot as sim_plot
-    from ..simulator.inputs import paper_grid, paper_requests, read_mooncake_jsonl
+    from ..simulator.inputs import paper_grid, paper_requests, read_trace
     from ..simulator.scheduler import empirical_grid
     from ..ttft import ttft_summary
 
@@ -222,7 +222,7 @@ def simulate_cmd(
         if rate is None and load is None:
             notes.append(f"default in effect: --load {DEFAULT_LOAD} of Lambda_max, --duration {window:g} s")
     else:
-        requests = read_mooncake_jsonl(trace, None if (rate or load) else window)
+        requests = read_trace(trace, None if (rate or load) else window)
         grid = empirical_grid(requests.input_tokens)
         perf, perf_note = _perf(model, float(requests.input_tokens.mean()), float(requests.output_tokens.mean()),
                                 remote, local)
