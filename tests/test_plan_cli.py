@@ -115,3 +115,15 @@ def test_size_verify_and_link_sizing(cli):
     sized = doc["link_sizing"][0]
     assert sized["link_line_rate_gbps"] < 100 and sized["link_goodput_gbps"] > doc["plan"][0]["egress_gbps"] * 0.5
     assert doc["plan"][0]["cloud_usd_per_hour"] > 0
+
+
+def test_load_adds_queueing_to_ttft(cli):
+    code, out, err = cli("compare", *PAPER, "--load", "0.8", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)["sections"]
+    unloaded = {r["layout"]: r for r in doc["compare"]}
+    for row in doc["loaded"]:
+        assert row["loaded_ttft_p90_s"] >= unloaded[row["layout"]]["ttft_p90_s"]
+        assert row["rate_rps"] == pytest.approx(0.8 * unloaded[row["layout"]]["throughput_rps"])
+    code, _, err = cli("size", *PAPER, "--load", "1.5")
+    assert code == 2 and "--load 1.5" in err

@@ -145,6 +145,28 @@ COMPACT_COLUMNS = [c for c in PLAN_COLUMNS if c.key not in ("ttft_p50_s", "ttft_
 INSTANCE_NOTE = "instances: R remote prefill, P local prefill, D local decode (instance shapes in JSON/CSV)"
 
 
+LOAD_HELP = "Also give TTFT/TPOT under load at this fraction of each layout's Lambda_max (e.g. 0.8)."
+
+
+def _loaded_row(plan, sc, load: float) -> dict:
+    """TTFT percentiles and TPOT with queueing at ``load`` x the plan's Lambda_max (analytic M/G/c)."""
+    from ..latency import ttft_under_load
+
+    if not 0 < load < 1:
+        raise PlanError(f"--load {load:g}: expected a fraction of Lambda_max in (0, 1)")
+    ev = plan.best
+    lat = ttft_under_load(ev.layout, sc.grid, plan.perf, ev.threshold, ev.n_prefill, load=load, mode=sc.mode)
+    return {"load": load, "rate_rps": lat.rate_rps, "loaded_ttft_mean_s": lat.mean_s,
+            "loaded_ttft_p50_s": lat.p50_s, "loaded_ttft_p90_s": lat.p90_s, "loaded_ttft_p99_s": lat.p99_s,
+            "loaded_tpot_s": lat.tpot_s, "method": lat.method}
+
+
+LOADED_COLUMNS = [Column("load", "load", ".0%"), Column("rate_rps", "req/s", ".3f"),
+                  Column("loaded_ttft_mean_s", "TTFT mean s", ".2f"), Column("loaded_ttft_p50_s", "TTFT P50 s", ".2f"),
+                  Column("loaded_ttft_p90_s", "TTFT P90 s", ".2f"), Column("loaded_ttft_p99_s", "TTFT P99 s", ".2f"),
+                  Column("loaded_tpot_s", "TPOT s", ".4f")]
+
+
 def _stage_rows(plan) -> list[dict]:
     ev = plan.best
     util = ev.stage_utilization
@@ -194,6 +216,7 @@ def size_cmd(
                                               "this fraction (e.g. 0.95) of the throughput (linear program)."),
     verify: bool = typer.Option(False, "--verify", help="Cross-check the grid optimum with the linear program "
                                 "and report whether threshold routing is optimal."),
+    load: Optional[float] = typer.Option(None, "--load", help=LOAD_HELP),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
     layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
                                          "sharing one remote site); replaces --remote/--local/--link."),
@@ -227,6 +250,10 @@ def size_cmd(
                          Column("binding", "binds")])]
     if target_rate is not None:
         sections.append(_target_section(sc, plan, target_rate))
+    if load is not None:
+        row = _loaded_row(plan, sc, load)
+        sections.append(Section("loaded", "TTFT and TPOT under load (queueing included)", [row], LOADED_COLUMNS,
+                                [f"method: {row.pop('method')}"]))
     if verify:
         sections.append(_verify_section(sc, plan))
     if size_link is not None:
@@ -368,6 +395,7 @@ def compare_cmd(
     inputs: str = typer.Option("predicted", "--inputs", help="predicted or paper (prfaas-1t only)."),
     link_efficiency: float = typer.Option(0.95, "--link-efficiency"),
     rtt: Optional[str] = typer.Option(None, "--rtt"),
+    load: Optional[float] = typer.Option(None, "--load", help=LOAD_HELP),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the PrfaaS-PD throughput vs t plot."),
     fmt: str = FormatOption,
 ) -> None:
@@ -385,12 +413,20 @@ def compare_cmd(
     for row in rows:
         row["prfaas_speedup_x"] = base / row["throughput_rps"] if row["throughput_rps"] else None
     cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
+    sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
+    if load is not None:
+        loaded = [dict(layout=name, **_loaded_row(p, sc, load)) for name, p in plans.items()]
+        method = loaded[0]["method"]
+        for row in loaded:
+            row.pop("method")
+        sections.append(Section("loaded", "TTFT and TPOT under load (each layout at the same fraction of its "
+                                "own Lambda_max)", loaded, [Column("layout", "layout")] + LOADED_COLUMNS,
+                                [f"method: {method}"]))
     notes = list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
         f"comparison basis: {basis}", INSTANCE_NOTE, f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
     if plot:
         _write_plot(plot, plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
-    emit(Report([Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
-                         rows, cols)], notes), fmt)
+    emit(Report(sections, notes), fmt)
 
 
 @app.command("reproduce")
