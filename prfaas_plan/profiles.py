@@ -208,21 +208,12 @@ class HardwareProfile:
 
 
 def _bundled_dir(kind: str) -> list[Path]:
-    """The bundled profile folder: installed package data, or the repository folder in a checkout."""
-    out = []
-    try:
-        from importlib import resources
-
-        res = resources.files(f"prfaas_plan.{kind}_profiles")
-        path = Path(str(res))
-        if path.is_dir():
-            out.append(path)
-    except (ModuleNotFoundError, TypeError):
-        pass
-    repo_dir = Path(__file__).resolve().parent.parent / f"{kind}_profiles"
-    if repo_dir.is_dir() and all(repo_dir.resolve() != p.resolve() for p in out):
-        out.append(repo_dir)
-    return out[:1]
+    """The bundled profile folder: inside the installed package, or at the top of a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / f"{kind}_profiles", here.parent / f"{kind}_profiles"):
+        if candidate.is_dir():
+            return [candidate]
+    return []
 
 
 _extra_dirs: list[Path] = []
