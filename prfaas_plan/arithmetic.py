@@ -188,6 +188,13 @@ def s_kv(model: ModelProfile, l, cached=0, tp: int = 1):
     return s_kv_parts(model, l, cached, tp).total
 
 
+def s_kv_at(model: ModelProfile, l) -> np.ndarray:
+    """`s_kv` at real-valued lengths (grid points, conditional means): rounded to whole tokens, at least
+    one; float64 bytes, for vectorized planning arithmetic."""
+    whole = np.maximum(np.rint(np.asarray(l, dtype=float)), 1).astype(np.int64)
+    return np.asarray(s_kv(model, whole), dtype=float)
+
+
 def dense_equivalent_kv(model: ModelProfile, l):
     """Bytes a dense model of the same depth would cache for ``l`` tokens: every layer as the model's
     own full-attention kind (its first growing group's shape). Used for the KV reduction factor."""

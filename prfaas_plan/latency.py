@@ -79,7 +79,7 @@ def rdma_tail_s(size_bytes, instance, layers: int) -> np.ndarray:
 
 def local_transfer_tail_s(perf: PerfInputs, layout: Layout, l) -> np.ndarray:
     """`rdma_tail_s` of ``S_kv(l)`` for ``l`` uncached tokens on the layout's local instance."""
-    size = A.s_kv(perf.model, np.maximum(np.rint(np.asarray(l, dtype=float)), 1).astype(np.int64)).astype(float)
+    size = A.s_kv_at(perf.model, l)
     return rdma_tail_s(size, layout.pd_sites[0].instance, perf.model.num_layers)
 
 
@@ -223,7 +223,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
         remote_s = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
         remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances, remote_s[is_remote],
                                 w[is_remote])
-        size = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
+        size = A.s_kv_at(perf.model, l)
         x = size * 8.0 / site.link.goodput_bps
         rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
         x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)

@@ -52,7 +52,7 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     t_local = np.asarray(sp.prefill.latency_s(l), dtype=float)
     t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
-    kv = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
+    kv = A.s_kv_at(perf.model, l)
     edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])
     labels = np.zeros(len(l), dtype=int)
     labels[np.unique(edges[edges < len(l)])] = 1

@@ -117,11 +117,11 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
     with np.errstate(invalid="ignore", divide="ignore"):
         l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
         l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
-    s_kv = A.s_kv(perf.model, np.maximum(np.rint(l), 1).astype(np.int64)).astype(float)
-    t_local = np.asarray(site.prefill.latency_s(l), dtype=float)
-    t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
-                if perf.remote_prefill is not None else np.full_like(l, np.inf))
     if mode == "exact":
+        t_local = np.asarray(site.prefill.latency_s(l), dtype=float)
+        t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
+                    if perf.remote_prefill is not None else np.full_like(l, np.inf))
+        s_kv = A.s_kv_at(perf.model, l)
         remote = grid.suffix(t_remote)[idx]
         link = grid.suffix(s_kv)[idx]
         local = grid.suffix(t_local)[0] - grid.suffix(t_local)[idx]
@@ -130,7 +130,7 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         safe_short = np.nan_to_num(l_short, nan=1.0)
         remote = np.where(p > 0, p * (np.asarray(perf.remote_prefill.latency_s(safe_long), dtype=float)
                                       if perf.remote_prefill is not None else np.inf), 0.0)
-        link = np.where(p > 0, p * A.s_kv(perf.model, np.maximum(np.rint(safe_long), 1).astype(np.int64)), 0.0)
+        link = np.where(p > 0, p * A.s_kv_at(perf.model, safe_long), 0.0)
         local = np.where(p < 1, (1 - p) * np.asarray(site.prefill.latency_s(safe_short), dtype=float), 0.0)
     return Routing(t, p, l_long, l_short, remote, link.astype(float), local)
 

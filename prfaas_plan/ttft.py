@@ -35,7 +35,7 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndar
 
 def transfer_s(model, l, goodput_bps: float) -> np.ndarray:
     """Seconds to move ``S_kv(l)`` over a link of ``goodput_bps`` (bit/s)."""
-    return A.s_kv(model, np.maximum(np.rint(l), 1).astype(np.int64)) * 8.0 / goodput_bps
+    return A.s_kv_at(model, l) * 8.0 / goodput_bps
 
 
 def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> np.ndarray:
