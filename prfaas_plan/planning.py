@@ -55,7 +55,10 @@ def instance_perf(model: ModelProfile, instance: Instance, tpot_s: float, contex
         raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
     from .performance import decode_capacity, prefill_model
 
-    return prefill_model(model, instance), decode_capacity(model, instance, tpot_s, context_tokens)
+    decode = decode_capacity(model, instance, tpot_s, context_tokens)
+    if decode.batch <= 0:
+        raise PlanError(f"{model.name} cannot decode on {instance} ({decode.binding} binds): {decode.source}")
+    return prefill_model(model, instance), decode
 
 
 def perf_inputs(sc: Scenario, with_remote: bool = True, local: str | None = None) -> PerfInputs:

@@ -65,6 +65,7 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
     (("compare", *PAPER, "--basis", "vibes"), "--basis 'vibes'"),
     (("reproduce", "--inputs", "guess"), "--inputs 'guess'"),
+    (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20 (memory binds)"),
 ])
 def test_bad_plan_input_is_one_line_exit_2(cli, args, needle, tmp_path):
     code, out, err = cli(*args)
