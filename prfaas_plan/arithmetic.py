@@ -291,8 +291,11 @@ def param_counts(model: ModelProfile) -> ParamCounts:
 
 
 def weight_bytes(model: ModelProfile) -> int:
-    """Bytes of all weights at the profile's weight dtype (one full copy)."""
-    return int(param_counts(model).total * _bytes(model, "weights"))
+    """Bytes of all weights (one full copy): routed experts at the expert dtype, the rest at the weight
+    dtype."""
+    p = param_counts(model)
+    experts = p.moe_routed * dtype_bytes(model.expert_dtype, model.name)
+    return int((p.total - p.moe_routed) * _bytes(model, "weights") + experts)
 
 
 def weight_bytes_per_instance(model: ModelProfile, chips: int) -> float:

@@ -311,19 +311,8 @@ def _torch_dtype(r: _Reader, path: str, value: Any) -> str:
     return _TORCH_DTYPES[str(value)]
 
 
-def _weight_dtype(r: _Reader) -> str:
-    """Weights: the quantization format if the checkpoint is quantized, else the torch dtype."""
-    quant = r.find("quantization_config")
-    if quant:
-        path, q = quant
-        method = f"{q.get('quant_method', '')} {q.get('format', '')}".lower() if isinstance(q, dict) else ""
-        dtype = "mxfp4" if "mxfp4" in method else "fp8" if "fp8" in method else None
-        if dtype is None:
-            raise r.error(f"field '{path}': unsupported quantization {method.strip() or q!r} (supported: fp8, mxfp4)")
-        r.sources["dtypes.weights"] = (f"{CONFIG} field {path} ({method.strip()}); modules it leaves "
-                                       f"unquantized (lm_head, ...) are counted at {dtype} too, so weight bytes "
-                                       "are a lower bound")
-        return dtype
+def _model_dtype(r: _Reader) -> str:
+    """The checkpoint's torch dtype (bf16 when the config names none)."""
     found = r.find("torch_dtype", "dtype")
     if found is None:
         r.sources["dtypes.weights"] = "assumed: bf16 (the config names no dtype)"
@@ -332,9 +321,35 @@ def _weight_dtype(r: _Reader) -> str:
     return _torch_dtype(r, *found)
 
 
+def _weight_dtypes(r: _Reader) -> dict:
+    """Weights and routed-expert weights: the quantization format where the checkpoint is quantized.
+
+    A quantization that leaves attention and shared experts out (Kimi-K3's mxfp4 ``ignore`` list) is
+    routed-expert-only: the rest keeps the model dtype.
+    """
+    quant = r.find("quantization_config")
+    if not quant:
+        return {"weights": _model_dtype(r)}
+    path, q = quant
+    method = f"{q.get('quant_method', '')} {q.get('format', '')}".lower() if isinstance(q, dict) else ""
+    dtype = "mxfp4" if "mxfp4" in method else "fp8" if "fp8" in method else None
+    if dtype is None:
+        raise r.error(f"field '{path}': unsupported quantization {method.strip() or q!r} (supported: fp8, mxfp4)")
+    ignored = " ".join(str(x) for x in q.get("ignore", []) or [])
+    if "self_attn" in ignored:
+        weights = _model_dtype(r)
+        r.sources["dtypes.experts"] = (f"{CONFIG} field {path} ({method.strip()}); its ignore list keeps "
+                                       f"attention and shared experts at {weights}")
+        return {"weights": weights, "experts": dtype}
+    r.sources["dtypes.weights"] = (f"{CONFIG} field {path} ({method.strip()}); modules it leaves "
+                                   f"unquantized (lm_head, ...) are counted at {dtype} too, so weight bytes "
+                                   "are a lower bound")
+    return {"weights": dtype}
+
+
 def _dtypes(r: _Reader, recurrent: bool) -> dict:
     """Weight, KV cache and (for linear-attention models) recurrent and conv state dtypes."""
-    dtypes = {"weights": _weight_dtype(r), "kv_cache": "bf16"}
+    dtypes = {**_weight_dtypes(r), "kv_cache": "bf16"}
     r.sources["dtypes.kv_cache"] = _KV_NOTE
     if recurrent:
         found = r.find("mamba_ssm_dtype")

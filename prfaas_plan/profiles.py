@@ -125,6 +125,7 @@ class ModelProfile:
     moe_layers: tuple[int, ...]
     dense_intermediate: int
     weight_dtype: str = "bf16"
+    expert_dtype: str = "bf16"      # routed-expert weights (W4A16 checkpoints quantize only these)
     kv_dtype: str = "bf16"
     state_dtype: str = "fp32"
     conv_dtype: str = "bf16"
@@ -145,6 +146,13 @@ class ModelProfile:
     def groups(self, *kinds: str) -> tuple[AttentionGroup, ...]:
         """Attention groups of the given kinds."""
         return tuple(g for g in self.attention if g.kind in kinds)
+
+    @property
+    def weights_summary(self) -> str:
+        """E.g. ``fp8`` or ``bf16 (experts int4)``."""
+        if self.expert_dtype == self.weight_dtype or self.moe is None:
+            return self.weight_dtype
+        return f"{self.weight_dtype} (experts {self.expert_dtype})"
 
     @property
     def attention_summary(self) -> str:
@@ -196,8 +204,13 @@ class HardwareProfile:
     path: str = ""
 
     def flops(self, dtype: str) -> float:
-        """Peak dense FLOP/s for a dtype (fp4 falls back to fp8, fp16 to bf16)."""
-        key = {"fp16": "bf16", "fp4": "fp8", "mxfp4": "fp8", "int8": "fp8", "int4": "fp8"}.get(dtype, dtype)
+        """Peak dense FLOP/s of GEMMs whose weights are stored in ``dtype``.
+
+        fp8 (W8A8) and int8 run on the 8-bit tensor cores. 4-bit weights are weight-only quantization
+        (W4A16): kernels dequantize to bf16, so they compute at the bf16 rate, except fp4 formats on a
+        chip with native fp4 tensor cores. fp16 runs at the bf16 rate.
+        """
+        key = {"fp16": "bf16", "int8": "fp8", "int4": "bf16", "fp4": "fp4", "mxfp4": "fp4"}.get(dtype, dtype)
         if key not in self.peak_tflops:
             key = "bf16"
         return self.peak_tflops[key] * 1e12
@@ -445,6 +458,7 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
     dt = _Fields(data.get("dtypes", {}), f"{path}: dtypes")
     dtypes = {k: dt.get(k, str, d).lower() for k, d in
               (("weights", "bf16"), ("kv_cache", "bf16"), ("state", "fp32"), ("conv_state", "bf16"))}
+    dtypes["experts"] = dt.get("experts", str, dtypes["weights"]).lower()
     for k, v in dtypes.items():
         dtype_bytes(v, f"{path}: dtypes.{k}")
 
@@ -488,6 +502,7 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
         moe_layers=moe_layers,
         dense_intermediate=dense_inter,
         weight_dtype=dtypes["weights"],
+        expert_dtype=dtypes["experts"],
         kv_dtype=dtypes["kv_cache"],
         state_dtype=dtypes["state"],
         conv_dtype=dtypes["conv_state"],

@@ -105,3 +105,27 @@ def test_kv_bytes_never_shrink_with_length(name, l, d):
     m = get_model(name)
     assert A.s_kv(m, l + d) >= A.s_kv(m, l)
     assert A.prefill_flops(m, l + d).total > A.prefill_flops(m, l).total
+
+
+def test_weight_bytes_count_routed_experts_at_their_own_dtype():
+    # W4A16 checkpoints quantize only the routed experts; the rest stays bf16.
+    m = get_model("prfaas-1t")
+    p = A.param_counts(m)
+    assert (m.weight_dtype, m.expert_dtype) == ("bf16", "int4")
+    assert A.weight_bytes(m) == int((p.total - p.moe_routed) * 2 + p.moe_routed * 0.5)
+    # A single-dtype checkpoint counts everything alike.
+    q = get_model("qwen3-235b")
+    assert A.weight_bytes(q) == A.param_counts(q).total * 2
+
+
+def test_imported_kimi_k3_keeps_unquantized_modules_in_bf16():
+    import json
+    from pathlib import Path
+
+    from prfaas_plan.hf_import import import_hf_config
+    from prfaas_plan.profiles import model_from_dict
+
+    cfg = json.loads((Path(__file__).parent / "data/hf_configs/moonshotai--Kimi-K3.config.json").read_text())
+    m = model_from_dict(import_hf_config(cfg, "k3-imported"))
+    assert (m.weight_dtype, m.expert_dtype) == ("bf16", "mxfp4")
+    assert A.weight_bytes(m) == A.weight_bytes(get_model("kimi-k3"))

@@ -127,7 +127,7 @@ def test_decode_when_weights_do_not_fit():
     # kimi-k2 at fp8 (1,026 GB) cannot be loaded on 8 x 96 GB H20: no batch at all; at int4 it fits.
     cap = decode_capacity(get_model("kimi-k2"), parse_instance("8xH20"), 0.025, 27_000 + 512)
     assert cap.batch == 0 and cap.binding == "memory" and cap.tokens_per_s == 0
-    int4 = dataclasses.replace(get_model("kimi-k2"), weight_dtype="int4")
+    int4 = dataclasses.replace(get_model("kimi-k2"), weight_dtype="int4", expert_dtype="int4")
     assert decode_capacity(int4, parse_instance("8xH20"), 0.025, 27_000 + 512).batch > 0
 
 

@@ -111,7 +111,8 @@ def rates_cmd(
     m = get_model(model)
     if weight_dtype:
         dtype_bytes(weight_dtype, "--weight-dtype")
-        m = dataclasses.replace(m, weight_dtype=weight_dtype.lower(), measured_prefill=())
+        m = dataclasses.replace(m, weight_dtype=weight_dtype.lower(), expert_dtype=weight_dtype.lower(),
+                                measured_prefill=())
     inst = parse_instance(instance)
     lengths = parse_lengths(length, "--len")
     tpot_s = _tpot(tpot, slo)
@@ -132,7 +133,7 @@ def rates_cmd(
               "assumptions: bf16 activations and attention cores, GEMMs at the weight dtype's peak, uniform "
               "routing, 64-token chunks for linear attention, 8 us per collective"]
     if mem.weight_bytes > inst.chip.hbm_gb * 1e9:
-        notes.insert(0, f"WARNING: {m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at {m.weight_dtype}) do not "
+        notes.insert(0, f"WARNING: {m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at {m.weights_summary}) do not "
                         f"fit {inst} ({inst.hbm_bytes / 1e9:,.0f} GB HBM): the instance cannot serve it")
     if weight_dtype:
         notes.append(f"weights overridden to {m.weight_dtype} (--weight-dtype)")

@@ -459,8 +459,14 @@ def reproduce_cmd(
     notes += [f"known gap {r['figure']}: {r['known_gap']}" for r in rows if r["known_gap"]]
     notes.append(f"TTFT method: {study.plans['prfaas-pd'].ttft.method}")
     notes.append(INSTANCE_NOTE)
-    notes.append("RESULT: " + ("all figures within tolerance" if not failed else
-                               "out of tolerance: " + ", ".join(r["figure"] for r in failed)))
+    gaps = [r["figure"] for r in rows if r["known_gap"]]
+    within = sum(r["within"] for r in rows)
+    result = f"{within} of {len(rows)} figures within tolerance"
+    if gaps:
+        result += f"; known gaps: {', '.join(gaps)}"
+    if failed:
+        result += "; OUT OF TOLERANCE: " + ", ".join(r["figure"] for r in failed)
+    notes.append("RESULT: " + result)
     sections = [Section("figures", "PrfaaS paper case study: published vs reproduced", rows, cols),
                 Section("layouts", "Optimized layouts", layouts, COMPACT_COLUMNS)]
     if inputs == "predicted":

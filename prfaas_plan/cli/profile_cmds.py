@@ -27,7 +27,7 @@ def models_cmd(fmt: str = FormatOption) -> None:
             "fixed_state_bytes": A.fixed_state_bytes(m),
             "params_total": p.total,
             "params_active": p.active,
-            "weights_dtype": m.weight_dtype,
+            "weights_dtype": m.weights_summary,
             "reconstruction": bool(m.reconstruction),
         })
     cols = [Column("model", "model"), Column("attention", "attention"),
@@ -111,7 +111,7 @@ def show_cmd(model: str = typer.Argument(..., help="Model name or alias."),
                   Column("state_bytes", "state B", ",d"), Column("conv_state_bytes", "conv state B", ",d"),
                   Column("attention_params", "attn params", lambda v: f"{v / 1e9:,.2f}B"),
                   Column("layer_indices", "layer indices (0-based)")]
-    notes = [f"dtypes: weights {m.weight_dtype}, KV {m.kv_dtype}, state {m.state_dtype}, conv {m.conv_dtype}"]
+    notes = [f"dtypes: weights {m.weights_summary}, KV {m.kv_dtype}, state {m.state_dtype}, conv {m.conv_dtype}"]
     notes += [f"source {k}: {v}" for k, v in m.sources.items()]
     if m.reconstruction:
         notes.insert(0, f"RECONSTRUCTION: {m.reconstruction}")

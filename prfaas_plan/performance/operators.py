@@ -211,6 +211,7 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
     m = model.moe
     tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
     wb = _weight_bytes(model)
+    eb = dtype_bytes(model.expert_dtype, model.name)  # routed experts may be quantized apart from the rest
     T = bases["T"]
     n = len(model.moe_layers)
     width = m.latent_dim or h
@@ -219,8 +220,8 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
     if par.moe == "tp" or tp == 1:
         inter = 3.0 * m.expert_intermediate / tp
         flops = T * (n * 2.0 * expert * m.top_k / tp)
-        nbytes = p_touched * (n * m.num_experts * expert * wb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
-        ops = [OpWork("moe_routed", flops, nbytes, model.weight_dtype)]
+        nbytes = p_touched * (n * m.num_experts * expert * eb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
+        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype)]
     else:
         # Whole experts on each chip; the busiest chip sets the pace. Counts per chip are sums over its
         # E/tp experts of uniform routing: mean plus sqrt(2 ln tp) standard deviations (expected maximum
@@ -233,10 +234,10 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
                                   + z * np.sqrt(per_chip * p_touched * (1 - p_touched)))
         inter = 3.0 * m.expert_intermediate
         flops = chip_assign * (n * 2.0 * expert)
-        nbytes = chip_experts * (n * expert * wb) + chip_assign * (n * ab * (2 * width + inter))
+        nbytes = chip_experts * (n * expert * eb) + chip_assign * (n * ab * (2 * width + inter))
         # Dispatch and combine: each chip sends its 1/tp share of the token copies, (tp-1)/tp of them remote.
         link = mean_a * (n * 2.0 * (tp - 1) / tp * width * ab)
-        ops = [OpWork("moe_routed", flops, nbytes, model.weight_dtype),
+        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
     p = A.param_counts(model)
     shared = (p.moe_shared + p.router) / n
