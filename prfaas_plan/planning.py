@@ -75,8 +75,10 @@ def perf_inputs(sc: Scenario, with_remote: bool = True, local: str | None = None
 
 @dataclass(frozen=True)
 class Plan:
-    """An optimized layout with its derived figures."""
+    """An optimized layout with its derived figures: ``layout`` as posed (threshold and split free),
+    ``best`` the optimum found (its ``layout`` has them set)."""
 
+    layout: Layout
     best: Evaluation
     surface: GridResult
     ttft: TTFTSummary
@@ -125,7 +127,7 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs) -> Plan:
     best = surface.best
     ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
     capex, hourly = _costs(layout)
-    return Plan(best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
+    return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
 def size(sc: Scenario) -> Plan:

@@ -21,7 +21,7 @@ number of thresholds at once (vectorized), which the optimizer's grid search use
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -194,7 +194,8 @@ def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=N
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Throughput of one layout at one threshold and split, with every stage's figures."""
+    """Throughput of one layout at one threshold and split, with every stage's figures. ``layout`` is the
+    evaluated configuration (its split and threshold set to the ones evaluated)."""
 
     layout: Layout
     mode: str
@@ -240,7 +241,8 @@ def evaluate(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: floa
     binding = STAGES[int(b.binding()[0, 0])]
     egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if layout.remote is not None else 0.0
     link = site.link
-    return Evaluation(layout, mode, float(t), float(r.p_remote[0]), float(r.l_long[0]), float(r.l_short[0]),
+    evaluated = replace(layout, pd_sites=(site.with_split(int(n_p)),) + layout.pd_sites[1:], threshold=float(t))
+    return Evaluation(evaluated, mode, float(t), float(r.p_remote[0]), float(r.l_long[0]), float(r.l_short[0]),
                       int(n_p), int(site.instances - n_p), bounds, lam, binding,
                       egress if np.isfinite(egress) else 0.0,
                       link.bandwidth_bps if link else 0.0, link.goodput_bps if link else 0.0)

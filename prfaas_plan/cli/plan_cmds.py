@@ -314,8 +314,8 @@ def _verify_section(sc, plan) -> Section:
     from ..lp import make_bins, max_throughput
     from ..optimizer import grid_search
 
-    grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.best.layout, sc.grid, plan.perf, "exact").best
-    res = max_throughput(plan.best.layout, make_bins(sc.grid, plan.perf), plan.perf)
+    grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.layout, sc.grid, plan.perf, "exact").best
+    res = max_throughput(plan.layout, make_bins(sc.grid, plan.perf), plan.perf)
     row = {"grid_rps": grid_exact.lambda_max, "lp_rps": res.lambda_rps,
            "difference": res.lambda_rps / grid_exact.lambda_max - 1 if grid_exact.lambda_max else None,
            "grid_split": f"{grid_exact.n_prefill}P+{grid_exact.n_decode}D",
@@ -335,7 +335,7 @@ def _link_section(sc, plan, keep: float) -> Section:
 
     if not 0 < keep <= 1:
         raise PlanError(f"--size-link {keep:g}: expected a fraction in (0, 1]")
-    res = min_link(plan.best.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
+    res = min_link(plan.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
     line_rate = res.link_goodput_bps / sc.link.efficiency
     row = {"keep_fraction": keep, "throughput_rps": res.lambda_rps, "link_goodput_gbps": res.link_goodput_bps / 1e9,
            "link_line_rate_gbps": line_rate / 1e9}
@@ -354,7 +354,7 @@ def _target_section(sc, plan, target_rate: float) -> Section:
 
     if target_rate <= 0:
         raise PlanError(f"--target-rate {target_rate:g}: expected a positive request rate")
-    lay = plan.best.layout
+    lay = plan.layout
     r_price = get_hardware(lay.remote.instance.chip.name).price
     l_price = get_hardware(lay.pd_sites[0].instance.chip.name).price
     if r_price is None or l_price is None:
