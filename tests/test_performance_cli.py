@@ -123,3 +123,10 @@ def test_calibrate_corrupt_measurements(cli, tmp_path):
     f.write_text("model,instance,len_tokens,latency_s\nqwen3-235b,8xH20-3e,4096\n")
     code, _, err = cli("calibrate", "--hardware", "h20", "--measurements", str(f))
     assert code == 2 and "bad.csv:2: expected 4 columns" in err
+
+
+def test_calibrate_binary_measurements_is_one_line(cli, tmp_path):
+    f = tmp_path / "bin.csv"
+    f.write_bytes(b"\xff\xfemodel,instance\n")
+    code, out, err = cli("calibrate", "--hardware", "h20", "--measurements", str(f))
+    assert code == 2 and "not a UTF-8 text file" in err and err.count("\n") == 1 and out == ""
