@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -219,6 +220,8 @@ def calibrate_cmd(
     from ..performance.measurements import load_measurements, resolve_path
 
     check_format(fmt)
+    if output is not None and Path(output).is_dir():
+        raise PlanError(f"--output {output!r}: is a folder; give the profile's file name")
     chip = get_hardware(hardware)
     path = resolve_path(measurements)
     data = load_measurements(path)
@@ -252,7 +255,10 @@ def calibrate_cmd(
         notes.append(f"measured on {', '.join(measured_on)}; constants are fractions of each chip's own peaks, "
                      f"applied to {chip.name}")
     if output:
-        write_atomic(output, text)
+        try:
+            write_atomic(output, text)
+        except OSError as exc:
+            raise PlanError(f"--output {output!r}: cannot write ({exc.strerror})") from None
         notes.append(f"wrote the calibrated profile to {output}")
     emit(Report([Section("points", f"Calibration of {chip.name} on {path.name}", rows, cols),
                  Section("constants", "Fitted constants", summary, sum_cols)], notes,
