@@ -335,8 +335,10 @@ def _weight_dtypes(r: _Reader) -> dict:
     dtype = "mxfp4" if "mxfp4" in method else "fp8" if "fp8" in method else None
     if dtype is None:
         raise r.error(f"field '{path}': unsupported quantization {method.strip() or q!r} (supported: fp8, mxfp4)")
-    ignored = " ".join(str(x) for x in q.get("ignore", []) or [])
-    if "self_attn" in ignored:
+    ignore = q.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(x, str) for x in ignore):
+        raise r.error(f"field '{path}.ignore' must be a list of module names, not {ignore!r}")
+    if any("self_attn" in x for x in ignore):
         weights = _model_dtype(r)
         r.sources["dtypes.experts"] = (f"{CONFIG} field {path} ({method.strip()}); its ignore list keeps "
                                        f"attention and shared experts at {weights}")

@@ -123,6 +123,14 @@ def test_bad_config_fields_are_named(edit, needle):
     assert str(exc.value).startswith("config.json: ") and needle in str(exc.value)
 
 
+@pytest.mark.parametrize("ignore", [5, "re:.*self_attn.*", [{"re": "self_attn"}]])
+def test_quantization_ignore_that_is_not_a_list_of_names_is_named(ignore):
+    config = copy.deepcopy(_config("moonshotai--Kimi-K3"))
+    config["text_config"]["quantization_config"]["ignore"] = ignore
+    with pytest.raises(PlanError, match=r"field 'text_config.quantization_config.ignore' must be a list of module"):
+        import_hf_config(config, name="x")
+
+
 def test_one_based_layer_out_of_range_is_named():
     config = _config("moonshotai--Kimi-K3")
     config["text_config"]["linear_attn_config"]["full_attn_layers"][-1] = 94

@@ -118,8 +118,29 @@ def test_calibrate_bad_output_folder_writes_nothing(cli, tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
+def test_calibrate_output_that_cannot_be_written_is_one_line(cli, tmp_path, monkeypatch):
+    args = ("calibrate", "--hardware", "h20", "--measurements", "mooncake_h20_qwen3_235b_pd.csv", "--output")
+    code, out, err = cli(*args, str(tmp_path))
+    assert code == 2 and "is a folder" in err and err.count("\n") == 1 and out == ""
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    code, out, err = cli(*args, str(tmp_path / "h20.yaml"))
+    assert code == 2 and "cannot write (Permission denied)" in err and err.count("\n") == 1 and out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_calibrate_corrupt_measurements(cli, tmp_path):
     f = tmp_path / "bad.csv"
     f.write_text("model,instance,len_tokens,latency_s\nqwen3-235b,8xH20-3e,4096\n")
     code, _, err = cli("calibrate", "--hardware", "h20", "--measurements", str(f))
     assert code == 2 and "bad.csv:2: expected 4 columns" in err
+
+
+def test_calibrate_binary_measurements_is_one_line(cli, tmp_path):
+    f = tmp_path / "bin.csv"
+    f.write_bytes(b"\xff\xfemodel,instance\n")
+    code, out, err = cli("calibrate", "--hardware", "h20", "--measurements", str(f))
+    assert code == 2 and "not a UTF-8 text file" in err and err.count("\n") == 1 and out == ""

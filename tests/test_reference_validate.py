@@ -65,6 +65,8 @@ def test_cli_bad_input_is_one_line(cli):
     assert code == 2 and err.startswith("error: unknown model") and out == ""
     code, _, err = cli("validate", "-m", "qwen3", "--layers", "some")
     assert code == 2 and "--layers" in err
+    code, out, err = cli("validate", "-m", "qwen3", "--seed", "-1")
+    assert code == 2 and err == "error: --seed -1: expected a whole number >= 0\n" and out == ""
 
 
 def test_wrong_kv_formula_fails_validate(cli, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -100,7 +101,8 @@ def rates_cmd(
     source: str = typer.Option("auto", "--source", help=SOURCE_HELP),
     moe: str = typer.Option("tp", "--moe", help=MOE_HELP),
     weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Override the profile's weight "
-                                               "dtype (e.g. int4); measured tables then no longer apply."),
+                                               "dtype, routed experts included (e.g. int4); measured tables "
+                                               "then no longer apply."),
     fmt: str = FormatOption,
 ) -> None:
     """Prefill latency per length, the bound of each operator class, and decode capacity at an SLO."""
@@ -130,13 +132,14 @@ def rates_cmd(
     notes += [f"decode: {cap.source}",
               f"decode context = input {l_in:,} + output {l_out:,} / 2 tokens; lengths K = 1024",
               "operator times are the roofline's (max of compute and memory per class, link time for collectives); "
-              "assumptions: bf16 activations and attention cores, GEMMs at the weight dtype's peak, uniform "
-              "routing, 64-token chunks for linear attention, 8 us per collective"]
+              "assumptions: bf16 activations and attention cores, GEMMs at the peak rate for their weights' dtype "
+              "(4-bit weights dequantized to bf16 unless the chip has native fp4), uniform routing, 64-token "
+              "chunks for linear attention, 8 us per collective"]
     if mem.weight_bytes > inst.chip.hbm_gb * 1e9:
         notes.insert(0, f"WARNING: {m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at {m.weights_summary}) do not "
                         f"fit {inst} ({inst.hbm_bytes / 1e9:,.0f} GB HBM): the instance cannot serve it")
     if weight_dtype:
-        notes.append(f"weights overridden to {m.weight_dtype} (--weight-dtype)")
+        notes.append(f"weights, routed experts included, overridden to {m.weight_dtype} (--weight-dtype)")
     if m.reconstruction:
         notes.append(f"RECONSTRUCTION: {m.reconstruction}")
     sections = [_prefill_section(chosen, roof, tabulated(table) if table else None, lengths),
@@ -217,6 +220,8 @@ def calibrate_cmd(
     from ..performance.measurements import load_measurements, resolve_path
 
     check_format(fmt)
+    if output is not None and Path(output).is_dir():
+        raise PlanError(f"--output {output!r}: is a folder; give the profile's file name")
     chip = get_hardware(hardware)
     path = resolve_path(measurements)
     data = load_measurements(path)
@@ -250,7 +255,10 @@ def calibrate_cmd(
         notes.append(f"measured on {', '.join(measured_on)}; constants are fractions of each chip's own peaks, "
                      f"applied to {chip.name}")
     if output:
-        write_atomic(output, text)
+        try:
+            write_atomic(output, text)
+        except OSError as exc:
+            raise PlanError(f"--output {output!r}: cannot write ({exc.strerror})") from None
         notes.append(f"wrote the calibrated profile to {output}")
     emit(Report([Section("points", f"Calibration of {chip.name} on {path.name}", rows, cols),
                  Section("constants", "Fitted constants", summary, sum_cols)], notes,

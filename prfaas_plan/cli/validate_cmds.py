@@ -42,6 +42,8 @@ def validate_cmd(
     check_format(fmt)
     if layers not in ("pattern", "all"):
         raise PlanError(f"--layers {layers!r}: expected 'pattern' or 'all'")
+    if seed < 0:
+        raise PlanError(f"--seed {seed}: expected a whole number >= 0")
     models = [get_model(m) for m in model] if model else [all_models()[n] for n in sorted(all_models())]
     results = [checks.validate_model(m, seed=seed, layers=layers) for m in models]
 

@@ -37,12 +37,12 @@ class FitPoint:
 
     @property
     def error(self) -> float:
-        """Relative error of the in-sample prediction."""
+        """Relative error of the in-sample prediction (fraction; positive = predicted too slow)."""
         return self.predicted_s / self.measurement.latency_s - 1.0
 
     @property
     def loo_error(self) -> float:
-        """Relative error of the prediction made without this point."""
+        """Relative error of the prediction made without this point (fraction)."""
         return self.loo_predicted_s / self.measurement.latency_s - 1.0
 
 
@@ -55,6 +55,7 @@ class CalibrationFit:
     points: tuple[FitPoint, ...]
 
     def _stat(self, attr: str, fn) -> float:
+        """``fn`` (median or max) of the points' absolute relative errors ``attr``, as a fraction."""
         return float(fn([abs(getattr(p, attr)) for p in self.points]))
 
     @property
@@ -138,11 +139,8 @@ def fit_calibration(chip: HardwareProfile, measurements: list[Measurement], data
 
 
 def _rounded(cal: Calibration) -> dict:
-    return {"compute_efficiency": float(f"{cal.compute_efficiency:.4g}"),
-            "memory_efficiency": float(f"{cal.memory_efficiency:.4g}"),
-            "overhead_s": float(f"{cal.overhead_s:.4g}"),
-            "comm_efficiency": float(f"{cal.comm_efficiency:.4g}"),
-            "source": cal.source}
+    """The ``calibration:`` block of a profile: each constant to 4 significant digits, then the source."""
+    return {**{f: float(f"{getattr(cal, f):.4g}") for f in FIELDS}, "source": cal.source}
 
 
 def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:

@@ -24,8 +24,8 @@ def with_state_dtype(model: ModelProfile, state_dtype: str | None, where: str) -
 
 @dataclass(frozen=True)
 class KVThroughput:
-    """Per length: ``s_kv_bytes`` (logical bytes, one copy), ``prefill_s`` and ``gbps`` (1e9 bit/s), with the
-    prefill model used."""
+    """Per length in ``lengths`` (tokens): ``s_kv_bytes`` (logical bytes, one copy), ``prefill_s`` (seconds) and
+    ``gbps`` (1e9 bit/s), with the prefill model used."""
 
     lengths: np.ndarray
     s_kv_bytes: np.ndarray

@@ -18,9 +18,12 @@ Operator classes (`OpWork.name`):
 - ``comm_tp`` (tensor-parallel all-reduce) and ``comm_ep`` (expert-parallel all-to-all) on the scale-up link.
 
 Assumptions (each stated where it is used): activations in bf16; the attention core computes in bf16;
-GEMMs run at the weight dtype's peak; uniform routing over experts; chunked linear attention with
-64-token chunks (FLA kernels); attention reads each cached KV byte once (flash kernels keep re-reads in
-on-chip memory); two all-reduces per layer under tensor parallelism (after attention, after the FFN).
+weights are stored in the profile's ``weight_dtype``, except routed experts in its ``expert_dtype`` (W4A16
+checkpoints quantize only those), and each GEMM runs at the peak `HardwareProfile.flops` gives for its
+weights' dtype (8-bit on the fp8 tensor cores; 4-bit weights are dequantized and run at the bf16 rate
+unless the chip has native fp4); uniform routing over experts; chunked linear attention with 64-token
+chunks (FLA kernels); attention reads each cached KV byte once (flash kernels keep re-reads in on-chip
+memory); two all-reduces per layer under tensor parallelism (after attention, after the FFN).
 """
 
 from __future__ import annotations
@@ -67,9 +70,10 @@ class Parallel:
 class OpWork:
     """Work of one operator class on the busiest chip for one pass.
 
-    ``flops`` run at the peak of ``dtype``; ``hbm_bytes`` move between HBM and the chip; ``link_bytes``
-    leave the chip on the scale-up link (per direction) in ``link_calls`` collectives, each paying a latency.
-    Values are floats or arrays shaped like the pass.
+    ``flops`` (FLOPs) run at the chip's peak for ``dtype``, the dtype the operator's weights are stored in
+    (`HardwareProfile.flops` maps it to a tensor-core rate); ``hbm_bytes`` (bytes) move between HBM and the
+    chip; ``link_bytes`` (bytes) leave the chip on the scale-up link (per direction) in ``link_calls``
+    collectives, each paying a latency. Values are floats or arrays shaped like the pass.
     """
 
     name: str

@@ -43,7 +43,7 @@ class TabulatedPrefill:
         return a + b * l + c * l * l
 
     def latency_s(self, l) -> np.ndarray:
-        """Seconds to prefill ``l`` tokens."""
+        """Seconds to prefill ``l`` tokens (vectorized over any array of lengths)."""
         if self.method == "quadratic":
             return self.quadratic_s(l)
         from scipy.interpolate import PchipInterpolator
@@ -55,7 +55,3 @@ class TabulatedPrefill:
         below = self.latencies_s[0] + self.quadratic_s(l) - self.quadratic_s(lo)
         above = self.latencies_s[-1] + self.quadratic_s(l) - self.quadratic_s(hi)
         return np.where(l < lo, np.maximum(below, 0.0), np.where(l > hi, above, inside))
-
-    def fit_errors(self) -> np.ndarray:
-        """Relative error of the model at each table point (0 for pchip)."""
-        return self.latency_s(np.asarray(self.lengths)) / np.asarray(self.latencies_s) - 1.0

@@ -8,7 +8,8 @@ latent-attention and linear-attention head counts are divided by 16 (1 to 4); th
 conv kernel are kept; the first layers are kept up to the point where every attention kind has occurred
 twice (``layers="pattern"``: Kimi Linear's 3:1 KDA:MLA gives 8 layers, MiMo's SWA/GQA pattern 6, Ring's
 7:1 Lightning:MLA 16) or all of them (``layers="all"``). The FFN is a small dense SwiGLU MLP on every layer
-(it holds no cache); dtypes are the profile's own. The result goes through `model_from_dict`, so it is a
+(it holds no cache); dtypes are the profile's own (weights, KV, state, conv: with no routed experts, the
+expert dtype has nothing to apply to). The result goes through `model_from_dict`, so it is a
 valid profile.
 
 `TinyModel` holds random weights (seeded) and runs requests: ``prefill`` appends tokens to a
