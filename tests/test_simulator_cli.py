@@ -92,6 +92,7 @@ def _bad_profile(tmp_path):
     (lambda d: ("--link", "fast"), "--link 'fast'"),
     (lambda d: ("--remote", "32xH100"), "paper's inputs exist for H200"),
     (lambda d: ("--trace", str(d / "missing.jsonl")), "no such file"),
+    (lambda d: ("--seed", "-1"), "seed -1 must be"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_plot(cli, tmp_path, make_args, needle):
     plot = tmp_path / "out.png"

@@ -26,6 +26,8 @@ def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
     no prefix hashes (the paper's lengths are already uncached)."""
     if not (rate_rps > 0 and duration_s > 0):
         raise PlanError("synthetic workload: rate and duration must be positive")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise PlanError(f"synthetic workload: seed {seed!r} must be a whole number >= 0")
     wl = paper_workload()
     rng = np.random.default_rng(seed)
     n = max(int(rng.poisson(rate_rps * duration_s)), 1)
