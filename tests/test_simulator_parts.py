@@ -146,6 +146,19 @@ def test_trace_reader_streams_and_stops_at_the_duration():
     assert all(len(h) == math.ceil(l / 512) for h, l in zip(r.hashes, r.input_tokens.tolist()))
 
 
+def test_trace_reader_counts_time_from_the_first_request(tmp_path):
+    # A trace whose clock does not start at 0 (e.g. epoch milliseconds) replays like one that does: the
+    # window counts from the first request, and the simulation does not idle until it arrives.
+    with open(TRACE) as fh:
+        rows = [json.loads(next(fh)) for _ in range(400)]
+    late = tmp_path / "late.jsonl"
+    late.write_text("".join(json.dumps({**r, "timestamp": r["timestamp"] + 1_700_000_000_000}) + "\n"
+                            for r in rows))
+    shifted, original = read_trace(late, duration_s=60.0), read_trace(TRACE, duration_s=60.0)
+    assert shifted.arrival_s[0] == 0.0 and len(shifted) == len(original)
+    assert np.allclose(shifted.arrival_s, original.arrival_s)
+
+
 @pytest.mark.parametrize("line", ['{"timestamp": 0, "input_length": 10}', "not json",
                                   '{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}',
                                   '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}'])

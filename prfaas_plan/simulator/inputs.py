@@ -38,7 +38,9 @@ def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
 
 def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     """Stream a trace (Mooncake JSONL or CSV with timestamps), stopping after ``duration_s`` seconds of
-    arrivals when given. Malformed lines raise the workload reader's one-line `PlanError`."""
+    arrivals when given. Arrival times are counted from the first request (the simulation's clock starts
+    there, whatever the trace's own origin). Malformed lines raise the workload reader's one-line
+    `PlanError`."""
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"--trace {str(path)!r}: no such file")
@@ -46,12 +48,16 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     inputs: list[int] = []
     outputs: list[int] = []
     hashes: list[tuple[int, ...]] = []
+    start = None
     for rec in iter_trace(p):
         if rec.timestamp_s is None:
             raise PlanError(f"{p}:{rec.line}: the simulator needs arrival timestamps")
-        if duration_s is not None and rec.timestamp_s > duration_s:
+        if start is None:
+            start = rec.timestamp_s
+        t = rec.timestamp_s - start
+        if duration_s is not None and t > duration_s:
             break
-        arrivals.append(rec.timestamp_s)
+        arrivals.append(t)
         inputs.append(rec.input_length)
         outputs.append(max(rec.output_length, 1))  # a request yields at least its first token
         hashes.append(rec.hash_ids)
