@@ -92,6 +92,7 @@ def test_describe_trace_file_with_small_cache(cli, tmp_path):
     (("-w", "trace", "--block-size", "1024"), "expected at most"),
     (("--trace", "missing.jsonl"), "missing.jsonl: no such trace file"),
     (("--trace", "a.jsonl", "-w", "trace"), "give one of them"),
+    (("-w", ""), "--workload '': expected paper, trace or a path"),
 ])
 def test_describe_bad_input_is_one_line_exit_2(cli, args, needle):
     code, out, err = cli("workload", "describe", *args)

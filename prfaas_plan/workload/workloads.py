@@ -146,7 +146,7 @@ def resolve_workload(spec: str, *, prefix_cache: bool | None = None, block_size:
     if text.lower() == "trace":
         return from_trace(BUNDLED_TRACE, name="mooncake-conversation", **kwargs)
     path = Path(text)
-    if path.suffix.lower() in SUFFIXES or path.exists():
+    if text and (path.suffix.lower() in SUFFIXES or path.exists()):  # Path("") is ".", which exists
         return from_trace(path, **kwargs)
     hint = closest_names(text, NAMES)
     hint = f" ({hint})" if hint.startswith("did you mean") else ""
