@@ -99,7 +99,7 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
 
     # 2. service times, vectorized over the requests
     svc = sysm.service(uncached)
-    size = sysm.service(inlen - kv_pd)["skv_bytes"]  # only what the decode side lacks crosses
+    size = sysm.kv_bytes(inlen - kv_pd)  # only what the decode side lacks crosses
 
     # 3. prefill pools
     p_start = np.full(n, math.nan)

@@ -70,12 +70,17 @@ class System:
         """Nominal link goodput, bytes/s."""
         return self.link_bps * self.efficiency / 8.0
 
+    def kv_bytes(self, tokens) -> np.ndarray:
+        """``S_kv`` in bytes of ``tokens`` (whole tokens, at least 1 counted), as a float array."""
+        u = np.maximum(np.asarray(tokens, dtype=float), 1.0)
+        return A.s_kv(self.perf.model, u.astype(np.int64)).astype(float)
+
     def service(self, uncached) -> dict[str, np.ndarray]:
         """Per uncached length (tokens, >= 1): local and remote prefill seconds, ``S_kv`` bytes and the
         exposed intra-cluster transfer seconds, as float arrays."""
         u = np.maximum(np.asarray(uncached, dtype=float), 1.0)
         site = self.layout.pd_sites[0]
-        skv = A.s_kv(self.perf.model, u.astype(np.int64)).astype(float)
+        skv = self.kv_bytes(u)
         return {
             "local_s": np.asarray(self.perf.sites[site.name].prefill.latency_s(u), dtype=float),
             "remote_s": (np.asarray(self.perf.remote_prefill.latency_s(u), dtype=float) if self.remote_ok
