@@ -77,12 +77,6 @@ def rdma_tail_s(size_bytes, instance, layers: int) -> np.ndarray:
     return size * 8.0 / (line_bps * rdma_efficiency(size)) / layers
 
 
-def local_transfer_tail_s(perf: PerfInputs, layout: Layout, l) -> np.ndarray:
-    """`rdma_tail_s` of ``S_kv(l)`` for ``l`` uncached tokens on the layout's local instance."""
-    size = A.s_kv_at(perf.model, l)
-    return rdma_tail_s(size, layout.pd_sites[0].instance, perf.model.num_layers)
-
-
 def erlang_c(servers: int, offered: float) -> float:
     """M/M/c probability that an arrival waits, for ``servers`` servers and ``offered`` Erlangs
     (arrival rate x mean service time); 1 when ``offered >= servers``."""
@@ -213,9 +207,10 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     remote_on = layout.remote is not None and site.link is not None and perf.remote_prefill is not None
     is_remote = (l > ev.threshold) if remote_on else np.zeros(l.shape, dtype=bool)
 
+    size = A.s_kv_at(perf.model, l)  # bytes of KV per grid length
     local_s = np.asarray(sp.prefill.latency_s(l), dtype=float)
     local_pool = pool_wait(lam * w[~is_remote].sum(), ev.n_prefill, local_s[~is_remote], w[~is_remote])
-    service = local_s + local_transfer_tail_s(perf, layout, l)
+    service = local_s + rdma_tail_s(size, site.instance, perf.model.num_layers)
     queues = {"local_prefill": local_pool}
     util = {"local_prefill": local_pool.utilization}
     pools = [local_pool]
@@ -223,7 +218,6 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
         remote_s = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
         remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances, remote_s[is_remote],
                                 w[is_remote])
-        size = A.s_kv_at(perf.model, l)
         x = size * 8.0 / site.link.goodput_bps
         rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
         x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)
