@@ -97,6 +97,11 @@ def _progress(total: int):
     return (lambda n: bar.update(task, completed=n)), bar.stop
 
 
+def _3g(v) -> str:
+    """Three significant figures (queue depths, instance counts, latencies in seconds)."""
+    return f"{v:.3g}"
+
+
 def _downsample(timeline: dict, rows: int) -> list[dict]:
     """At most ``rows`` rows, each the mean of consecutive samples."""
     import numpy as np
@@ -248,7 +253,7 @@ def simulate_cmd(
 
     summary = result.summary()
     analytic = None
-    if summary["offered_rps"] == summary["offered_rps"]:
+    if not math.isnan(summary["offered_rps"]):  # nan: fewer than two distinct arrival times
         analytic = ttft_under_load(layout, grid, perf, ev.threshold, ev.n_prefill, rate=summary["offered_rps"])
         if not analytic.stable:
             notes.append("analytic at the offered rate: a stage is saturated (no steady state); shown as inf")
@@ -257,7 +262,6 @@ def simulate_cmd(
             "threshold_tokens": ev.threshold, "n_prefill": ev.n_prefill, "n_decode": ev.n_decode,
             "lambda_max_rps": ev.lambda_max}
     head.update(summary)
-    s = lambda v: f"{v:.3g}"  # noqa: E731
     sections = [
         Section("summary", "Simulation", [head], [
             Column("layout", "layout"), Column("scheduler", "scheduler"),
@@ -268,7 +272,7 @@ def simulate_cmd(
             Column("egress_gbps", "egress Gbps", ".2f"), Column("role_changes", "role changes"),
             Column("threshold_changes", "t changes")]),
         Section("latency", "TTFT and TPOT (seconds)", _latency_rows(result, analytic, unloaded),
-                [Column("source", "source")] + [Column(k, k.replace("_s", "").replace("_", " "), s)
+                [Column("source", "source")] + [Column(k, k.replace("_s", "").replace("_", " "), _3g)
                                                 for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
                                                           "tpot_mean_s", "tpot_p99_s")]),
         Section("routes", "TTFT by route (seconds)",
@@ -297,15 +301,14 @@ def simulate_cmd(
                                     Column("figure", "figure"), Column("static", "static", ".4g"),
                                     Column("adaptive", "adaptive", ".4g"),
                                     Column("adaptive_vs_static", "adaptive vs static", "+.1%")]))
-    g = lambda v: f"{v:.3g}"  # noqa: E731
     sections.append(Section(
         "timeline", f"Timeline (means over {max(1, len(result.timeline['t_s']) // TIMELINE_ROWS)} samples of "
         f"{cfg.sample_s:g} s)", _downsample(result.timeline, TIMELINE_ROWS),
         [Column("t_s", "t (s)", ",.0f"), Column("link_gbps", "egress Gbps", ".2f"),
-         Column("link_capacity_gbps", "line Gbps", ".0f"), Column("remote_waiting", "remote waiting", g),
-         Column("local_waiting", "local waiting", g), Column("decode_waiting", "decode waiting", g),
-         Column("decode_busy", "decode busy slots", g), Column("threshold_tokens", "t (tokens)", ",.0f"),
-         Column("n_prefill", "N_p", g), Column("n_decode", "N_d", g)]))
+         Column("link_capacity_gbps", "line Gbps", ".0f"), Column("remote_waiting", "remote waiting", _3g),
+         Column("local_waiting", "local waiting", _3g), Column("decode_waiting", "decode waiting", _3g),
+         Column("decode_busy", "decode busy slots", _3g), Column("threshold_tokens", "t (tokens)", ",.0f"),
+         Column("n_prefill", "N_p", _3g), Column("n_decode", "N_d", _3g)]))
     notes += [f"workload: {workload}", f"inputs: {perf_note}", f"method: {result.method}",
               f"analytic: {analytic.method if analytic else 'not run'}",
               "plan: threshold and local split from the distribution-exact grid search"
