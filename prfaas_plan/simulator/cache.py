@@ -12,7 +12,7 @@ checkpoints (brief section 4).
 - Blocks and checkpoints share one byte budget. Recency is a use stamp per entry; a prompt's blocks are
   stamped so that its root is the most recent, so descendants go before a shared prefix. Eviction is LRU
   with a low watermark: when the pool exceeds its capacity, the least recently used entries are dropped
-  until it is at ``low_watermark`` of it (batch eviction keeps the per-request cost to two dict updates).
+  until it is at ``low_watermark`` of it (evicting in batches makes the sort by stamp rare).
 """
 
 from __future__ import annotations

@@ -29,10 +29,11 @@ ENGINES = ("events", "pipeline")
 @dataclass(frozen=True)
 class SimConfig:
     """How to run. ``threshold``: routing threshold, uncached tokens (ignored without a remote site).
-    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per instance in it (assumed: the 2 TB of host
-    DRAM of an 8-GPU node such as a DGX H200; 0: no caching; requests without hashes never hit). ``sample_s``: timeline
-    resolution, s. ``horizon_s``: stop time (None: until every request is done). ``mode``: throughput mode
-    of the long-term re-optimization."""
+    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per instance in it, bytes (assumed: the 2 TB of
+    host DRAM of an 8-GPU node such as a DGX H200; 0: no caching; requests without hashes never hit).
+    ``block_tokens``: tokens per prefix-cache block (one trace hash id). ``sample_s``: timeline resolution, s.
+    ``horizon_s``: stop time, s (None: until every request is done). ``mode``: throughput mode of the
+    long-term re-optimization."""
 
     threshold: float
     scheduler: str = "static"
@@ -48,9 +49,10 @@ class SimConfig:
 
 def simulate(requests: Requests, layout: Layout, perf: PerfInputs, cfg: SimConfig, progress=None,
              engine: str | None = None) -> SimResult:
-    """Replay ``requests`` through a single-PD-site ``layout``. ``progress(n)`` is called every 4,096
-    requests routed. ``engine`` forces ``events`` or ``pipeline`` (the latter only for the static
-    scheduler); by default the static scheduler uses the pipeline."""
+    """Replay ``requests`` through a single-PD-site ``layout``. ``progress(n)`` is told how many requests
+    have been routed (every 4,096 on the event engine, once on the pipeline). ``engine`` forces ``events``
+    or ``pipeline`` (the latter only for the static scheduler); by default the static scheduler uses the
+    pipeline."""
     if cfg.scheduler not in SCHEDULERS:
         raise PlanError(f"--scheduler {cfg.scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     if engine is not None and engine not in ENGINES:

@@ -1,7 +1,7 @@
 """What a simulation produced: per-request times, timelines and counters, and their summary figures.
 
-Times in seconds from the first arrival's clock origin, rates in requests/s, link rates in Gbps
-(1e9 bit/s), lengths in tokens. A request that has not reached a stage has NaN there.
+Times in seconds on the workload's clock (0 = start of the arrivals; a trace's first request), rates in
+requests/s, link rates in Gbps (1e9 bit/s), lengths in tokens. A request that has not reached a stage has NaN there.
 """
 
 from __future__ import annotations
@@ -103,10 +103,12 @@ class SimResult:
 
     @property
     def ttft_s(self) -> np.ndarray:
+        """Time to first token per request, seconds: arrival to the cache complete at decode (NaN if never)."""
         return self.ready_s - self.arrival_s
 
     @property
     def tpot_s(self) -> np.ndarray:
+        """Time per output token per request, seconds (NaN unless completed)."""
         return (self.finish_s - self.ready_s) / self.output_tokens
 
     def throughput(self) -> dict[str, float]:

@@ -34,9 +34,9 @@ class System:
     step_s: float              # decode step, seconds per output token
     link_bps: float            # nominal line rate, bit/s (0 without a link)
     efficiency: float          # goodput / line rate
-    rtt_half_s: float
+    rtt_half_s: float          # half the link's round-trip time, seconds (0 without a link)
     keep: float                # share of a remote flow producible before its prefill ends
-    threshold: float
+    threshold: float           # uncached tokens
 
     @classmethod
     def build(cls, layout: Layout, perf: PerfInputs, threshold: float) -> "System":
