@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,13 +13,13 @@ from ..errors import PlanError
 @dataclass(frozen=True)
 class Requests:
     """Requests sorted by arrival. ``arrival_s`` seconds (float64, non-decreasing); ``input_tokens`` and
-    ``output_tokens`` whole tokens >= 1 (int64); ``hashes`` optionally one list of prefix-block hash ids
+    ``output_tokens`` whole tokens >= 1 (int64); ``hashes`` optionally one sequence of prefix-block hash ids
     per request (non-negative ints, one per ``block_tokens`` tokens, equal ids = equal prefixes)."""
 
     arrival_s: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
-    hashes: tuple[list[int], ...] | None = None
+    hashes: tuple[Sequence[int], ...] | None = None
 
     @classmethod
     def from_arrays(cls, arrival_s, input_tokens, output_tokens, hashes=None) -> "Requests":
