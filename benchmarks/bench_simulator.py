@@ -19,7 +19,6 @@ from prfaas_plan.optimizer import grid_search
 from prfaas_plan.simulator import SimConfig, simulate
 from prfaas_plan.simulator.inputs import read_trace
 from prfaas_plan.simulator.scheduler import empirical_grid
-from prfaas_plan.simulator.system import planned_layout
 
 TRACE = Path(__file__).resolve().parent.parent / "prfaas_plan" / "data" / "traces" / "mooncake_conversation_trace.jsonl"
 
@@ -46,7 +45,7 @@ def main() -> None:
     perf = replace(paper.case_study_perf("paper"),
                    output_tokens=float(requests.output_tokens.mean()))
     ev = grid_search(prfaas_pd(paper.REMOTE, paper.LOCAL, Link(100e9)), grid, perf, "exact").best
-    layout = planned_layout(ev)
+    layout = ev.layout
     print(f"Mooncake conversation trace: {n} requests over {requests.arrival_s[-1]:.0f} s; "
           f"prfaas-pd t = {ev.threshold:,.0f} tokens, N_p = {ev.n_prefill}, N_d = {ev.n_decode}")
     print(f"machine speed: sum(range(10**7)) takes {cpu_s:.3f} s (about 0.1 s on a current desktop core)")

@@ -15,7 +15,7 @@ from .errors import PlanError
 from .layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
 from .optimizer import GridResult, grid_search, threshold_candidates
 from .performance.base import DecodeCapacity, Instance, PrefillModel
-from .profiles import ModelProfile, get_model
+from .profiles import ModelProfile
 from .throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
 from .ttft import TTFTSummary, ttft_summary
 
@@ -40,37 +40,55 @@ class Scenario:
     notes: tuple[str, ...] = field(default=())
 
 
-def instance_perf(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                  inputs: str) -> tuple[PrefillModel, DecodeCapacity]:
-    """Prefill model and decode capacity of one instance for the chosen input level."""
+def _paper_only(model: ModelProfile, instance: Instance) -> None:
+    from . import paper
+
+    if model.name != paper.MODEL:
+        raise PlanError(f"--inputs paper exists only for {paper.MODEL} (the paper's case-study model)")
+    if instance.chip.name not in ("h200", "h20"):
+        raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
+
+
+def instance_prefill(model: ModelProfile, instance: Instance, inputs: str) -> PrefillModel:
+    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20) or ``predicted``
+    (measured table where the model has one, else the calibrated roofline)."""
     if inputs == "paper":
         from . import paper
 
-        if model.name != paper.MODEL:
-            raise PlanError(f"--inputs paper exists only for {paper.MODEL} (the paper's case-study model)")
-        if instance.chip.name == "h200":
-            return paper.measured_h200(), paper.backsolved_h20()[1]
-        if instance.chip.name == "h20":
-            return paper.backsolved_h20()
-        raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
-    from .performance import decode_capacity, prefill_model
+        _paper_only(model, instance)
+        return paper.measured_h200() if instance.chip.name == "h200" else paper.backsolved_h20()[0]
+    from .performance import prefill_model
+
+    return prefill_model(model, instance)
+
+
+def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
+                    inputs: str) -> DecodeCapacity:
+    """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
+    cannot decode there at all is a `PlanError`."""
+    if inputs == "paper":
+        from . import paper
+
+        _paper_only(model, instance)
+        if instance.chip.name != "h20":
+            raise PlanError(f"--inputs paper gives decode capacity for 8xH20 only, not {instance}")
+        return paper.backsolved_h20()[1]
+    from .performance import decode_capacity
 
     decode = decode_capacity(model, instance, tpot_s, context_tokens)
     if decode.batch <= 0:
         raise PlanError(f"{model.name} cannot decode on {instance} ({decode.binding} binds): {decode.source}")
-    return prefill_model(model, instance), decode
+    return decode
 
 
-def perf_inputs(sc: Scenario, with_remote: bool = True, local: str | None = None) -> PerfInputs:
+def perf_inputs(sc: Scenario) -> PerfInputs:
     """Per-instance performance of the scenario's remote and local instances."""
     context = sc.grid.mean + sc.output_tokens / 2
-    l_inst, _ = instances_from_chips(local or sc.local, sc.instance_chips, "--local")
-    l_prefill, l_decode = instance_perf(sc.model, l_inst, sc.tpot_s, context, sc.inputs)
-    remote = None
-    if with_remote:
-        r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
-        remote = instance_perf(sc.model, r_inst, sc.tpot_s, context, sc.inputs)[0]
-    return PerfInputs(sc.model, remote, {"local": SitePerf(l_prefill, l_decode)}, sc.output_tokens)
+    l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
+    r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
+    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
+    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -166,11 +184,11 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     context = sc.grid.mean + sc.output_tokens / 2
     sites = {}
     for site in layout.pd_sites:
-        prefill, decode = instance_perf(sc.model, site.instance, sc.tpot_s, context, sc.inputs)
-        sites[site.name] = SitePerf(prefill, decode)
+        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
+                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
     remote = None
     if layout.remote is not None:
-        remote = instance_perf(sc.model, layout.remote.instance, sc.tpot_s, context, sc.inputs)[0]
+        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
     return PerfInputs(sc.model, remote, sites, sc.output_tokens)
 
 

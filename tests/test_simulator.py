@@ -24,7 +24,6 @@ from prfaas_plan.layout import Link, Layout, PDSite, PrefillSite, prfaas_pd
 from prfaas_plan.optimizer import grid_search
 from prfaas_plan.performance.base import parse_instance
 from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
-from prfaas_plan.simulator.system import planned_layout
 from prfaas_plan.throughput import LengthGrid
 from prfaas_plan.ttft import ttft_summary
 
@@ -49,7 +48,7 @@ def case():
     grid = LengthGrid(lengths((np.arange(n) + 0.5) / n), np.full(n, 1.0 / n))
     perf = paper.case_study_perf("paper")
     ev = grid_search(prfaas_pd("32xH200", "64xH20", Link(100e9)), grid, perf, "exact").best
-    return grid, perf, ev, planned_layout(ev)
+    return grid, perf, ev, ev.layout
 
 
 def test_saturation_throughput_matches_exact_lambda_max(case):

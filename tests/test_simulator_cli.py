@@ -57,15 +57,10 @@ def test_baseline_layouts(cli, layout):
     assert head["completed"] == head["arrived"]
 
 
-def test_other_models_need_the_performance_model(cli):
-    try:
-        from prfaas_plan.performance import decode_capacity, prefill_model  # noqa: F401
-    except ImportError:
-        code, out, err = cli("simulate", "--trace", TRACE, "--model", "kimi-linear", "--duration", "60")
-        assert code == 2 and "roofline performance model" in err and err.count("\n") == 1
-    else:  # once the performance model lands, the documented command runs
-        code, out, err = cli("simulate", "--trace", TRACE, "--model", "kimi-linear", "--duration", "60")
-        assert code == 0, err
+def test_other_models_use_the_performance_model(cli):
+    code, out, err = cli("simulate", "--trace", TRACE, "--model", "kimi-linear", "--duration", "60", "--format", "json")
+    assert code == 0, err
+    assert any("roofline" in n for n in json.loads(out)["notes"])
 
 
 def _bad_trace(tmp_path):

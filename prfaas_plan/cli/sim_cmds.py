@@ -40,14 +40,13 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
         perf = paper.case_study_perf("paper")
         return (PerfInputs(perf.model, perf.remote_prefill, perf.sites, output_mean),
                 "paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved")
-    try:
-        from ..performance import decode_capacity, prefill_model
-    except ImportError:
-        raise PlanError(f"--model {model.name!r}: models other than {paper.MODEL} need the roofline performance "
-                        "model (prfaas_plan.performance.prefill_model / decode_capacity), which this build "
-                        f"does not include yet; use --model {paper.MODEL} (paper inputs)") from None
-    decode = decode_capacity(model, l_inst, paper.TPOT_S, input_mean + output_mean / 2)
-    return (PerfInputs(model, prefill_model(model, r_inst), {"local": SitePerf(prefill_model(model, l_inst), decode)},
+    from ..planning import instance_decode, instance_prefill
+
+    context = input_mean + output_mean / 2
+    remote_prefill = instance_prefill(model, r_inst, "predicted")
+    local_prefill = instance_prefill(model, l_inst, "predicted")
+    decode = instance_decode(model, l_inst, paper.TPOT_S, context, "predicted")
+    return (PerfInputs(model, remote_prefill, {"local": SitePerf(local_prefill, decode)},
                        output_mean), "performance model: roofline prefill and decode capacity")
 
 
@@ -59,7 +58,7 @@ def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, thres
     from ..layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
     from ..optimizer import grid_search
     from ..simulator.scheduler import balanced_threshold
-    from ..simulator.system import System, planned_layout
+    from ..simulator.system import System
     from ..throughput import evaluate
 
     link = Link(link_bps)
@@ -79,7 +78,7 @@ def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, thres
         if t is None:
             t = balanced_threshold(layout, grid, perf, n_prefill)
         best = evaluate(layout, grid, perf, t, n_prefill, "exact")
-    planned = planned_layout(best)
+    planned = best.layout
     System.build(planned, perf, best.threshold)
     return planned, best
 

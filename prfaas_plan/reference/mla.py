@@ -25,7 +25,7 @@ import numpy as np
 from ..profiles import AttentionGroup
 from .cache import RequestCache
 from .gqa import weight
-from .numerics import Flops, matmul, rms_norm, rope, sigmoid
+from .numerics import matmul, rms_norm, rope, sigmoid
 from .softmax_attention import attend_one, causal_tiled
 
 

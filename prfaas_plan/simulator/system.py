@@ -4,7 +4,7 @@ numbers both engines use (counts, rates in bytes/s, times in seconds), plus vect
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from .. import arithmetic as A
 from ..errors import PlanError
 from ..latency import rdma_tail_s
 from ..layout import Layout
-from ..throughput import Evaluation, PerfInputs
+from ..throughput import PerfInputs
 from .cache import PrefixCache
 
 INF = math.inf
@@ -100,9 +100,3 @@ class System:
         pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens)
         rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens)
         return pd, rf
-
-
-def planned_layout(ev: Evaluation) -> Layout:
-    """The evaluated layout with the evaluation's local split and threshold applied."""
-    site = ev.layout.pd_sites[0].with_split(ev.n_prefill)
-    return replace(ev.layout, pd_sites=(site,), threshold=ev.threshold)
