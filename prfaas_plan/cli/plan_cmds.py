@@ -125,9 +125,9 @@ PLAN_COLUMNS = [
     Column("binding_stage", "binds"),
     Column("egress_gbps", "egress Gbps", ".2f"),
     Column("link_utilization", "link util", lambda v: f"{v:.1%}"),
-    Column("ttft_p50_s", "TTFT P50 s", ".2f"),
-    Column("ttft_p90_s", "TTFT P90 s", ".2f"),
-    Column("ttft_p99_s", "TTFT P99 s", ".2f"),
+    Column("ttft_p50_s", "unloaded TTFT P50 s", ".2f"),
+    Column("ttft_p90_s", "unloaded TTFT P90 s", ".2f"),
+    Column("ttft_p99_s", "unloaded TTFT P99 s", ".2f"),
     Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
     Column("cloud_usd_per_hour", "cloud $/h", ",.0f"),
 ]
