@@ -246,3 +246,32 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
         ev.n_prefill, ev.n_decode, float(mean), float(p50), float(p90), float(p99), float(tpot),
         lam * hold / ev.n_decode if ev.n_decode else math.inf, util,
         {k: q.mean_wait_s for k, q in queues.items()}, {k: q.p_wait for k, q in queues.items()})
+
+
+def max_rate_at_ttft_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float,
+                         threshold: float | None = None, n_prefill: int | None = None,
+                         mode: str = "exact") -> LatencySummary | None:
+    """The highest offered load at which TTFT's ``percentile`` (0 = the mean) stays within ``target_s``
+    seconds, found by bisection on the load fraction; None when even a nearly idle system misses it.
+
+    TTFT grows with load, so the feasible loads form an interval starting at zero."""
+    def ttft(summary: LatencySummary) -> float:
+        if percentile == 0:
+            return summary.mean_s
+        return {50.0: summary.p50_s, 90.0: summary.p90_s, 99.0: summary.p99_s}[percentile]
+
+    if percentile not in (0.0, 50.0, 90.0, 99.0):
+        raise PlanError(f"TTFT SLO percentile p{percentile:g}: supported are mean, p50, p90 and p99")
+    run = lambda load: ttft_under_load(layout, grid, perf, threshold, n_prefill, load=load, mode=mode)  # noqa: E731
+    lo, hi = 1e-4, 1.0 - 1e-6
+    best = run(lo)
+    if not ttft(best) <= target_s:
+        return None
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        s = run(mid)
+        if s.stable and ttft(s) <= target_s:
+            lo, best = mid, s
+        else:
+            hi = mid
+    return best

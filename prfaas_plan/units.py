@@ -120,6 +120,18 @@ def parse_tpot_s(text: str, what: str = "--tpot") -> float:
     return parse_time_s(text, what)
 
 
+def parse_ttft_slo(text: str, what: str = "--ttft") -> tuple[float, float]:
+    """Parse a TTFT SLO ``p90<4s`` (percentile, then a duration) into (90.0, 4.0 seconds); ``mean<2s``
+    gives percentile 0 for the mean."""
+    m = re.fullmatch(r"(?:p([0-9]+(?:\.[0-9]+)?)|(mean))\s*<\s*(.+)", str(text).strip().lower())
+    if not m:
+        raise PlanError(f"{what} {text!r}: expected a percentile bound such as p90<4s, p99<10s or mean<2s")
+    q = 0.0 if m.group(2) else float(m.group(1))
+    if m.group(1) is not None and not 0 < q < 100:
+        raise PlanError(f"{what} {text!r}: the percentile must be between 0 and 100")
+    return q, parse_time_s(m.group(3), what)
+
+
 @dataclass(frozen=True)
 class ChipCount:
     """``count`` chips of hardware profile ``chip`` (e.g. ``32xH200`` -> ChipCount(32, "h200"))."""

@@ -128,3 +128,22 @@ def test_load_adds_queueing_to_ttft(cli):
         assert row["rate_rps"] == pytest.approx(0.8 * unloaded[row["layout"]]["throughput_rps"])
     code, _, err = cli("size", *PAPER, "--load", "1.5")
     assert code == 2 and "--load 1.5" in err
+
+
+def test_ttft_slo_gives_the_rate_within_it(cli):
+    rates = {}
+    for slo in ("p90<5s", "p90<8s"):
+        code, out, err = cli("size", *PAPER, "--ttft", slo, "--format", "json")
+        assert code == 0, err
+        row = json.loads(out)["sections"]["slo"][0]
+        assert row["met"] and row["ttft_p90_s"] <= float(slo[4:-1]) + 1e-6 and row["load"] < 1
+        rates[slo] = row["rate_rps"]
+    assert rates["p90<5s"] < rates["p90<8s"]  # a tighter SLO never admits more load
+    code, out, _ = cli("size", *PAPER, "--ttft", "p99<0.1s", "--format", "json")
+    assert code == 0 and json.loads(out)["sections"]["slo"][0]["met"] is False
+
+
+@pytest.mark.parametrize("slo", ["p90", "p90<", "p101<4s", "p0<4s", "p90<-4s", "p75<4s"])
+def test_bad_ttft_slo(cli, slo):
+    code, _, err = cli("size", *PAPER, "--ttft", slo)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and ("--ttft" in err or "percentile" in err)

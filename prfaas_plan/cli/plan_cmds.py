@@ -217,6 +217,8 @@ def size_cmd(
     verify: bool = typer.Option(False, "--verify", help="Cross-check the grid optimum with the linear program "
                                 "and report whether threshold routing is optimal."),
     load: Optional[float] = typer.Option(None, "--load", help=LOAD_HELP),
+    ttft: Optional[str] = typer.Option(None, "--ttft", help="TTFT SLO such as p90<4s: also give the highest "
+                                       "request rate the plan serves within it (queueing included)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
     layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
                                          "sharing one remote site); replaces --remote/--local/--link."),
@@ -254,6 +256,8 @@ def size_cmd(
         row = _loaded_row(plan, sc, load)
         sections.append(Section("loaded", "TTFT and TPOT under load (queueing included)", [row], LOADED_COLUMNS,
                                 [f"method: {row.pop('method')}"]))
+    if ttft is not None:
+        sections.append(_slo_section(sc, plan, ttft))
     if verify:
         sections.append(_verify_section(sc, plan))
     if size_link is not None:
@@ -307,6 +311,31 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
     emit(Report([Section("sites", f"Layout {lay.name} for {sc.model.name}", rows, cols)], notes), fmt)
+
+
+def _slo_section(sc, plan, slo: str) -> Section:
+    """Highest request rate whose TTFT percentile meets the SLO (analytic queueing model)."""
+    from ..latency import METHOD, max_rate_at_ttft_slo
+    from ..units import parse_ttft_slo
+
+    q, target = parse_ttft_slo(slo)
+    ev = plan.best
+    lat = max_rate_at_ttft_slo(ev.layout, sc.grid, plan.perf, q, target, mode=sc.mode)
+    label = "mean" if q == 0 else f"p{q:g}"
+    if lat is None:
+        row = {"slo": f"{label} TTFT < {target:g} s", "rate_rps": 0.0, "load": 0.0, "lambda_max_rps": ev.lambda_max,
+               "met": False}
+        notes = [f"even an idle system misses it: unloaded {label} TTFT is above {target:g} s"]
+    else:
+        row = {"slo": f"{label} TTFT < {target:g} s", "rate_rps": lat.rate_rps, "load": lat.load,
+               "lambda_max_rps": ev.lambda_max, "met": True, "ttft_mean_s": lat.mean_s, "ttft_p50_s": lat.p50_s,
+               "ttft_p90_s": lat.p90_s, "ttft_p99_s": lat.p99_s}
+        notes = []
+    cols = [Column("slo", "SLO"), Column("rate_rps", "req/s within SLO", ".3f"), Column("load", "of Lambda_max", ".1%"),
+            Column("lambda_max_rps", "Lambda_max req/s", ".3f"), Column("ttft_p50_s", "TTFT P50 s", ".2f"),
+            Column("ttft_p90_s", "TTFT P90 s", ".2f"), Column("ttft_p99_s", "TTFT P99 s", ".2f")]
+    return Section("slo", "Throughput within the TTFT SLO (at the plan's threshold and split)", [row], cols,
+                   notes + [f"method: {METHOD}"])
 
 
 def _verify_section(sc, plan) -> Section:
