@@ -147,3 +147,25 @@ def test_ttft_slo_gives_the_rate_within_it(cli):
 def test_bad_ttft_slo(cli, slo):
     code, _, err = cli("size", *PAPER, "--ttft", slo)
     assert code == 2 and len(err.strip().splitlines()) == 1 and ("--ttft" in err or "percentile" in err)
+
+
+def test_write_atomic_failure_is_a_plan_error_naming_the_path(tmp_path):
+    from prfaas_plan.errors import PlanError
+    from prfaas_plan.report import write_atomic
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(PlanError, match="a-file/out.svg"):
+        write_atomic(blocker / "out.svg", "data")        # parent exists but is not a folder
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(PlanError, match="a-folder"):
+        write_atomic(folder, b"data")                      # the target is a folder: rename fails
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "a-folder"]
+    assert list(folder.iterdir()) == []                   # the temporary sibling was removed
+
+
+def test_unwritable_plot_is_one_line_exit_2(cli, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    code, out, err = cli("size", *PAPER, "--plot", str(tmp_path / "a-file" / "sweep.png"))
+    assert code == 2 and "sweep.png" in err and len(err.strip().splitlines()) == 1 and out == ""
