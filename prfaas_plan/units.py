@@ -10,6 +10,7 @@ One convention, checked at the boundary:
 - times: ``25ms``, ``4s``, ``1.5min``; a bare number is seconds.
 - instance shapes: ``8xH200`` = 8 chips of profile ``h200``; ``32xH200`` in a layout is 4 instances of
   8 when the instance size is 8.
+- sanity caps: a length is at most ``MAX_TOKENS`` (2^30) tokens, a chip count at most ``MAX_CHIPS``.
 
 Every parser raises `PlanError` with the offending text and the expected form.
 """
@@ -33,6 +34,11 @@ _TIME_SUFFIX = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 360
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
 
+# Sanity caps: far beyond any real context or deployment, low enough that a slip such as ``--len 1e30``
+# or ``100000000xH200`` is an error rather than a plan built on float overflow.
+MAX_TOKENS = 2**30          # 1,073,741,824 tokens (1024m)
+MAX_CHIPS = 1_000_000
+
 
 def parse_length(text: str | int, what: str = "length") -> int:
     """Parse a token length (``32k``, ``131072``, ``1.5k``) into a positive int number of tokens."""
@@ -45,6 +51,8 @@ def parse_length(text: str | int, what: str = "length") -> int:
         value = float(m.group(1)) * _LEN_SUFFIX[m.group(2)]
     if not math.isfinite(value) or value < 1 or value != int(value):
         raise PlanError(f"{what} {text!r}: expected a whole number of tokens >= 1")
+    if value > MAX_TOKENS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_TOKENS:,} tokens (1024m)")
     return int(value)
 
 
@@ -151,6 +159,8 @@ def parse_chip_count(text: str, what: str = "instance") -> ChipCount:
     count = int(m.group(1)) if m.group(1) else 1
     if count < 1:
         raise PlanError(f"{what} {text!r}: expected at least one chip")
+    if count > MAX_CHIPS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_CHIPS:,} chips")
     return ChipCount(count, m.group(2).lower())
 
 

@@ -57,6 +57,8 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--link", "-3G"), "--link '-3G'"),
     (("size", *PAPER, "--link", "0.01G"), "too small for any offload"),
     (("size", *PAPER, "--remote", "0xH200"), "--remote '0xH200'"),
+    (("size", *PAPER, "--remote", "100000000xH200"), "cap of 1,000,000 chips"),
+    (("kv", "--model", "prfaas-1t", "--len", "1e30"), "--len '1e30': more than the planner's cap"),
     (("size", *PAPER, "--local", "12xH20"), "whole 8-chip instances"),
     (("size", *PAPER, "--remote", "32xH900"), "unknown chip 'h900'"),
     (("size", *PAPER, "--target-rate", "-1"), "--target-rate"),
