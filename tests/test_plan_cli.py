@@ -176,3 +176,14 @@ def test_unwritable_plot_is_one_line_exit_2(cli, tmp_path):
     (tmp_path / "a-file").write_text("x")
     code, out, err = cli("size", *PAPER, "--plot", str(tmp_path / "a-file" / "sweep.png"))
     assert code == 2 and "sweep.png" in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
+    from pathlib import Path
+
+    h20 = (Path(__file__).parent.parent / "hardware_profiles" / "h20.yaml").read_text().splitlines()
+    body = [l for l in h20 if not l.startswith(("price:", "aliases:")) and "price" not in l]
+    (tmp_path / "h20np.yaml").write_text("\n".join(body).replace("name: h20", "name: h20np", 1) + "\n")
+    code, out, err = cli("--profiles", str(tmp_path), "compare", "--local", "64xH20NP", "--basis", "cost")
+    assert code == 2 and out == "" and "--basis cost needs purchase prices" in err
+    assert len(err.strip().splitlines()) == 1
