@@ -98,6 +98,16 @@ def test_multi_site_layout_file(cli, tmp_path):
     assert rows["a"]["egress_gbps"] >= rows["b"]["egress_gbps"]
 
 
+@pytest.mark.parametrize("flags", [("--load", "0.8"), ("--ttft", "p90<4s"), ("--verify",), ("--size-link", "0.9"),
+                                   ("--remote", "32xH200"), ("--plot", "x.png")])
+def test_layout_file_rejects_flags_it_would_ignore(cli, tmp_path, flags):
+    lay = tmp_path / "one.yaml"
+    lay.write_text("name: one\nremote: {instance: 8xH200, instances: 4}\nsites:\n"
+                   "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G}}\n")
+    code, out, err = cli("size", *PAPER, "--layout", str(lay), *flags)
+    assert code == 2 and out == "" and f"drop {flags[0]}" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("body,needle", [
     ("name: x\nsites: []\n", "missing field 'sites'"),
     ("name: x\nremote: {instance: 8xH200, instances: 4}\nsites:\n  - {name: a, instance: 8xH20, prefill: 0, "

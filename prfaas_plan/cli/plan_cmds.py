@@ -231,9 +231,13 @@ def size_cmd(
     if target_rate is not None and not (math.isfinite(target_rate) and target_rate > 0):
         raise PlanError(f"--target-rate {target_rate:g}: expected a positive request rate")
     if layout is not None:
-        if remote or local or link or target_rate is not None or plot:
-            raise PlanError("--layout describes the sites and links: drop --remote, --local, --link, "
-                            "--target-rate and --plot")
+        given = {"--remote": remote, "--local": local, "--link": link, "--instance-chips": instance_chips,
+                 "--rtt": rtt, "--target-rate": target_rate, "--size-link": size_link, "--load": load,
+                 "--ttft": ttft, "--plot": plot, "--verify": verify or None}
+        extra = [flag for flag, v in given.items() if v is not None]
+        if extra:
+            raise PlanError(f"--layout describes the sites and links and is sized by the linear program alone: "
+                            f"drop {', '.join(extra)}")
         return _size_layout_file(layout, model, workload, tpot, inputs, fmt)
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
