@@ -1,4 +1,4 @@
-"""Parsing and printing of lengths, sizes, rates, times and instance shapes.
+"""Parsing and printing of lengths, rates, times and instance shapes.
 
 One convention, checked at the boundary:
 
@@ -6,7 +6,6 @@ One convention, checked at the boundary:
   ``32000`` is taken literally. ``1m`` = 1,048,576.
 - link rates are bits per second, decimal: ``100G`` = ``100Gbps`` = 1e11 bit/s; ``12.5GB/s`` is bytes
   per second and converted (x 8).
-- sizes are bytes: ``KiB/MiB/GiB`` binary, ``KB/MB/GB`` decimal.
 - times: ``25ms``, ``4s``, ``1.5min``; a bare number is seconds.
 - instance shapes: ``8xH200`` = 8 chips of profile ``h200``; ``32xH200`` in a layout is 4 instances of
   8 when the instance size is 8.
@@ -25,11 +24,6 @@ from .errors import PlanError
 
 _LEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 _RATE_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_SIZE_SUFFIX = {
-    "b": 1,
-    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
 _TIME_SUFFIX = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
@@ -85,20 +79,6 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
             value *= 8.0
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"{what} {text!r}: expected a positive rate")
-    return value
-
-
-def parse_size_bytes(text: str | float, what: str = "size") -> float:
-    """Parse a size into bytes: ``190.8MiB``, ``141GB``, ``4096``."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        m = re.fullmatch(_NUMBER + r"\s*([kmgt]?i?b)?", str(text).strip().lower())
-        if not m:
-            raise PlanError(f"{what} {text!r}: expected a size such as 4096, 190MiB or 141GB")
-        value = float(m.group(1)) * _SIZE_SUFFIX[m.group(2) or "b"]
-    if not math.isfinite(value) or value < 0:
-        raise PlanError(f"{what} {text!r}: expected a non-negative size")
     return value
 
 
@@ -170,16 +150,3 @@ def format_tokens(n: float) -> str:
         k = n / 1024
         return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
     return f"{n:.0f}"
-
-
-def format_bytes(n: float) -> str:
-    """Binary-prefixed size: 8064 -> '7.9 KiB'."""
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def format_gbps(bps: float) -> str:
-    """Bits per second as Gbps with 2 decimals."""
-    return f"{bps / 1e9:.2f} Gbps"
