@@ -172,5 +172,5 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise PlanError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
+            raise PlanError(f"{path}: cannot write ({exc.strerror or exc})") from None
         raise
