@@ -115,6 +115,8 @@ def _quiet_stdout():
 
 
 def _solve(problem) -> str:
+    """Solve with HiGHS and return cvxpy's status; ``solver_failed`` when HiGHS ends without any
+    solution (status unknown, e.g. on absurd magnitudes), so callers report it as they do infeasibility."""
     import cvxpy as cp
 
     try:
@@ -122,6 +124,10 @@ def _solve(problem) -> str:
             problem.solve(solver=cp.HIGHS)
     except cp.error.SolverError as exc:  # pragma: no cover - solver installation problem
         raise PlanError(f"LP solver failed: {exc}") from None
+    except ValueError as exc:  # cvxpy cannot unpack a solution HiGHS did not produce
+        if "invalid solution" not in str(exc):
+            raise
+        return "solver_failed"
     return problem.status
 
 
@@ -258,12 +264,16 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
 
     lam, r, n_p, cons = program(None)
     best = cp.Problem(cp.Maximize(lam), cons)
-    _solve(best)
+    status = _solve(best)
+    if status not in ("optimal", "optimal_inaccurate"):
+        raise PlanError(f"layout {layout.name!r}: no throughput optimum to size the link against ({status})")
     target = keep_fraction * float(lam.value)
     g = cp.Variable(nonneg=True)
     lam2, r2, n_p2, cons2 = program(g)
     cons2.append(lam2 >= target)
     prob = cp.Problem(cp.Minimize(g), cons2)
     status = _solve(prob)
+    if status not in ("optimal", "optimal_inaccurate"):
+        raise PlanError(f"layout {layout.name!r}: no smallest link found ({status})")
     return _result(status, lam2, r2, bins, layout.remote.instances, n_p2, site.instances - _value(n_p2),
                    g, 0.0)

@@ -160,20 +160,25 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
     ``basis="instances"``: the homogeneous cluster has as many local-chip instances as PrfaaS-PD has
     in total (the paper's comparison). ``basis="cost"``: as many as the PrfaaS-PD purchase price buys.
     """
-    perf = perf_inputs(sc)
-    prf = optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
-    naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
-    r_inst, r_n = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
+    prf_layout = prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips)
+    _, r_n = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
     l_inst, l_n = instances_from_chips(sc.local, sc.instance_chips, "--local")
     if basis == "instances":
         n_hom = r_n + l_n
     elif basis == "cost":
+        budget = _costs(prf_layout)[0]
         per_instance = _costs(homogeneous_pd(f"{sc.instance_chips}x{l_inst.chip.name}", sc.instance_chips))[0]
-        n_hom = int(prf.capex_usd // per_instance)
+        if not (np.isfinite(budget) and np.isfinite(per_instance)):
+            raise PlanError("--basis cost needs purchase prices in both chips' hardware profiles; "
+                            "use --basis instances")
+        n_hom = int(budget // per_instance)
     else:
         raise PlanError(f"--basis {basis!r}: expected instances or cost")
     if n_hom < 2:
         raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")
+    perf = perf_inputs(sc)
+    prf = optimize(prf_layout, sc, perf)
+    naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
     hom_chips = f"{n_hom * sc.instance_chips}x{l_inst.chip.name}"
     hom = optimize(homogeneous_pd(hom_chips, sc.instance_chips), sc, perf)
     return {"prfaas-pd": prf, "homogeneous-pd": hom, "naive-heterogeneous": naive}

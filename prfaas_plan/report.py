@@ -150,20 +150,27 @@ def emit(report: Report, fmt: str, out=None) -> None:
 
 
 def write_atomic(path: str | Path, data: bytes | str) -> None:
-    """Write a file via a temporary sibling and rename, so no half-written file is ever left."""
+    """Write a file via a temporary sibling and rename, so no half-written file is ever left.
+
+    Any failure (missing or unwritable folder, full disk, the target being a folder) is a `PlanError`
+    naming ``path``; the temporary sibling is removed.
+    """
     path = Path(path)
     if not path.parent.exists():
         raise PlanError(f"{path}: folder {str(path.parent)!r} does not exist")
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise PlanError(f"{path}: cannot write ({exc.strerror or exc})") from None
         raise

@@ -108,12 +108,11 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
     site = perf.sites[local_site or next(iter(perf.sites))]
     idx = grid.split_index(t)
     l = grid.lengths
-    w_above = grid.suffix(np.ones_like(l))[idx]
-    total = grid.suffix(np.ones_like(l))[0]
-    w_above = np.clip(w_above, 0.0, total)
+    w_suffix, l_suffix = grid.suffix(np.ones_like(l)), grid.suffix(l)
+    total, l_all = w_suffix[0], l_suffix[0]
+    w_above = np.clip(w_suffix[idx], 0.0, total)
     p = w_above / total
-    l_above = grid.suffix(l)[idx]
-    l_all = grid.suffix(l)[0]
+    l_above = l_suffix[idx]
     with np.errstate(invalid="ignore", divide="ignore"):
         l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
         l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
@@ -124,7 +123,8 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         s_kv = A.s_kv_at(perf.model, l)
         remote = grid.suffix(t_remote)[idx]
         link = grid.suffix(s_kv)[idx]
-        local = grid.suffix(t_local)[0] - grid.suffix(t_local)[idx]
+        local_suffix = grid.suffix(t_local)
+        local = local_suffix[0] - local_suffix[idx]
     else:
         safe_long = np.nan_to_num(l_long, nan=1.0)
         safe_short = np.nan_to_num(l_short, nan=1.0)

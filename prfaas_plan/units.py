@@ -1,4 +1,4 @@
-"""Parsing and printing of lengths, sizes, rates, times and instance shapes.
+"""Parsing and printing of lengths, rates, times and instance shapes.
 
 One convention, checked at the boundary:
 
@@ -6,10 +6,10 @@ One convention, checked at the boundary:
   ``32000`` is taken literally. ``1m`` = 1,048,576.
 - link rates are bits per second, decimal: ``100G`` = ``100Gbps`` = 1e11 bit/s; ``12.5GB/s`` is bytes
   per second and converted (x 8).
-- sizes are bytes: ``KiB/MiB/GiB`` binary, ``KB/MB/GB`` decimal.
 - times: ``25ms``, ``4s``, ``1.5min``; a bare number is seconds.
 - instance shapes: ``8xH200`` = 8 chips of profile ``h200``; ``32xH200`` in a layout is 4 instances of
   8 when the instance size is 8.
+- sanity caps: a length is at most ``MAX_TOKENS`` (2^30) tokens, a chip count at most ``MAX_CHIPS``.
 
 Every parser raises `PlanError` with the offending text and the expected form.
 """
@@ -24,14 +24,14 @@ from .errors import PlanError
 
 _LEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 _RATE_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_SIZE_SUFFIX = {
-    "b": 1,
-    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
 _TIME_SUFFIX = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
+
+# Sanity caps: far beyond any real context or deployment, low enough that a slip such as ``--len 1e30``
+# or ``100000000xH200`` is an error rather than a plan built on float overflow.
+MAX_TOKENS = 2**30          # 1,073,741,824 tokens (1024m)
+MAX_CHIPS = 1_000_000
 
 
 def parse_length(text: str | int, what: str = "length") -> int:
@@ -45,6 +45,8 @@ def parse_length(text: str | int, what: str = "length") -> int:
         value = float(m.group(1)) * _LEN_SUFFIX[m.group(2)]
     if not math.isfinite(value) or value < 1 or value != int(value):
         raise PlanError(f"{what} {text!r}: expected a whole number of tokens >= 1")
+    if value > MAX_TOKENS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_TOKENS:,} tokens (1024m)")
     return int(value)
 
 
@@ -77,20 +79,6 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
             value *= 8.0
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"{what} {text!r}: expected a positive rate")
-    return value
-
-
-def parse_size_bytes(text: str | float, what: str = "size") -> float:
-    """Parse a size into bytes: ``190.8MiB``, ``141GB``, ``4096``."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        m = re.fullmatch(_NUMBER + r"\s*([kmgt]?i?b)?", str(text).strip().lower())
-        if not m:
-            raise PlanError(f"{what} {text!r}: expected a size such as 4096, 190MiB or 141GB")
-        value = float(m.group(1)) * _SIZE_SUFFIX[m.group(2) or "b"]
-    if not math.isfinite(value) or value < 0:
-        raise PlanError(f"{what} {text!r}: expected a non-negative size")
     return value
 
 
@@ -151,6 +139,8 @@ def parse_chip_count(text: str, what: str = "instance") -> ChipCount:
     count = int(m.group(1)) if m.group(1) else 1
     if count < 1:
         raise PlanError(f"{what} {text!r}: expected at least one chip")
+    if count > MAX_CHIPS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_CHIPS:,} chips")
     return ChipCount(count, m.group(2).lower())
 
 
@@ -160,16 +150,3 @@ def format_tokens(n: float) -> str:
         k = n / 1024
         return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
     return f"{n:.0f}"
-
-
-def format_bytes(n: float) -> str:
-    """Binary-prefixed size: 8064 -> '7.9 KiB'."""
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def format_gbps(bps: float) -> str:
-    """Bits per second as Gbps with 2 decimals."""
-    return f"{bps / 1e9:.2f} Gbps"

@@ -57,9 +57,16 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--link", "-3G"), "--link '-3G'"),
     (("size", *PAPER, "--link", "0.01G"), "too small for any offload"),
     (("size", *PAPER, "--remote", "0xH200"), "--remote '0xH200'"),
+    (("size", *PAPER, "--remote", "100000000xH200"), "cap of 1,000,000 chips"),
+    (("kv", "--model", "prfaas-1t", "--len", "1e30"), "--len '1e30': more than the planner's cap"),
     (("size", *PAPER, "--local", "12xH20"), "whole 8-chip instances"),
     (("size", *PAPER, "--remote", "32xH900"), "unknown chip 'h900'"),
     (("size", *PAPER, "--target-rate", "-1"), "--target-rate"),
+    (("size", *PAPER, "--target-rate", "nan"), "--target-rate nan"),
+    (("size", *PAPER, "--target-rate", "inf"), "--target-rate inf"),
+    (("size", *PAPER, "--target-rate", "1e30"), "target rate 1e+30 req/s cannot be served"),
+    (("size", *PAPER, "--link-price", "nan"), "--link-price nan"),
+    (("size", *PAPER, "--link-price", "inf"), "--link-price inf"),
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
     (("size", *PAPER, "--mode", "fancy"), "--mode 'fancy'"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
@@ -89,6 +96,16 @@ def test_multi_site_layout_file(cli, tmp_path):
     assert rows["total"]["throughput_rps"] == pytest.approx(rows["a"]["throughput_rps"] + rows["b"]["throughput_rps"])
     assert rows["b"]["egress_gbps"] <= 0.95 * 1.0 + 1e-9          # a 1G link carries at most its goodput
     assert rows["a"]["egress_gbps"] >= rows["b"]["egress_gbps"]
+
+
+@pytest.mark.parametrize("flags", [("--load", "0.8"), ("--ttft", "p90<4s"), ("--verify",), ("--size-link", "0.9"),
+                                   ("--remote", "32xH200"), ("--plot", "x.png")])
+def test_layout_file_rejects_flags_it_would_ignore(cli, tmp_path, flags):
+    lay = tmp_path / "one.yaml"
+    lay.write_text("name: one\nremote: {instance: 8xH200, instances: 4}\nsites:\n"
+                   "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G}}\n")
+    code, out, err = cli("size", *PAPER, "--layout", str(lay), *flags)
+    assert code == 2 and out == "" and f"drop {flags[0]}" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("body,needle", [
@@ -147,3 +164,36 @@ def test_ttft_slo_gives_the_rate_within_it(cli):
 def test_bad_ttft_slo(cli, slo):
     code, _, err = cli("size", *PAPER, "--ttft", slo)
     assert code == 2 and len(err.strip().splitlines()) == 1 and ("--ttft" in err or "percentile" in err)
+
+
+def test_write_atomic_failure_is_a_plan_error_naming_the_path(tmp_path):
+    from prfaas_plan.errors import PlanError
+    from prfaas_plan.report import write_atomic
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(PlanError, match="a-file/out.svg"):
+        write_atomic(blocker / "out.svg", "data")        # parent exists but is not a folder
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(PlanError, match="a-folder"):
+        write_atomic(folder, b"data")                      # the target is a folder: rename fails
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "a-folder"]
+    assert list(folder.iterdir()) == []                   # the temporary sibling was removed
+
+
+def test_unwritable_plot_is_one_line_exit_2(cli, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    code, out, err = cli("size", *PAPER, "--plot", str(tmp_path / "a-file" / "sweep.png"))
+    assert code == 2 and "sweep.png" in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
+    from pathlib import Path
+
+    h20 = (Path(__file__).parent.parent / "hardware_profiles" / "h20.yaml").read_text().splitlines()
+    body = [l for l in h20 if not l.startswith(("price:", "aliases:")) and "price" not in l]
+    (tmp_path / "h20np.yaml").write_text("\n".join(body).replace("name: h20", "name: h20np", 1) + "\n")
+    code, out, err = cli("--profiles", str(tmp_path), "compare", "--local", "64xH20NP", "--basis", "cost")
+    assert code == 2 and out == "" and "--basis cost needs purchase prices" in err
+    assert len(err.strip().splitlines()) == 1

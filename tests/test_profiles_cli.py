@@ -118,3 +118,14 @@ def test_units_parsers():
     for bad in ("-1G", "fast", "0G"):
         with pytest.raises(PlanError):
             U.parse_rate_bps(bad)
+
+
+def test_absurd_magnitudes_are_capped():
+    from prfaas_plan import units as U
+    assert U.parse_length("1024m") == U.MAX_TOKENS
+    assert U.parse_chip_count(f"{U.MAX_CHIPS}xH200").count == U.MAX_CHIPS
+    for bad in ("1e30", "1e300", str(U.MAX_TOKENS + 1)):
+        with pytest.raises(PlanError, match="cap of 1,073,741,824 tokens"):
+            U.parse_length(bad, "--len")
+    with pytest.raises(PlanError, match="100000000xH200.*cap of 1,000,000 chips"):
+        U.parse_chip_count("100000000xH200", "--remote")

@@ -137,3 +137,16 @@ def test_grid_and_lp_agree_across_hardware(remote, local, gbps):
     # 128 bins against the grid's 1024 points bound the gap.
     assert res.lambda_rps >= grid_best.lambda_max * (1 - 0.01)
     assert res.lambda_rps <= grid_best.lambda_max * (1 + 0.02)
+
+
+@pytest.mark.xfail(strict=True, reason="known: the bisection's midpoint can land on the worse side of a "
+                   "step; fixing it moves the reproduced case-study figures (e.g. share offloaded 0.4940 -> "
+                   "0.4944), which needs a decision on the reproduction baseline first")
+@pytest.mark.parametrize("remote,local,gbps,mode", [(1, 6, 1, "exact"), (1, 6, 1, "representative"),
+                                                    (1, 14, 5, "representative")])
+def test_refined_threshold_never_loses_to_the_grid(remote, local, gbps, mode):
+    # Routing statistics are step functions of t (they change only at support points), so the bisection
+    # between grid thresholds ends astride a step; its midpoint must not land on the worse side. On this
+    # 1024-point grid the loss reaches ~1% of Lambda_max; on the CLI's 8192-point grid ~1e-4.
+    res = grid_search(prfaas_pd(f"{8 * remote}xH200", f"{8 * local}xH20", Link(gbps * 1e9)), GRID, PERF, mode)
+    assert res.best.lambda_max >= res.lam.max() * (1 - 1e-9)

@@ -43,7 +43,7 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
     m = get_model(model)
     wl = resolve_workload(workload)
     grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
-    if link_price < 0:
+    if not math.isfinite(link_price) or link_price < 0:
         raise PlanError(f"--link-price {link_price:g}: expected a non-negative price")
     lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0, link_price)
     notes = [f"default {k}: {v}" for k, v in defaulted]
@@ -228,10 +228,16 @@ def size_cmd(
     from ..planning import size
 
     check_format(fmt)
+    if target_rate is not None and not (math.isfinite(target_rate) and target_rate > 0):
+        raise PlanError(f"--target-rate {target_rate:g}: expected a positive request rate")
     if layout is not None:
-        if remote or local or link or target_rate is not None or plot:
-            raise PlanError("--layout describes the sites and links: drop --remote, --local, --link, "
-                            "--target-rate and --plot")
+        given = {"--remote": remote, "--local": local, "--link": link, "--instance-chips": instance_chips,
+                 "--rtt": rtt, "--target-rate": target_rate, "--size-link": size_link, "--load": load,
+                 "--ttft": ttft, "--plot": plot, "--verify": verify or None}
+        extra = [flag for flag, v in given.items() if v is not None]
+        if extra:
+            raise PlanError(f"--layout describes the sites and links and is sized by the linear program alone: "
+                            f"drop {', '.join(extra)}")
         return _size_layout_file(layout, model, workload, tpot, inputs, fmt)
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
@@ -381,8 +387,6 @@ def _target_section(sc, plan, target_rate: float) -> Section:
     from ..lp import make_bins, max_throughput, min_cost
     from ..profiles import get_hardware
 
-    if target_rate <= 0:
-        raise PlanError(f"--target-rate {target_rate:g}: expected a positive request rate")
     lay = plan.layout
     r_price = get_hardware(lay.remote.instance.chip.name).price
     l_price = get_hardware(lay.pd_sites[0].instance.chip.name).price
