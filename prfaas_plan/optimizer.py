@@ -73,13 +73,19 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
         return float(ts[i])
     lo, hi = float(ts[lo_i]), float(ts[hi_i])
     sign_lo = np.sign(gap[lo_i])
+    site = layout.pd_sites[0].name
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        r = routing_stats(grid, perf, [mid], mode, layout.pd_sites[0].name)
+        r = routing_stats(grid, perf, [mid], mode, site)
         bb = stage_bounds(layout, r, perf, [n_p])
         g = np.log(min(bb.remote_prefill[0, 0], bb.link[0, 0])) - np.log(bb.local_prefill[0, 0])
         if np.sign(g) == sign_lo:
             lo = mid
         else:
             hi = mid
-    return 0.5 * (lo + hi)
+    # The routing statistics are step functions of t (they change only at support points), so the
+    # bisection ends astride a step and its midpoint may sit on the step's worse side. Keep the midpoint
+    # unless the bracket's ends or the grid point reach more.
+    cands = [0.5 * (lo + hi), lo, hi, float(ts[i])]
+    lam = stage_bounds(layout, routing_stats(grid, perf, cands, mode, site), perf, [n_p]).lambda_max[:, 0]
+    return cands[int(np.argmax(lam >= lam.max() * (1 - REL_TIE)))]

@@ -139,9 +139,6 @@ def test_grid_and_lp_agree_across_hardware(remote, local, gbps):
     assert res.lambda_rps <= grid_best.lambda_max * (1 + 0.02)
 
 
-@pytest.mark.xfail(strict=True, reason="known: the bisection's midpoint can land on the worse side of a "
-                   "step; fixing it moves the reproduced case-study figures (e.g. share offloaded 0.4940 -> "
-                   "0.4944), which needs a decision on the reproduction baseline first")
 @pytest.mark.parametrize("remote,local,gbps,mode", [(1, 6, 1, "exact"), (1, 6, 1, "representative"),
                                                     (1, 14, 5, "representative")])
 def test_refined_threshold_never_loses_to_the_grid(remote, local, gbps, mode):
