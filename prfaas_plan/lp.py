@@ -80,6 +80,7 @@ class LPResult:
     is_threshold: bool
     threshold_tokens: float           # the implied threshold when is_threshold, else nan
     egress_bps: float = 0.0           # mean KV traffic over the link at lambda_rps, bit/s
+    reference_rps: float = float("nan")  # min_link: the unconstrained-link optimum it keeps a share of
     sites: tuple = ()                 # per-site results of a multi-site layout
 
 
@@ -275,5 +276,5 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
     status = _solve(prob)
     if status not in ("optimal", "optimal_inaccurate"):
         raise PlanError(f"layout {layout.name!r}: no smallest link found ({status})")
-    return _result(status, lam2, r2, bins, layout.remote.instances, n_p2, site.instances - _value(n_p2),
-                   g, 0.0)
+    sized = _result(status, lam2, r2, bins, layout.remote.instances, n_p2, site.instances - _value(n_p2), g, 0.0)
+    return replace(sized, reference_rps=float(lam.value))

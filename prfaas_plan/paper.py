@@ -23,7 +23,7 @@ import numpy as np
 from .performance.base import DecodeCapacity
 from .performance.tabulated import TabulatedPrefill
 from .profiles import get_model
-from .throughput import LengthGrid, PerfInputs
+from .throughput import PerfInputs
 from .units import parse_rate_bps
 
 DATA = Path(__file__).parent / "data" / "reference"
@@ -110,16 +110,13 @@ def measured_h200() -> TabulatedPrefill:
 def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK):
     """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G)."""
     from .layout import Link
-    from .planning import GRID_POINTS, Scenario
+    from .planning import scenario_for
     from .workload import paper_workload
 
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
-    wl = paper_workload()
-    grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
-    return Scenario(get_model(MODEL), REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), INSTANCE_CHIPS,
-                    TPOT_S, mode, inputs, grid, float(wl.output_length.mean()), wl.name,
-                    (f"workload {wl.name}: " + "; ".join(wl.notes),))
+    return scenario_for(get_model(MODEL), REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), INSTANCE_CHIPS,
+                        TPOT_S, mode, inputs, paper_workload())
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

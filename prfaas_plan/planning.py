@@ -34,10 +34,23 @@ class Scenario:
     tpot_s: float
     mode: str                 # representative | exact
     inputs: str               # predicted | paper
-    grid: LengthGrid
-    output_tokens: float
+    grid: LengthGrid          # uncached input lengths (what prefill computes and routing compares)
+    output_tokens: float      # mean output length
+    context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
+
+
+def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
+                 mode: str, inputs: str, workload, notes: tuple[str, ...] = ()) -> Scenario:
+    """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
+    and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
+    grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
+    output = float(workload.output_length.mean())
+    context = float(workload.total_input_length.mean()) + output / 2
+    wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
+    return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
+                    workload.name, tuple(notes) + (wl_note,))
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -77,13 +90,18 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
 
     decode = decode_capacity(model, instance, tpot_s, context_tokens)
     if decode.batch <= 0:
-        raise PlanError(f"{model.name} cannot decode on {instance} ({decode.binding} binds): {decode.source}")
+        if decode.binding == "slo":
+            raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
+                            f"request's step takes longer ({decode.source}); loosen --tpot")
+        raise PlanError(f"{model.name} cannot decode on {instance}: its weights leave no HBM for a single "
+                        f"request ({decode.source}); use chips with more HBM or more chips per instance "
+                        "(--instance-chips)")
     return decode
 
 
 def perf_inputs(sc: Scenario) -> PerfInputs:
     """Per-instance performance of the scenario's remote and local instances."""
-    context = sc.grid.mean + sc.output_tokens / 2
+    context = sc.context_tokens
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
@@ -102,21 +120,35 @@ class Plan:
     ttft: TTFTSummary
     perf: PerfInputs
     grid: LengthGrid
-    link_bind_threshold: float     # below this t the link would bind at the optimum's throughput
+    link_bind_threshold: float | None  # below this t the link would bind at the optimum's throughput
     capex_usd: float
     cloud_usd_per_hour: float
 
 
-def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -> float:
-    """Smallest threshold whose link bound still carries the optimum's throughput (nan: no link)."""
+def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -> float | None:
+    """The threshold (tokens) below which the link could not carry the optimum's throughput: the
+    link's bound rises with t (fewer, longer requests cross), so it is found by bisection between the
+    candidate thresholds. None when the link never binds (or there is none); inf when it always does."""
     lay = best.layout
     if lay.remote is None or lay.pd_sites[0].link is None:
-        return float("nan")
+        return None
+    site = lay.pd_sites[0].name
+
+    def carries(ts) -> np.ndarray:
+        r = routing_stats(grid, perf, ts, best.mode, site)
+        return stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0] >= best.lambda_max * (1 - 1e-9)
+
     ts = threshold_candidates(grid)
-    r = routing_stats(grid, perf, ts, best.mode, lay.pd_sites[0].name)
-    link = stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0]
-    ok = np.flatnonzero(link >= best.lambda_max * (1 - 1e-9))
-    return float(ts[ok[0]]) if len(ok) else float("inf")
+    ok = np.flatnonzero(carries(ts))
+    if len(ok) == 0:
+        return float("inf")
+    if ok[0] == 0:
+        return None
+    lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if carries([mid])[0] else (mid, hi)
+    return hi
 
 
 HOURS_PER_MONTH = 730.0
@@ -186,7 +218,7 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
 
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     """Per-instance performance of every site of a (possibly multi-site) layout."""
-    context = sc.grid.mean + sc.output_tokens / 2
+    context = sc.context_tokens
     sites = {}
     for site in layout.pd_sites:
         sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),

@@ -74,6 +74,8 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
         if not m:
             raise PlanError(
                 f"{what} {text!r}: expected a rate such as 100G, 100Gbps, 400Gb/s or 12.5GB/s")
+        if not m.group(2) and not m.group(3):
+            raise PlanError(f"{what} {text!r}: give a unit, e.g. {m.group(1)}G for {m.group(1)} Gbit/s")
         value = float(m.group(1)) * _RATE_SUFFIX[m.group(2).lower()]
         if m.group(3) in ("B/s", "Bps"):
             value *= 8.0

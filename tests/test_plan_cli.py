@@ -14,7 +14,7 @@ def test_size_json_has_unit_keys_and_shows_defaults(cli):
     assert code == 0, err
     doc = json.loads(out)
     plan = doc["sections"]["plan"][0]
-    for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "link_utilization", "ttft_p90_s",
+    for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "link_utilization", "ttft_unloaded_p90_s",
                 "capex_usd", "binding_stage"):
         assert key in plan
     assert plan["instances"].startswith("4R + 8 (=")
@@ -72,7 +72,9 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
     (("compare", *PAPER, "--basis", "vibes"), "--basis 'vibes'"),
     (("reproduce", "--inputs", "guess"), "--inputs 'guess'"),
-    (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20 (memory binds)"),
+    (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
+    (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
+    (("size", *PAPER, "--link", "100"), "give a unit, e.g. 100G"),
 ])
 def test_bad_plan_input_is_one_line_exit_2(cli, args, needle, tmp_path):
     code, out, err = cli(*args)
@@ -141,7 +143,7 @@ def test_load_adds_queueing_to_ttft(cli):
     doc = json.loads(out)["sections"]
     unloaded = {r["layout"]: r for r in doc["compare"]}
     for row in doc["loaded"]:
-        assert row["loaded_ttft_p90_s"] >= unloaded[row["layout"]]["ttft_p90_s"]
+        assert row["loaded_ttft_p90_s"] >= unloaded[row["layout"]]["ttft_unloaded_p90_s"]
         assert row["rate_rps"] == pytest.approx(0.8 * unloaded[row["layout"]]["throughput_rps"])
     code, _, err = cli("size", *PAPER, "--load", "1.5")
     assert code == 2 and "--load 1.5" in err

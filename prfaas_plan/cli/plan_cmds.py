@@ -28,9 +28,8 @@ MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or e
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
               defaulted: list[str], link_price: float = 0.0):
     from ..layout import Link
-    from ..planning import GRID_POINTS, Scenario
+    from ..planning import scenario_for
     from ..profiles import get_model
-    from ..throughput import LengthGrid
     from ..units import parse_time_s
     from ..workload import resolve_workload
 
@@ -40,16 +39,16 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
         raise PlanError(f"--inputs {inputs!r}: expected predicted or paper")
     if not 0 < efficiency <= 1:
         raise PlanError(f"--link-efficiency {efficiency!r}: expected a fraction in (0, 1]")
-    m = get_model(model)
-    wl = resolve_workload(workload)
-    grid = LengthGrid.from_distribution(wl.input_length, GRID_POINTS)
-    if not math.isfinite(link_price) or link_price < 0:
+    if not (math.isfinite(link_price) and link_price >= 0):
         raise PlanError(f"--link-price {link_price:g}: expected a non-negative price")
     lk = Link(parse_rate_bps(link, "--link"), efficiency, parse_time_s(rtt, "--rtt") if rtt else 0.0, link_price)
+    m = get_model(model)
     notes = [f"default {k}: {v}" for k, v in defaulted]
-    notes.append(f"workload {wl.name}: " + "; ".join(wl.notes))
-    return Scenario(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs, grid,
-                    float(wl.output_length.mean()), wl.name, tuple(notes))
+    if not rtt:
+        notes.append("default rtt: 0 ms (no propagation delay; fiber adds about 1 ms of round trip per 100 km, "
+                     "pass --rtt)")
+    return scenario_for(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs,
+                        resolve_workload(workload), tuple(notes))
 
 
 def _defaults(**given) -> tuple[dict, list]:
@@ -93,13 +92,13 @@ def _plan_row(name: str, plan, sc) -> dict:
         "output_tokens_per_s": tput_tok,
         "binding_stage": ev.binding,
         "egress_gbps": ev.egress_bps / 1e9,
-        "link_utilization": ev.link_utilization,
-        "link_headroom_gbps": ev.link_headroom_bps / 1e9,
+        "link_utilization": ev.link_utilization if ev.link_bps else None,   # of line rate
+        "link_headroom_gbps": ev.link_headroom_bps / 1e9 if ev.link_bps else None,  # of goodput
         "link_binds_below_tokens": plan.link_bind_threshold,
-        "ttft_mean_s": plan.ttft.mean_s,
-        "ttft_p50_s": plan.ttft.p50_s,
-        "ttft_p90_s": plan.ttft.p90_s,
-        "ttft_p99_s": plan.ttft.p99_s,
+        "ttft_unloaded_mean_s": plan.ttft.mean_s,
+        "ttft_unloaded_p50_s": plan.ttft.p50_s,
+        "ttft_unloaded_p90_s": plan.ttft.p90_s,
+        "ttft_unloaded_p99_s": plan.ttft.p99_s,
         "capex_usd": plan.capex_usd,
         "cloud_usd_per_hour": plan.cloud_usd_per_hour,
         "rps_per_musd": ev.lambda_max / plan.capex_usd * 1e6 if plan.capex_usd else None,
@@ -124,23 +123,24 @@ PLAN_COLUMNS = [
     Column("throughput_rps", "req/s", ".3f"),
     Column("binding_stage", "binds"),
     Column("egress_gbps", "egress Gbps", ".2f"),
-    Column("link_utilization", "link util", lambda v: f"{v:.1%}"),
-    Column("ttft_p50_s", "unloaded TTFT P50 s", ".2f"),
-    Column("ttft_p90_s", "unloaded TTFT P90 s", ".2f"),
-    Column("ttft_p99_s", "unloaded TTFT P99 s", ".2f"),
+    Column("link_utilization", "link util (of line rate)", lambda v: f"{v:.1%}"),
+    Column("ttft_unloaded_p50_s", "unloaded TTFT P50 s", ".2f"),
+    Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f"),
+    Column("ttft_unloaded_p99_s", "unloaded TTFT P99 s", ".2f"),
     Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
     Column("cloud_usd_per_hour", "cloud $/h", ",.0f"),
 ]
 SIZE_COLUMNS = PLAN_COLUMNS[:6] + [
     Column("output_tokens_per_s", "output tokens/s", ",.0f"),
 ] + PLAN_COLUMNS[6:9] + [
-    Column("link_headroom_gbps", "link headroom Gbps", ".2f"),
-    Column("link_binds_below_tokens", "link binds below t", lambda v: "never" if v == 0 else _tok(v)),
+    Column("link_headroom_gbps", "link headroom Gbps (of goodput)", ".2f"),
+    Column("link_binds_below_tokens", "link binds below t", lambda v: "never" if v is None else _tok(v)),
 ] + PLAN_COLUMNS[9:] + [
     Column("rps_per_musd", "req/s per $1M capex", ".3f"),
     Column("output_tokens_per_usd_cloud", "output tokens per cloud $", ",.0f"),
 ]
-COMPACT_COLUMNS = [c for c in PLAN_COLUMNS if c.key not in ("ttft_p50_s", "ttft_p99_s", "cloud_usd_per_hour",
+COMPACT_COLUMNS = [c for c in PLAN_COLUMNS if c.key not in ("ttft_unloaded_p50_s", "ttft_unloaded_p99_s",
+                                                              "cloud_usd_per_hour",
                                                               "mean_offloaded_tokens")]
 INSTANCE_NOTE = "instances: R remote prefill, P local prefill, D local decode (instance shapes in JSON/CSV)"
 
@@ -255,7 +255,8 @@ def size_cmd(
                 Section("stages", "Stage bounds at the optimum (system requests/s)", _stage_rows(plan),
                         [Column("stage", "stage"), Column("bound_rps", "bound req/s", ".3f"),
                          Column("utilization", "utilization", lambda v: f"{v:.1%}"),
-                         Column("binding", "binds")])]
+                         Column("binding", "binds")],
+                        ["the link's utilization here is of its goodput (the plan's 'link util' is of line rate)"])]
     if target_rate is not None:
         sections.append(_target_section(sc, plan, target_rate))
     if load is not None:
@@ -268,10 +269,10 @@ def size_cmd(
         sections.append(_verify_section(sc, plan))
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
-    notes = list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
+    notes = _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; " + (
             "it would not bind at this throughput even with every request offloaded"
-            if plan.link_bind_threshold == 0 else
+            if plan.link_bind_threshold is None else
             f"it binds for thresholds below {_tok(plan.link_bind_threshold)} tokens at this throughput"),
         f"TTFT method: {plan.ttft.method}",
         "costs from the hardware profiles' price indications (labelled there), not quotes",
@@ -279,6 +280,33 @@ def size_cmd(
     if plot:
         _write_plot(plot, plan, f"{sc.model.name}: throughput vs threshold")
     emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
+
+
+def _warnings(plan, sc) -> list[str]:
+    """Plain warnings about a plan an architect should not take at face value."""
+    ev, perf = plan.best, plan.perf
+    out = []
+    util = ev.stage_utilization
+    if ev.layout.remote is not None and util["remote_prefill"] < 0.10:
+        out.append(f"WARNING: the remote prefill cluster is only {util['remote_prefill']:.0%} utilized at the "
+                   f"optimum ({ev.p_remote:.1%} of requests offloaded): it adds little here")
+    decode = perf.sites[ev.layout.pd_sites[0].name].decode
+    if decode.batch < 4:
+        out.append(f"WARNING: decode fits only {decode.batch:.0f} concurrent requests per instance "
+                   f"({decode.binding} binds): the model barely fits; consider chips with more HBM or more "
+                   f"chips per instance")
+    if perf.remote_prefill is not None:
+        l = sc.grid.mean
+        remote_s = float(perf.remote_prefill.latency_s(l))
+        local_s = float(perf.sites[ev.layout.pd_sites[0].name].prefill.latency_s(l))
+        r_chip, l_chip = ev.layout.remote.instance.chip, ev.layout.pd_sites[0].instance.chip
+        if remote_s > local_s and r_chip.flops("bf16") >= 2 * l_chip.flops("bf16"):
+            out.append(f"WARNING: {ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower "
+                       f"({remote_s:.2f} s) than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) despite "
+                       f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' "
+                       "calibrations come from different measurement setups (fixed overheads differ); "
+                       "treat the remote/local comparison with caution (see `prfaas-plan rates`)")
+    return out
 
 
 def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -> None:
@@ -308,12 +336,17 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
             Column("pure_threshold", "threshold routing"), Column("egress_gbps", "egress Gbps", ".2f"),
             Column("link_gbps", "link Gbps", ".0f"),
             Column("link_utilization", "link util", lambda v: f"{v:.1%}")]
+    resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {r.n_prefill:.0f}P+{r.n_decode:.0f}D"
+               for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
                               "length bins per site (exact mode), integer local splits",
                               "threshold routing False: the optimal routing is not a pure threshold, or not "
                               "unique because a stage other than prefill binds",
                               f"remote prefill: {perf.remote_prefill.source}" if perf.remote_prefill else
                               "no remote site"]
+    if resplit:
+        notes.insert(0, "the file's prefill/decode splits are re-optimized (its counts are totals): "
+                     + "; ".join(resplit))
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
     emit(Report([Section("sites", f"Layout {lay.name} for {sc.model.name}", rows, cols)], notes), fmt)
@@ -331,7 +364,9 @@ def _slo_section(sc, plan, slo: str) -> Section:
     if lat is None:
         row = {"slo": f"{label} TTFT < {target:g} s", "rate_rps": 0.0, "load": 0.0, "lambda_max_rps": ev.lambda_max,
                "met": False}
-        notes = [f"even an idle system misses it: unloaded {label} TTFT is above {target:g} s"]
+        idle = {0.0: plan.ttft.mean_s, 50.0: plan.ttft.p50_s, 90.0: plan.ttft.p90_s, 99.0: plan.ttft.p99_s}[q]
+        notes = [f"even an idle system misses it: unloaded {label} TTFT is {idle:.2f} s > {target:g} s "
+                 "(prefill itself is too slow; a lower threshold t, faster chips or a shorter workload help)"]
     else:
         row = {"slo": f"{label} TTFT < {target:g} s", "rate_rps": lat.rate_rps, "load": lat.load,
                "lambda_max_rps": ev.lambda_max, "met": True, "ttft_mean_s": lat.mean_s, "ttft_p50_s": lat.p50_s,
@@ -372,13 +407,15 @@ def _link_section(sc, plan, keep: float) -> Section:
         raise PlanError(f"--size-link {keep:g}: expected a fraction in (0, 1]")
     res = min_link(plan.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
     line_rate = res.link_goodput_bps / sc.link.efficiency
-    row = {"keep_fraction": keep, "throughput_rps": res.lambda_rps, "link_goodput_gbps": res.link_goodput_bps / 1e9,
-           "link_line_rate_gbps": line_rate / 1e9}
-    cols = [Column("keep_fraction", "keep", ".0%"), Column("throughput_rps", "req/s", ".3f"),
+    row = {"keep_fraction": keep, "reference_rps": res.reference_rps, "throughput_rps": res.lambda_rps,
+           "link_goodput_gbps": res.link_goodput_bps / 1e9, "link_line_rate_gbps": line_rate / 1e9}
+    cols = [Column("keep_fraction", "keep", ".0%"),
+            Column("reference_rps", "of req/s (unconstrained link)", ".3f"), Column("throughput_rps", "req/s", ".3f"),
             Column("link_goodput_gbps", "goodput Gbps", ".2f"),
             Column("link_line_rate_gbps", "line rate Gbps", ".2f")]
     return Section("link_sizing", "Smallest link keeping the throughput (linear program, exact mode)", [row], cols,
-                   ["the local split is a continuous variable here, so the figure is a lower bound"])
+                   ["exact mode with the local split as a continuous variable, so both throughputs are the "
+                    "linear program's own (they differ slightly from the plan above) and the link is a lower bound"])
 
 
 def _target_section(sc, plan, target_rate: float) -> Section:
@@ -404,13 +441,16 @@ def _target_section(sc, plan, target_rate: float) -> Section:
     row = {"target_rps": target_rate, "remote_instances": counts[0], "local_prefill_instances": counts[1],
            "local_decode_instances": counts[2], "capex_usd": res.cost_usd, "capacity_rps": cap.lambda_rps,
            "pure_threshold": cap.is_threshold, "threshold_tokens": cap.threshold_tokens}
+    notes = ["instance counts are free here; the chips per instance and the link are as given"]
+    if counts[0] == 0:
+        notes.insert(0, "no remote prefill instance: homogeneous PD on the local chips is cheapest for this target")
     cols = [Column("target_rps", "target req/s", ".3f"), Column("remote_instances", "remote P"),
             Column("local_prefill_instances", "local P"), Column("local_decode_instances", "local D"),
             Column("capex_usd", "capex $", lambda v: f"{v / 1e6:,.2f}M"),
             Column("capacity_rps", "capacity req/s", ".3f"),
             Column("pure_threshold", "threshold routing"), Column("threshold_tokens", "t", _tok)]
-    return Section("target", "Cheapest cluster for the target rate (mixed-integer program, exact mode)", [row], cols,
-                   ["instance counts are free here; the chips per instance and the link are as given"])
+    return Section("target", "Cheapest cluster for the target rate (mixed-integer program, exact mode); "
+                   "the plan above is the given hardware's", [row], cols, notes)
 
 
 @app.command("compare")
@@ -445,6 +485,7 @@ def compare_cmd(
     base = plans["prfaas-pd"].best.lambda_max
     for row in rows:
         row["prfaas_speedup_x"] = base / row["throughput_rps"] if row["throughput_rps"] else None
+    beaten_by = [r["layout"] for r in rows[1:] if r["prfaas_speedup_x"] is not None and r["prfaas_speedup_x"] < 1]
     cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
     sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
     if load is not None:
@@ -455,8 +496,10 @@ def compare_cmd(
         sections.append(Section("loaded", "TTFT and TPOT under load (each layout at the same fraction of its "
                                 "own Lambda_max)", loaded, [Column("layout", "layout")] + LOADED_COLUMNS,
                                 [f"method: {method}"]))
-    notes = list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
+    notes = _warnings(plans["prfaas-pd"], sc) + list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
         f"comparison basis: {basis}", INSTANCE_NOTE, f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
+    if beaten_by:
+        notes.insert(0, f"WARNING: PrfaaS-PD does not beat {', '.join(beaten_by)} here (PrfaaS gain < 1)")
     if plot:
         _write_plot(plot, plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
     emit(Report(sections, notes), fmt)
