@@ -106,6 +106,11 @@ def _plan_row(name: str, plan, sc) -> dict:
     }
 
 
+def _num(v: float) -> str:
+    """A figure without scientific notation: thousands separated, small values to 4 significant digits."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}" if abs(v) >= 10 else f"{v:.4g}"
+
+
 def _tok(v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -527,8 +532,9 @@ def reproduce_cmd(
     study = paper.run_case_study(inputs, mode)
     rows = paper.compare_to_targets(study)
     failed = [r for r in rows if not r["within"] and not r["known_gap"]]
-    cols = [Column("label", "figure"), Column("published", "published", ",.4g"), Column("ours", "ours", ",.4g"),
-            Column("difference", "difference", "+,.4g"), Column("tolerance", "tolerance", "±,.4g"),
+    cols = [Column("label", "figure"), Column("published", "published", _num), Column("ours", "ours", _num),
+            Column("difference", "difference", lambda v: ("+" if v >= 0 else "") + _num(v)),
+            Column("tolerance", "tolerance", lambda v: "±" + _num(v)),
             Column("unit", "unit"), Column("within", "ok"), Column("known_gap", "known gap")]
     layouts = [_plan_row(n, p, study.scenario) for n, p in study.plans.items()]
     notes = [f"inputs: {inputs}; mode: {mode}"] + list(study.scenario.notes) + _perf_notes(study.plans["prfaas-pd"])
