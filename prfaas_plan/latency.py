@@ -37,6 +37,7 @@ from . import arithmetic as A
 from .errors import PlanError
 from .layout import Layout
 from .throughput import LengthGrid, PerfInputs, evaluate
+from .ttft import SUMMARY_PERCENTILES, summary_value
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
           "(1+SCV)/2 with the service SCV from the length distribution, exponential tail), + prefill time, + "
@@ -255,22 +256,17 @@ def max_rate_at_ttft_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, per
     seconds, found by bisection on the load fraction; None when even a nearly idle system misses it.
 
     TTFT grows with load, so the feasible loads form an interval starting at zero."""
-    def ttft(summary: LatencySummary) -> float:
-        if percentile == 0:
-            return summary.mean_s
-        return {50.0: summary.p50_s, 90.0: summary.p90_s, 99.0: summary.p99_s}[percentile]
-
-    if percentile not in (0.0, 50.0, 90.0, 99.0):
+    if percentile not in SUMMARY_PERCENTILES:
         raise PlanError(f"TTFT SLO percentile p{percentile:g}: supported are mean, p50, p90 and p99")
     run = lambda load: ttft_under_load(layout, grid, perf, threshold, n_prefill, load=load, mode=mode)  # noqa: E731
     lo, hi = 1e-4, 1.0 - 1e-6
     best = run(lo)
-    if not ttft(best) <= target_s:
+    if not summary_value(best, percentile) <= target_s:
         return None
     for _ in range(30):
         mid = 0.5 * (lo + hi)
         s = run(mid)
-        if s.stable and ttft(s) <= target_s:
+        if s.stable and summary_value(s, percentile) <= target_s:
             lo, best = mid, s
         else:
             hi = mid

@@ -23,6 +23,15 @@ METHOD = ("unloaded: prefill time, plus for remote requests the KV transfer pipe
           "(max(prefill, transfer) + last-layer tail + RTT/2) at the link's full goodput; no queueing")
 
 
+SUMMARY_PERCENTILES = (0.0, 50.0, 90.0, 99.0)  # 0 stands for the mean
+
+
+def summary_value(summary, percentile: float) -> float:
+    """TTFT seconds at ``percentile`` (0 = the mean) of any summary with ``mean_s``/``p50_s``/``p90_s``/
+    ``p99_s`` (`TTFTSummary`, `prfaas_plan.latency.LatencySummary`)."""
+    return getattr(summary, "mean_s" if percentile == 0 else f"p{percentile:g}_s")
+
+
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
     """Percentiles ``qs`` (0-100) of a discrete distribution (values with probability weights)."""
     order = np.argsort(values, kind="stable")

@@ -360,6 +360,7 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
 def _slo_section(sc, plan, slo: str) -> Section:
     """Highest request rate whose TTFT percentile meets the SLO (analytic queueing model)."""
     from ..latency import METHOD, max_rate_at_ttft_slo
+    from ..ttft import summary_value
     from ..units import parse_ttft_slo
 
     q, target = parse_ttft_slo(slo)
@@ -369,7 +370,7 @@ def _slo_section(sc, plan, slo: str) -> Section:
     if lat is None:
         row = {"slo": f"{label} TTFT < {target:g} s", "rate_rps": 0.0, "load": 0.0, "lambda_max_rps": ev.lambda_max,
                "met": False}
-        idle = {0.0: plan.ttft.mean_s, 50.0: plan.ttft.p50_s, 90.0: plan.ttft.p90_s, 99.0: plan.ttft.p99_s}[q]
+        idle = summary_value(plan.ttft, q)
         notes = [f"even an idle system misses it: unloaded {label} TTFT is {idle:.2f} s > {target:g} s "
                  "(prefill itself is too slow; a lower threshold t, faster chips or a shorter workload help)"]
     else:
