@@ -13,9 +13,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from prfaas_plan import paper
+from prfaas_plan.planning import case_study as paper
 from prfaas_plan.layout import Link, prfaas_pd
-from prfaas_plan.optimizer import grid_search
+from prfaas_plan.analytic.search import grid_search
 from prfaas_plan.simulator import SimConfig, simulate
 from prfaas_plan.simulator.inputs import read_trace
 from prfaas_plan.simulator.scheduler import empirical_grid

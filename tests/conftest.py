@@ -28,8 +28,6 @@ def cli(capsys):
 def _fresh_profiles(monkeypatch):
     """Each test sees only the bundled profiles plus what it adds itself."""
     monkeypatch.delenv("PRFAAS_PLAN_PROFILES", raising=False)
-    profiles._extra_dirs.clear()
-    profiles._load_all.cache_clear()
+    profiles.reset_profile_dirs()
     yield
-    profiles._extra_dirs.clear()
-    profiles._load_all.cache_clear()
+    profiles.reset_profile_dirs()

@@ -122,7 +122,7 @@ def test_imported_kimi_k3_keeps_unquantized_modules_in_bf16():
     import json
     from pathlib import Path
 
-    from prfaas_plan.hf_import import import_hf_config
+    from prfaas_plan.profiles.hf_import import import_hf_config
     from prfaas_plan.profiles import model_from_dict
 
     cfg = json.loads((Path(__file__).parent / "data/hf_configs/moonshotai--Kimi-K3.config.json").read_text())

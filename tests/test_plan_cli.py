@@ -170,7 +170,7 @@ def test_bad_ttft_slo(cli, slo):
 
 def test_write_atomic_failure_is_a_plan_error_naming_the_path(tmp_path):
     from prfaas_plan.errors import PlanError
-    from prfaas_plan.report import write_atomic
+    from prfaas_plan.output.report import write_atomic
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from prfaas_plan import paper
+from prfaas_plan.planning import case_study as paper
 
 TARGETS = {t.key: t for t in paper.TARGETS}
 

@@ -218,7 +218,7 @@ def test_long_term_rule_queues_first_then_the_model():
 
 
 def test_split_gains_read_the_grid_search_surface():
-    from prfaas_plan.optimizer import GridResult
+    from prfaas_plan.analytic.search import GridResult
     from prfaas_plan.simulator.scheduler import split_gains
 
     lam = np.array([[0.0, 2.0, 3.0, 3.3], [0.0, 1.0, 2.0, 1.0]])

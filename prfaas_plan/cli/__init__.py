@@ -8,17 +8,19 @@ from __future__ import annotations
 import sys
 
 from ..errors import PlanError
-from .app import app
 
 # Each module registers its commands on `app` when imported.
-from . import profile_cmds  # noqa: E402,F401
-from . import kv_cmds  # noqa: E402,F401
-from . import plan_cmds  # noqa: E402,F401
-from . import import_cmds  # noqa: E402,F401
-from . import validate_cmds  # noqa: E402,F401
-from . import workload_cmds  # noqa: E402,F401
-from . import perf_cmds  # noqa: E402,F401
-from . import sim_cmds  # noqa: E402,F401
+from . import (
+    import_cmds,  # noqa: E402,F401
+    kv_cmds,  # noqa: E402,F401
+    perf_cmds,  # noqa: E402,F401
+    plan_cmds,  # noqa: E402,F401
+    profile_cmds,  # noqa: E402,F401
+    sim_cmds,  # noqa: E402,F401
+    validate_cmds,  # noqa: E402,F401
+    workload_cmds,  # noqa: E402,F401
+)
+from .app import app
 
 
 def main() -> None:

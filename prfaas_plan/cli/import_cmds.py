@@ -11,9 +11,9 @@ import yaml
 
 from .. import arithmetic as A
 from ..errors import PlanError
-from ..hf_import import import_hf_config, read_hf_config
+from ..output.report import write_atomic
 from ..profiles import ModelProfile, model_from_dict
-from ..report import write_atomic
+from ..profiles.hf_import import import_hf_config, read_hf_config
 from .app import model_app
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import typer
 
 from .. import arithmetic as A
+from ..output.report import Column, Report, Section, check_format, emit
 from ..profiles import get_model
-from ..report import Column, Report, Section, check_format, emit
 from ..units import parse_lengths
 from .app import FormatOption, app
 

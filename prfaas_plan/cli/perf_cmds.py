@@ -11,8 +11,8 @@ import typer
 
 from .. import arithmetic as A
 from ..errors import PlanError
+from ..output.report import Column, Report, Section, check_format, emit, write_atomic
 from ..profiles import all_models, dtype_bytes, get_hardware, get_model
-from ..report import Column, Report, Section, check_format, emit, write_atomic
 from ..units import parse_length, parse_lengths, parse_tpot_s
 from .app import FormatOption, app
 
@@ -106,8 +106,16 @@ def rates_cmd(
     fmt: str = FormatOption,
 ) -> None:
     """Prefill latency per length, the bound of each operator class, and decode capacity at an SLO."""
-    from ..performance import (RooflinePrefill, decode_capacity, decode_memory, measured_table, parse_instance,
-                                prefill_model, source_kind, tabulated)
+    from ..performance import (
+        RooflinePrefill,
+        decode_capacity,
+        decode_memory,
+        measured_table,
+        parse_instance,
+        prefill_model,
+        source_kind,
+        tabulated,
+    )
 
     check_format(fmt)
     m = get_model(model)

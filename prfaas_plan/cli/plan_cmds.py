@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..report import Column, Report, Section, check_format, emit
+from ..output.report import Column, Report, Section, check_format, emit
 from ..units import format_tokens, parse_rate_bps, parse_tpot_s
 from .app import FormatOption, app
 
@@ -28,7 +28,7 @@ MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or e
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
               defaulted: list[str], link_price: float = 0.0):
     from ..layout import Link
-    from ..planning import scenario_for
+    from ..planning.plans import scenario_for
     from ..profiles import get_model
     from ..units import parse_time_s
     from ..workload import resolve_workload
@@ -155,7 +155,7 @@ LOAD_HELP = "Also give TTFT/TPOT under load at this fraction of each layout's La
 
 def _loaded_row(plan, sc, load: float) -> dict:
     """TTFT percentiles and TPOT with queueing at ``load`` x the plan's Lambda_max (analytic M/G/c)."""
-    from ..latency import ttft_under_load
+    from ..analytic.latency import ttft_under_load
 
     if not 0 < load < 1:
         raise PlanError(f"--load {load:g}: expected a fraction of Lambda_max in (0, 1)")
@@ -193,7 +193,7 @@ def _perf_notes(plan) -> list[str]:
 
 
 def _write_plot(path: str, plan, title: str) -> None:
-    from ..plots import plot_threshold_sweep
+    from ..output.plots import plot_threshold_sweep
 
     plot_threshold_sweep(plan, path, title)
 
@@ -230,7 +230,7 @@ def size_cmd(
     fmt: str = FormatOption,
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
-    from ..planning import size
+    from ..planning.plans import size
 
     check_format(fmt)
     if target_rate is not None and not (math.isfinite(target_rate) and target_rate > 0):
@@ -317,7 +317,7 @@ def _warnings(plan, sc) -> list[str]:
 def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -> None:
     """``size --layout FILE``: optimize every site's routing and split with the linear program."""
     from ..layout import load_layout
-    from ..planning import size_layout
+    from ..planning.plans import size_layout
 
     lay = load_layout(path)
     opts, used = _defaults(model=model, tpot=tpot, workload=workload)
@@ -359,8 +359,8 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
 
 def _slo_section(sc, plan, slo: str) -> Section:
     """Highest request rate whose TTFT percentile meets the SLO (analytic queueing model)."""
-    from ..latency import METHOD, max_rate_at_ttft_slo
-    from ..ttft import summary_value
+    from ..analytic.latency import METHOD, max_rate_at_ttft_slo
+    from ..analytic.ttft import summary_value
     from ..units import parse_ttft_slo
 
     q, target = parse_ttft_slo(slo)
@@ -387,8 +387,8 @@ def _slo_section(sc, plan, slo: str) -> Section:
 
 def _verify_section(sc, plan) -> Section:
     """The grid optimum against the linear program over per-bin routing fractions (exact mode)."""
-    from ..lp import make_bins, max_throughput
-    from ..optimizer import grid_search
+    from ..analytic.lp import make_bins, max_throughput
+    from ..analytic.search import grid_search
 
     grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.layout, sc.grid, plan.perf, "exact").best
     res = max_throughput(plan.layout, make_bins(sc.grid, plan.perf), plan.perf)
@@ -407,7 +407,7 @@ def _verify_section(sc, plan) -> Section:
 
 def _link_section(sc, plan, keep: float) -> Section:
     """Smallest link goodput keeping ``keep`` of the throughput (continuous relaxation)."""
-    from ..lp import make_bins, min_link
+    from ..analytic.lp import make_bins, min_link
 
     if not 0 < keep <= 1:
         raise PlanError(f"--size-link {keep:g}: expected a fraction in (0, 1]")
@@ -427,7 +427,7 @@ def _link_section(sc, plan, keep: float) -> Section:
 def _target_section(sc, plan, target_rate: float) -> Section:
     from dataclasses import replace
 
-    from ..lp import make_bins, max_throughput, min_cost
+    from ..analytic.lp import make_bins, max_throughput, min_cost
     from ..profiles import get_hardware
 
     lay = plan.layout
@@ -479,7 +479,7 @@ def compare_cmd(
     fmt: str = FormatOption,
 ) -> None:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
-    from ..planning import compare
+    from ..planning.plans import compare
 
     check_format(fmt)
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
@@ -523,7 +523,7 @@ def reproduce_cmd(
 
     Exit code 1 when a figure is out of tolerance and not a listed known gap.
     """
-    from .. import paper
+    from ..planning import case_study as paper
 
     check_format(fmt)
     if inputs not in ("paper", "predicted"):

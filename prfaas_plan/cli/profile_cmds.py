@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from .. import arithmetic as A
+from ..output.report import Column, Report, Section, check_format, emit
 from ..profiles import all_hardware, all_models, dtype_bytes, get_model
-from ..report import Column, Report, Section, check_format, emit
 from .app import FormatOption, app
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..report import Column, Report, Section, check_format, render, write_atomic
+from ..output.report import Column, Report, Section, check_format, render, write_atomic
 from ..units import parse_length, parse_rate_bps, parse_time_s
 from .app import FormatOption, app
 
@@ -25,10 +25,10 @@ PROGRESS_MIN_REQUESTS = 50_000
 def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, local: str):
     """PerfInputs of the model and a note on their source: the paper's inputs for prfaas-1t (8xH200 remote,
     8xH20 local), the performance model for the others."""
-    from .. import paper
+    from ..analytic.throughput import PerfInputs, SitePerf
     from ..layout import instances_from_chips
+    from ..planning import case_study as paper
     from ..profiles import get_model
-    from ..throughput import PerfInputs, SitePerf
 
     model = get_model(model_name)
     r_inst = instances_from_chips(remote, paper.INSTANCE_CHIPS, "--remote")[0]
@@ -40,7 +40,7 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
         perf = paper.case_study_perf("paper")
         return (PerfInputs(perf.model, perf.remote_prefill, perf.sites, output_mean),
                 "paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved")
-    from ..planning import instance_decode, instance_prefill
+    from ..planning.plans import instance_decode, instance_prefill
 
     context = input_mean + output_mean / 2
     remote_prefill = instance_prefill(model, r_inst, "predicted")
@@ -54,12 +54,12 @@ def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, thres
           n_prefill: int | None):
     """The layout of ``kind`` optimized (distribution-exact) on ``grid``: threshold and split by grid search,
     or the given split with the threshold that balances it. Checked for simulation before returning."""
-    from .. import paper
+    from ..analytic.search import grid_search
+    from ..analytic.throughput import evaluate
     from ..layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
-    from ..optimizer import grid_search
+    from ..planning import case_study as paper
     from ..simulator.scheduler import balanced_threshold
     from ..simulator.system import System
-    from ..throughput import evaluate
 
     link = Link(link_bps)
     if kind == "prfaas":
@@ -179,12 +179,12 @@ def simulate_cmd(
 ) -> None:
     """Discrete-event simulation: throughput, TTFT/TPOT percentiles, stage load, link use, caches, roles."""
     check_format(fmt)
-    from ..latency import ttft_under_load
+    from ..analytic.latency import ttft_under_load
+    from ..analytic.ttft import ttft_summary
     from ..simulator import SCHEDULERS, LongTermRule, SimConfig, read_link_profile, simulate
     from ..simulator import plot as sim_plot
     from ..simulator.inputs import paper_grid, paper_requests, read_trace
     from ..simulator.scheduler import empirical_grid
-    from ..ttft import ttft_summary
 
     plot_fmt = None
     if plot is not None:

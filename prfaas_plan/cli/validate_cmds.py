@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
+from ..output.report import Column, Report, Section, check_format, emit
 from ..profiles import all_models, get_model
-from ..report import Column, Report, Section, check_format, emit
 from .app import FormatOption, app
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..report import check_format, emit
+from ..output.report import check_format, emit
 from ..units import parse_lengths
 from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
 from .app import FormatOption, app

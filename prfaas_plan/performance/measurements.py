@@ -31,6 +31,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._data import REFERENCE_DIR
 from .. import arithmetic as A
 from ..errors import PlanError
 from ..profiles import get_model
@@ -42,7 +43,7 @@ MOONCAKE_KEYS = ("prompt_len_tokens", "ttft_ms", "transfer_ms")
 PAPER_SOURCE = "arXiv 2604.15039 Table 3 (8xH200, SGLang v0.5.9)"
 MOONCAKE_SOURCE = "Mooncake SGLang PD benchmark, Qwen3-235B-A22B on 8xH20-3e (TP8, bf16, no chunked prefill)"
 SGLANG_STATE_DTYPE = "fp32"
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
+
 PAPER_FILE = "paper_kv_throughput_8xh200.csv"
 
 

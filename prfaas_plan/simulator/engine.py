@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ..errors import PlanError
 from ..layout import Layout
-from ..throughput import PerfInputs
+from ..analytic.throughput import PerfInputs
 from .events import run_events
 from .link import LinkProfile
 from .pipeline import run_pipeline

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PlanError
-from ..throughput import LengthGrid
+from ..analytic.throughput import LengthGrid
 from ..workload import iter_trace, paper_workload
 from .requests import Requests
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..layout import Layout
-from ..optimizer import GridResult, grid_search
-from ..throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
+from ..analytic.search import GridResult, grid_search
+from ..analytic.throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
 
 
 @dataclass(frozen=True)

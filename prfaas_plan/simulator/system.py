@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import arithmetic as A
 from ..errors import PlanError
-from ..latency import rdma_tail_s
+from ..analytic.latency import rdma_tail_s
 from ..layout import Layout
-from ..throughput import PerfInputs
+from ..analytic.throughput import PerfInputs
 from .cache import PrefixCache
 
 INF = math.inf

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..report import Column, Report, Section
+from ..output.report import Column, Report, Section
 from .distributions import Empirical, LengthDistribution
 from .workloads import Workload
 

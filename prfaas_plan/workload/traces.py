@@ -28,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .._data import TRACES_DIR
 from ..errors import PlanError
 
-BUNDLED_TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "mooncake_conversation_trace.jsonl"
+BUNDLED_TRACE = TRACES_DIR / "mooncake_conversation_trace.jsonl"
 """The Mooncake conversation trace shipped with the package (12,031 Kimi requests, Apache-2.0)."""
 
 JSONL_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")

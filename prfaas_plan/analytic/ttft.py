@@ -1,7 +1,7 @@
 """Unloaded time to first token: prefill time plus, for remote requests, the exposed KV transfer.
 
 Method (stated in every report that prints TTFT): no queueing (queueing delay is added by
-`prfaas_plan.latency` at a given load). A request of uncached length ``l`` prefilled locally takes
+`prfaas_plan.analytic.latency` at a given load). A request of uncached length ``l`` prefilled locally takes
 ``T_l(l)``. One prefilled remotely takes ``T_r(l)`` while its KV streams over the link layer by layer
 (compute and transfer pipelined, as in the paper), so its cache has fully arrived at
 ``max(T_r(l), X(l)) + X(l) / layers + RTT / 2`` where ``X(l) = S_kv(l) * 8 / goodput`` is the transfer
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import arithmetic as A
-from .layout import Layout
+from .. import arithmetic as A
+from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -28,7 +28,7 @@ SUMMARY_PERCENTILES = (0.0, 50.0, 90.0, 99.0)  # 0 stands for the mean
 
 def summary_value(summary, percentile: float) -> float:
     """TTFT seconds at ``percentile`` (0 = the mean) of any summary with ``mean_s``/``p50_s``/``p90_s``/
-    ``p99_s`` (`TTFTSummary`, `prfaas_plan.latency.LatencySummary`)."""
+    ``p99_s`` (`TTFTSummary`, `prfaas_plan.analytic.latency.LatencySummary`)."""
     return getattr(summary, "mean_s" if percentile == 0 else f"p{percentile:g}_s")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import Layout
+from ..layout import Layout
 from .throughput import Evaluation, LengthGrid, PerfInputs, evaluate, routing_stats, stage_bounds
 
 REL_TIE = 1e-9

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import PlanError
-from .layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
-from .optimizer import GridResult, grid_search, threshold_candidates
-from .performance.base import DecodeCapacity, Instance, PrefillModel
-from .profiles import ModelProfile
-from .throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
-from .ttft import TTFTSummary, ttft_summary
+from ..analytic.search import GridResult, grid_search, threshold_candidates
+from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
+from ..analytic.ttft import TTFTSummary, ttft_summary
+from ..errors import PlanError
+from ..layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
+from ..performance import given
+from ..performance.base import DecodeCapacity, Instance, PrefillModel
+from ..profiles import ModelProfile
 
 GRID_POINTS = 8192
 
@@ -54,10 +55,8 @@ def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, insta
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
-    from . import paper
-
-    if model.name != paper.MODEL:
-        raise PlanError(f"--inputs paper exists only for {paper.MODEL} (the paper's case-study model)")
+    if model.name != given.MODEL:
+        raise PlanError(f"--inputs paper exists only for {given.MODEL} (the paper's case-study model)")
     if instance.chip.name not in ("h200", "h20"):
         raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
 
@@ -66,11 +65,9 @@ def instance_prefill(model: ModelProfile, instance: Instance, inputs: str) -> Pr
     """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20) or ``predicted``
     (measured table where the model has one, else the calibrated roofline)."""
     if inputs == "paper":
-        from . import paper
-
         _paper_only(model, instance)
-        return paper.measured_h200() if instance.chip.name == "h200" else paper.backsolved_h20()[0]
-    from .performance import prefill_model
+        return given.measured_h200() if instance.chip.name == "h200" else given.backsolved_h20()[0]
+    from ..performance import prefill_model
 
     return prefill_model(model, instance)
 
@@ -80,13 +77,11 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
     """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
     cannot decode there at all is a `PlanError`."""
     if inputs == "paper":
-        from . import paper
-
         _paper_only(model, instance)
         if instance.chip.name != "h20":
             raise PlanError(f"--inputs paper gives decode capacity for 8xH20 only, not {instance}")
-        return paper.backsolved_h20()[1]
-    from .performance import decode_capacity
+        return given.backsolved_h20()[1]
+    from ..performance import decode_capacity
 
     decode = decode_capacity(model, instance, tpot_s, context_tokens)
     if decode.batch <= 0:
@@ -157,7 +152,7 @@ HOURS_PER_MONTH = 730.0
 def _costs(layout: Layout) -> tuple[float, float]:
     """Purchase price (USD) of the layout's chips and its hourly cost (USD/hour): cloud rates of the
     chips from the profiles plus each link's price (USD per Gbps-month) per hour."""
-    from .profiles import get_hardware
+    from ..profiles import get_hardware
 
     capex = 0.0
     hourly = sum(s.link.usd_per_gbps_month * s.link.bandwidth_bps / 1e9 / HOURS_PER_MONTH
@@ -232,7 +227,7 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
 def size_layout(layout: Layout, sc: Scenario):
     """Optimize any layout (several PD sites sharing one remote site) with the linear program:
     per-site routing and local splits, exact mode. Returns the `lp.LPResult` (``sites`` per site)."""
-    from .lp import make_bins, max_throughput
+    from ..analytic.lp import make_bins, max_throughput
 
     perf = layout_perf(layout, sc)
     bins = {s.name: make_bins(sc.grid, perf, site=s.name) for s in layout.pd_sites}

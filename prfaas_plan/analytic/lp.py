@@ -2,7 +2,7 @@
 
 Variables: for each length bin ``b`` the request rates ``r_b`` prefilled remotely and ``s_b`` locally
 (requests/s, ``r_b + s_b = Lambda * w_b``), the system rate ``Lambda``, and optionally the instance
-counts and the link bandwidth. Constraints are the stage capacities of `prfaas_plan.throughput` in the
+counts and the link bandwidth. Constraints are the stage capacities of `prfaas_plan.analytic.throughput` in the
 distribution-exact mode (bin costs are the exact expectations of prefill time and KV bytes within
 each bin). Three problems share them:
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import arithmetic as A
-from .errors import PlanError
-from .layout import Layout
+from .. import arithmetic as A
+from ..errors import PlanError
+from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs
 
 

@@ -1,4 +1,4 @@
-"""The PrfaaS paper's case study (brief section 7), set up from models, and its published figures.
+"""The PrfaaS paper's case study (``docs/methods.md``), set up from models, and its published figures.
 
 Two input levels:
 
@@ -14,29 +14,23 @@ feeds them into a computation.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from .performance.base import DecodeCapacity
-from .performance.tabulated import TabulatedPrefill
-from .profiles import get_model
-from .throughput import PerfInputs
-from .units import parse_rate_bps
+from ..analytic.throughput import PerfInputs
+from ..layout import Link
+from ..performance.given import MODEL, TPOT_S, backsolved_h20, measured_h200
+from ..profiles import get_model
+from ..units import parse_rate_bps
+from ..workload import paper_workload
+from .plans import compare, perf_inputs, scenario_for
 
-DATA = Path(__file__).parent / "data" / "reference"
-BACKSOLVED = DATA / "paper_backsolved_h20_inputs.csv"
-
-MODEL = "prfaas-1t"
 REMOTE = "32xH200"
 LOCAL = "64xH20"
 HOMOGENEOUS = "96xH20"
 LINK = "100G"
 INSTANCE_CHIPS = 8
-TPOT_S = 0.025          # decode SLO 40 tokens/s
 OUTPUT_TOKENS = 1024
 
 
@@ -66,27 +60,10 @@ TARGETS = (
 )
 
 
-@lru_cache(maxsize=1)
-def backsolved_h20() -> tuple[TabulatedPrefill, DecodeCapacity]:
-    """The back-solved H20 inputs of the paper mode: prefill table (lengths K = 1000) and decode
-    capacity (tokens/s per instance at 40 tok/s)."""
-    rows = [r for r in csv.reader(l for l in BACKSOLVED.read_text().splitlines() if not l.startswith("#"))]
-    header, body = rows[0], rows[1:]
-    q, ln, val = header.index("quantity"), header.index("seq_len_tokens"), header.index("value")
-    pts = [(float(r[ln]), float(r[val])) for r in body if r[q] == "prefill_latency"]
-    decode_tps = next(float(r[val]) for r in body if r[q].startswith("decode_capacity"))
-    source = "paper inputs: back-solved H20 table (paper_backsolved_h20_inputs.csv), quadratic fit"
-    prefill = TabulatedPrefill(tuple(p[0] for p in pts), tuple(p[1] for p in pts), source)
-    batch = decode_tps * TPOT_S
-    decode = DecodeCapacity(batch, TPOT_S, "given", "paper inputs: back-solved decode capacity "
-                            f"{decode_tps:.0f} tokens/s per instance (batch {batch:.0f} at {TPOT_S * 1e3:.0f} ms)")
-    return prefill, decode
-
-
 def h20_prediction_error(context_tokens: float) -> list[dict]:
     """Our predicted 8xH20 prefill latency and decode capacity for prfaas-1t against the back-solved
     paper inputs, point by point: the error that separates the two reproduction levels."""
-    from .performance import decode_capacity, parse_instance, prefill_model
+    from ..performance import decode_capacity, parse_instance, prefill_model
 
     backsolved, paper_decode = backsolved_h20()
     h20 = parse_instance(f"{INSTANCE_CHIPS}xH20")
@@ -102,18 +79,8 @@ def h20_prediction_error(context_tokens: float) -> list[dict]:
     return rows
 
 
-def measured_h200() -> TabulatedPrefill:
-    """prfaas-1t's measured 8xH200 prefill profile (paper Table 5), interpolated through its points."""
-    from .performance.factory import tabulated
-
-    return tabulated(get_model(MODEL).measured_prefill[0])
-
-
 def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK):
     """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G)."""
-    from .layout import Link
-    from .planning import scenario_for
-    from .workload import paper_workload
 
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
@@ -123,8 +90,6 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
 
 def case_study_perf(inputs: str) -> PerfInputs:
     """PerfInputs of the case study (remote 8xH200, local 8xH20) for ``inputs`` = paper or predicted."""
-    from .planning import perf_inputs
-
     return perf_inputs(scenario(inputs))
 
 
@@ -153,8 +118,6 @@ class CaseStudy:
 
 def run_case_study(inputs: str = "paper", mode: str = "representative", link: str = LINK) -> CaseStudy:
     """Optimize PrfaaS-PD, homogeneous PD (96xH20) and naive heterogeneous and derive the figures."""
-    from .planning import compare
-
     sc = scenario(inputs, mode, link)
     plans = compare(sc, "instances")
     prf, hom, naive = plans["prfaas-pd"], plans["homogeneous-pd"], plans["naive-heterogeneous"]

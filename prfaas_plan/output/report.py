@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import PlanError
+from ..errors import PlanError
 
 FORMATS = ("table", "json", "csv")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import PlanError
+from ..analytic.throughput import STAGES, routing_stats, stage_bounds
+from ..errors import PlanError
 from .report import write_atomic
-from .throughput import STAGES, routing_stats, stage_bounds
 
 FORMATS = {".png": "png", ".svg": "svg"}
 

@@ -1,6 +1,6 @@
 """Latency under load: the TTFT distribution and TPOT of a single-PD-site layout at an offered load.
 
-The unloaded model (`prfaas_plan.ttft`) gives the service part of TTFT; this module adds queueing and a
+The unloaded model (`prfaas_plan.analytic.ttft`) gives the service part of TTFT; this module adds queueing and a
 shared link. All times are seconds, rates requests/s, sizes bytes, link rates bit/s.
 
 - **Prefill pools** (remote and local, each fed by its share of a Poisson stream, which stays Poisson):
@@ -29,13 +29,13 @@ import csv
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from . import arithmetic as A
-from .errors import PlanError
-from .layout import Layout
+from .. import arithmetic as A
+from .._data import REFERENCE_DIR
+from ..errors import PlanError
+from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, evaluate
 from .ttft import SUMMARY_PERCENTILES, summary_value
 
@@ -46,7 +46,7 @@ METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wai
           "exposed last layer of the RDMA transfer at Mooncake's measured efficiency for its size; "
           "percentiles of the mixture of routes; TPOT = SLO step + M/D/c decode-slot wait / output tokens")
 
-RDMA_TABLE = Path(__file__).parent / "data" / "reference" / "mooncake_h20_qwen3_235b_pd.csv"
+RDMA_TABLE = REFERENCE_DIR / "mooncake_h20_qwen3_235b_pd.csv"
 PERCENTILES = (50.0, 90.0, 99.0)
 
 

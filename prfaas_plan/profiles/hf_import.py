@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import PlanError
+from ..errors import PlanError
 
 CONFIG = "config.json"
 _REQUIRED = object()

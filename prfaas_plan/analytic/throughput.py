@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import arithmetic as A
-from .layout import Layout
-from .performance.base import DecodeCapacity, PrefillModel
-from .profiles import ModelProfile
+from .. import arithmetic as A
+from ..layout import Layout
+from ..performance.base import DecodeCapacity, PrefillModel
+from ..profiles import ModelProfile
 
 MODES = ("representative", "exact")
 

@@ -1,0 +1,1 @@
+"""Rendering results: tables, JSON and CSV (``report``), plots (``plots``)."""

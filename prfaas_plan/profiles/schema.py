@@ -1,0 +1,206 @@
+"""Profile data classes: what a model and a chip are, as frozen dataclasses with their units.
+
+Loading lives in ``store.py`` and validation in ``parse.py``; this module holds only the shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import PlanError
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "mxfp4": 0.5, "int4": 0.5}
+
+ATTENTION_KINDS = ("gqa", "mla", "swa", "kda", "gated_deltanet", "lightning")
+GROWING_KINDS = ("gqa", "mla")          # block-level KV that grows with the prompt
+WINDOW_KINDS = ("swa",)                 # KV capped at a window
+RECURRENT_KINDS = ("kda", "gated_deltanet", "lightning")  # fixed-size state per request
+
+# Fields each attention kind needs (beyond kind and layers); value None = optional.
+_ATTN_FIELDS: dict[str, dict[str, Any]] = {
+    "gqa": {"num_heads": int, "num_kv_heads": int, "head_dim": int, "v_head_dim": None, "output_gate": None},
+    "swa": {"num_heads": int, "num_kv_heads": int, "head_dim": int, "v_head_dim": None, "window": int,
+            "output_gate": None},
+    "mla": {"num_heads": int, "kv_lora_rank": int, "qk_rope_head_dim": int, "qk_nope_head_dim": int,
+            "v_head_dim": int, "q_lora_rank": None, "output_gate": None},
+    "kda": {"num_heads": int, "head_dim": int, "conv_kernel": int},
+    "gated_deltanet": {"num_key_heads": int, "num_value_heads": int, "key_head_dim": int,
+                       "value_head_dim": int, "conv_kernel": int},
+    "lightning": {"num_heads": int, "head_dim": int},
+}
+
+
+def dtype_bytes(name: str, where: str) -> float:
+    """Bytes per element of a dtype name (``bf16`` -> 2); `PlanError` naming ``where`` if unknown."""
+    try:
+        return DTYPE_BYTES[str(name).lower()]
+    except KeyError:
+        raise PlanError(f"{where}: unknown dtype {name!r}; expected one of {', '.join(DTYPE_BYTES)}") from None
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """All layers of one attention kind with identical shapes.
+
+    ``layers`` are 0-based layer indices. Dimensions are element counts; which fields are meaningful
+    depends on ``kind`` (see ``_ATTN_FIELDS``); unused ones are 0.
+    """
+
+    kind: str
+    layers: tuple[int, ...]
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    v_head_dim: int = 0
+    window: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    q_lora_rank: int = 0
+    num_key_heads: int = 0
+    num_value_heads: int = 0
+    key_head_dim: int = 0
+    value_head_dim: int = 0
+    conv_kernel: int = 0
+    output_gate: bool = False
+
+    @property
+    def count(self) -> int:
+        """Number of layers in the group."""
+        return len(self.layers)
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture-of-experts FFN shape: ``num_experts`` routed experts of ``expert_intermediate`` width,
+    ``top_k`` routed per token, plus ``shared_experts`` always-on experts of ``shared_intermediate``."""
+
+    num_experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_experts: int = 0
+    shared_intermediate: int = 0
+    latent_dim: int = 0  # >0: routed experts work in a latent space of this width (Kimi-K3's latent MoE)
+
+
+@dataclass(frozen=True)
+class MeasuredPrefill:
+    """A measured prefill profile of this model on one instance shape (lengths in tokens, latency in s,
+    cache in bytes as reported)."""
+
+    instance: str
+    lengths: tuple[int, ...]
+    latency_s: tuple[float, ...]
+    cache_bytes: tuple[float, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """An LLM architecture, as far as capacity planning needs it.
+
+    Sizes are element counts; dtypes name the element type of weights, the KV cache, recurrent state and
+    the short-convolution state.
+    """
+
+    name: str
+    display_name: str
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    max_context: int
+    attention: tuple[AttentionGroup, ...]
+    moe: MoE | None
+    moe_layers: tuple[int, ...]
+    dense_intermediate: int
+    weight_dtype: str = "bf16"
+    expert_dtype: str = "bf16"      # routed-expert weights (W4A16 checkpoints quantize only these)
+    kv_dtype: str = "bf16"
+    state_dtype: str = "fp32"
+    conv_dtype: str = "bf16"
+    tie_word_embeddings: bool = False
+    aliases: tuple[str, ...] = ()
+    published_params: tuple[float, float] | None = None  # (total, active) as published
+    reconstruction: str = ""        # non-empty when the architecture is a documented reconstruction
+    measured_prefill: tuple[MeasuredPrefill, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    path: str = ""
+
+    @property
+    def dense_layers(self) -> tuple[int, ...]:
+        """Layers whose FFN is dense (not MoE)."""
+        moe = set(self.moe_layers)
+        return tuple(i for i in range(self.num_layers) if i not in moe)
+
+    def groups(self, *kinds: str) -> tuple[AttentionGroup, ...]:
+        """Attention groups of the given kinds."""
+        return tuple(g for g in self.attention if g.kind in kinds)
+
+    @property
+    def weights_summary(self) -> str:
+        """E.g. ``fp8`` or ``bf16 (experts int4)``."""
+        if self.expert_dtype == self.weight_dtype or self.moe is None:
+            return self.weight_dtype
+        return f"{self.weight_dtype} (experts {self.expert_dtype})"
+
+    @property
+    def attention_summary(self) -> str:
+        """E.g. ``KDA 20 + MLA 7``."""
+        return " + ".join(f"{g.kind.upper().replace('GATED_DELTANET', 'GDN')} {g.count}" for g in self.attention)
+
+
+@dataclass(frozen=True)
+class Price:
+    """Price indications for one chip, labelled: purchase in USD, cloud rental in USD per GPU-hour."""
+
+    purchase_usd: float
+    cloud_usd_per_hour: float
+    note: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-chip efficiency constants of the performance model (see `prfaas_plan.performance`).
+
+    ``compute_efficiency`` and ``memory_efficiency`` are achieved fractions of peak FLOPS and HBM
+    bandwidth; ``overhead_s`` is a fixed per-request prefill overhead in seconds; ``comm_efficiency`` the
+    achieved fraction of scale-up bandwidth.
+    """
+
+    compute_efficiency: float
+    memory_efficiency: float
+    overhead_s: float
+    comm_efficiency: float
+    source: str
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """One accelerator chip. FLOPS are dense (no sparsity), per chip."""
+
+    name: str
+    display_name: str
+    peak_tflops: dict[str, float] = field(hash=False)   # dtype -> TFLOPS (1e12 FLOP/s)
+    hbm_gb: float = 0.0                 # capacity, 1e9 bytes
+    hbm_tb_s: float = 0.0               # bandwidth, 1e12 bytes/s
+    scaleup_gb_s: float = 0.0           # NVLink-class bandwidth per direction per chip, 1e9 bytes/s
+    nic_gbps: float = 0.0               # scale-out NIC per chip, 1e9 bit/s
+    power_w: float = 0.0                # board power, W
+    price: Price | None = None
+    calibration: Calibration | None = None
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    path: str = ""
+
+    def flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s of GEMMs whose weights are stored in ``dtype``.
+
+        fp8 (W8A8) and int8 run on the 8-bit tensor cores. 4-bit weights are weight-only quantization
+        (W4A16): kernels dequantize to bf16, so they compute at the bf16 rate, except fp4 formats on a
+        chip with native fp4 tensor cores. fp16 runs at the bf16 rate.
+        """
+        key = {"fp16": "bf16", "int8": "fp8", "int4": "bf16", "fp4": "fp4", "mxfp4": "fp4"}.get(dtype, dtype)
+        if key not in self.peak_tflops:
+            key = "bf16"
+        return self.peak_tflops[key] * 1e12

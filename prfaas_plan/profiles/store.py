@@ -1,0 +1,144 @@
+"""The profile store: bundled and user profile folders, read once, looked up by name or alias.
+
+The bundled profiles live in ``model_profiles/`` and ``hardware_profiles/`` at the top of the
+repository and are installed inside the package; extra folders come from ``--profiles DIR`` or the
+``PRFAAS_PLAN_PROFILES`` environment variable (``os.pathsep``-separated; a folder may hold model and
+hardware YAMLs side by side, told apart by their ``kind:`` field or by a ``models/`` / ``hardware/``
+subfolder). A later folder overrides an earlier profile of the same name.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from .._data import PACKAGE_DIR
+from ..errors import PlanError, closest_names
+from .parse import hardware_from_dict, model_from_dict
+from .schema import HardwareProfile, ModelProfile
+
+
+def _bundled_dir(kind: str) -> list[Path]:
+    """The bundled profile folder: inside the installed package, or at the top of a checkout."""
+    here = PACKAGE_DIR
+    for candidate in (here / f"{kind}_profiles", here.parent / f"{kind}_profiles"):
+        if candidate.is_dir():
+            return [candidate]
+    return []
+
+
+_extra_dirs: list[Path] = []
+
+
+def add_profile_dir(path: str | Path) -> None:
+    """Add a user folder of profiles (the CLI's ``--profiles``); later folders win on name clashes."""
+    p = Path(path)
+    if not p.is_dir():
+        raise PlanError(f"--profiles {str(path)!r}: not a folder")
+    _extra_dirs.append(p)
+    _load_all.cache_clear()
+
+
+def reset_profile_dirs() -> None:
+    """Forget every user folder added by `add_profile_dir` and every cached profile."""
+    _extra_dirs.clear()
+    _load_all.cache_clear()
+
+
+def _user_dirs() -> list[Path]:
+    env = os.environ.get("PRFAAS_PLAN_PROFILES", "")
+    dirs = [Path(p) for p in env.split(os.pathsep) if p]
+    for d in dirs:
+        if not d.is_dir():
+            raise PlanError(f"PRFAAS_PLAN_PROFILES entry {str(d)!r}: not a folder")
+    return dirs + _extra_dirs
+
+
+def read_yaml(path: Path) -> dict:
+    """Read one YAML mapping; malformed YAML becomes a `PlanError` naming file and line."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanError(f"{where}: malformed YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a YAML mapping at the top level")
+    return data
+
+
+def _profile_kind(data: dict, path: Path, default: str) -> str:
+    kind = data.get("kind")
+    if kind is None:
+        parent = path.parent.name
+        kind = "model" if parent in ("models", "model_profiles") else (
+            "hardware" if parent in ("hardware", "hardware_profiles") else default)
+    if kind not in ("model", "hardware"):
+        raise PlanError(f"{path}: field 'kind' must be 'model' or 'hardware', not {kind!r}")
+    return kind
+
+
+@lru_cache(maxsize=None)
+def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile]]:
+    models: dict[str, ModelProfile] = {}
+    hardware: dict[str, HardwareProfile] = {}
+    sources: list[tuple[Path, str]] = [(d, "model") for d in _bundled_dir("model")]
+    sources += [(d, "hardware") for d in _bundled_dir("hardware")]
+    for d in _user_dirs():
+        sources.append((d, "model"))
+    for folder, default in sources:
+        for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
+            data = read_yaml(path)
+            kind = _profile_kind(data, path, default)
+            if kind == "model":
+                prof = model_from_dict(data, str(path))
+                models[prof.name] = prof
+            else:
+                hw = hardware_from_dict(data, str(path))
+                hardware[hw.name] = hw
+    return models, hardware
+
+
+def all_models() -> dict[str, ModelProfile]:
+    """Every known model profile by canonical name."""
+    return _load_all()[0]
+
+
+def all_hardware() -> dict[str, HardwareProfile]:
+    """Every known hardware profile by canonical name."""
+    return _load_all()[1]
+
+
+def _lookup(name: str, table: dict, what: str):
+    key = str(name).strip().lower()
+    if key in table:
+        return table[key]
+    for prof in table.values():
+        if key in prof.aliases:
+            return prof
+    names = list(table) + [a for p in table.values() for a in p.aliases]
+    raise PlanError(f"unknown {what} {name!r}; {closest_names(key, names)}")
+
+
+def get_model(name: str | ModelProfile) -> ModelProfile:
+    """Look a model profile up by name or alias (case-insensitive)."""
+    if isinstance(name, ModelProfile):
+        return name
+    return _lookup(name, all_models(), "model")
+
+
+def get_hardware(name: str | HardwareProfile) -> HardwareProfile:
+    """Look a hardware profile up by name or alias (case-insensitive)."""
+    if isinstance(name, HardwareProfile):
+        return name
+    return _lookup(name, all_hardware(), "chip")
+
+
