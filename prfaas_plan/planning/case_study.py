@@ -20,7 +20,7 @@ import numpy as np
 
 from ..analytic.throughput import PerfInputs
 from ..layout import Link
-from ..performance.given import MODEL, TPOT_S, backsolved_h20, measured_h200
+from ..performance.given import MODEL, TPOT_S, backsolved_h20
 from ..profiles import get_model
 from ..units import parse_rate_bps
 from ..workload import paper_workload
