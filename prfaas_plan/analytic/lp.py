@@ -27,7 +27,7 @@ import numpy as np
 from .. import arithmetic as A
 from ..errors import PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs
+from .throughput import LengthGrid, PerfInputs, offloads
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
     n_d = cp.Variable(integer=True, nonneg=True)
     goodput = site.link.goodput_bps if site.link is not None else 0.0
     remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
-    if layout.remote is None or goodput == 0:
+    if layout.remote is None or site.link is None or goodput == 0:  # Layout.can_offload, n_r being free here
         cons += [r == 0, n_r == 0]
     else:
         cons += [remote_s @ r <= n_r, (bins.kv_bytes * 8.0) @ r <= goodput]
@@ -248,7 +248,7 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
     optimum, for the layout's hardware with a free local split (continuous relaxation)."""
     import cvxpy as cp
 
-    if layout.remote is None:
+    if not offloads(layout, perf):
         raise PlanError(f"layout {layout.name!r} has no remote site: there is no link to size")
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
