@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 
 from .. import arithmetic as A
-from ..output.report import Column, Report, Section, check_format, emit
+from ..output.report import Column, Report, Section, check_format
 from ..profiles import get_model
 from ..units import parse_lengths
 from .app import FormatOption, app
+from .envelope import emit
 
 
 @app.command("kv")

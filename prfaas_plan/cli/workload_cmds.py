@@ -11,10 +11,11 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..output.report import check_format, emit
+from ..output.report import check_format
 from ..units import parse_lengths
 from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
 from .app import FormatOption, app
+from .envelope import emit
 
 workload_app = typer.Typer(help="Workload tools: length distributions, traces, prefix-cache replay.",
                            no_args_is_help=True, rich_markup_mode=None)
@@ -44,7 +45,7 @@ def describe_cmd(
     fmt: str = FormatOption,
 ) -> None:
     """Lengths (mean, P50/P90/P99), prefix hit rate, arrival rate and P(L>t), E[L|L>t], E[L|L<=t]."""
-    from ..workload.summary import describe
+    from ..output.workload_report import describe
     from ..workload.workloads import resolve_workload
 
     check_format(fmt)
