@@ -22,7 +22,7 @@ from .errors import PlanError
 from .performance.base import Instance, parse_instance
 from .units import parse_rate_bps, parse_time_s
 
-TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (PrfaaS brief section 6)
+TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (``docs/methods.md`` section 3)
 
 
 @dataclass(frozen=True)

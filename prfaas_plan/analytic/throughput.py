@@ -1,7 +1,7 @@
 """Throughput model: stage rates, ``Lambda_max``, the binding stage and link load of a layout.
 
 For a routing threshold ``t`` (uncached tokens; longer requests are prefilled remotely) the stages
-bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (brief section 2):
+bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (``docs/methods.md`` section 3):
 
 - remote prefill compute: ``N_r / (p * T_r(l_long))``
 - remote egress (each link): ``B_eff / (p * S_kv(l_long))`` (bits vs bytes converted)
