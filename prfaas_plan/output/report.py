@@ -206,14 +206,14 @@ def _render_table(report: Report, quiet: bool = False) -> str:
                 t.add_row(*[_cell(row.get(c.key), c.fmt) for c in cols])
         console.print(t)
         for n in ([] if quiet else _unique(s.notes)):
-            console.print(f"  note: {n}", highlight=False, soft_wrap=True)
+            console.print(f"  note: {n}", highlight=False, soft_wrap=True, markup=False)
     for w in warning_dicts(report):
-        console.print(f"WARNING [{w['code']}]: {w['message']}", highlight=False, soft_wrap=True)
+        console.print(f"WARNING [{w['code']}]: {w['message']}", highlight=False, soft_wrap=True, markup=False)
     if not quiet:
         section_notes = {n for s in report.sections for n in s.notes}
         for n in _unique(report.notes):
             if n not in section_notes:
-                console.print(f"note: {n}", highlight=False, soft_wrap=True)
+                console.print(f"note: {n}", highlight=False, soft_wrap=True, markup=False)
     return console.file.getvalue()
 
 
