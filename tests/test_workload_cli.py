@@ -96,7 +96,7 @@ def test_describe_trace_file_with_small_cache(cli, tmp_path):
     (("--threshold", "8q"), "--threshold '8q'"),
     (("--threshold", "0"), "--threshold '0'"),
     (("--cache-blocks", "0",), "--cache-blocks"),
-    (("--format", "xml"), "--format 'xml'"),
+    (("--format", "xml"), "'xml' is not one of 'table', 'json', 'csv'"),
     (("-w", "trace", "--block-size", "1024"), "expected at most"),
     (("--trace", "missing.jsonl"), "missing.jsonl: no such trace file"),
     (("--trace", "a.jsonl", "-w", "trace"), "give one of them"),

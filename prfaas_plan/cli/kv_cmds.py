@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from .. import arithmetic as A
-from ..output.report import Column, Report, Section, check_format
+from ..output.report import Column, Report, Section
 from ..profiles import get_model
 from ..units import parse_lengths
-from .app import FormatOption, app
+from .app import app
 from .envelope import emit
+from .options import FormatOpt
 
 
 @app.command("kv")
@@ -19,10 +20,9 @@ def kv_cmd(
                                      help="Uncached prompt length(s), e.g. 32k or 1k,8k (K = 1024)."),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel ranks: >1 gives the bytes a "
                            "TP transfer moves when KV heads are replicated across ranks."),
-    fmt: str = FormatOption,
+    fmt: FormatOpt = "table",
 ) -> None:
     """S_kv(l) and its parts per length, against a dense model of the same depth."""
-    check_format(fmt)
     lengths = parse_lengths(length, "--len")
     rows = []
     for name in model:
