@@ -21,24 +21,38 @@ def _plain(v):
     return v
 
 
-def inputs_in_effect() -> tuple[str, dict]:
-    """The running command's name (``size``, ``workload describe``) and its inputs:
-    ``{name: {"value": v, "default": bool}}`` in declaration order."""
+def _params():
+    """(command name, [(parameter, value, is_default)]) of the running command, in declaration order."""
     from ._click import get_current_context
 
     ctx = get_current_context(silent=True)
     if ctx is None:
-        return "", {}
-    command = " ".join(ctx.command_path.split()[1:])
-    out = {}
+        return "", []
+    out = []
     for param in ctx.command.params:
-        name = param.name
-        if name is None or name not in ctx.params:
+        if param.name is None or param.name not in ctx.params:
             continue
-        source = ctx.get_parameter_source(name)
-        out[name] = {"value": _plain(ctx.params[name]),
-                     "default": source is not None and source.name in ("DEFAULT", "DEFAULT_MAP")}
-    return command, out
+        source = ctx.get_parameter_source(param.name)
+        out.append((param, _plain(ctx.params[param.name]),
+                    source is not None and source.name in ("DEFAULT", "DEFAULT_MAP")))
+    return " ".join(ctx.command_path.split()[1:]), out
+
+
+def inputs_in_effect() -> tuple[str, dict]:
+    """The running command's name (``size``, ``workload describe``) and its inputs:
+    ``{name: {"value": v, "default": bool}}`` in declaration order."""
+    command, params = _params()
+    return command, {p.name: {"value": v, "default": d} for p, v, d in params}
+
+
+def defaults_note() -> str | None:
+    """``defaults in effect: --model kimi-linear, --link 100G, ...`` for the options left at a default
+    that means something (not unset, not off, not the output format)."""
+    _, params = _params()
+    shown = [f"{max(p.opts, key=len)} {v}" for p, v, d in params
+             if d and v is not None and v is not False and v not in ([], "") and p.name != "fmt"
+             and getattr(p, "opts", None)]
+    return f"defaults in effect: {', '.join(shown)}" if shown else None
 
 
 def envelope_meta(report: Report) -> dict:
@@ -57,10 +71,8 @@ def envelope_meta(report: Report) -> dict:
 def emit(report: Report, fmt: str, out=None) -> None:
     """Render ``report`` in the envelope and write it in one piece (stdout unless ``out``)."""
     report.meta = envelope_meta(report)
-    if str(fmt) == "table":  # machine formats carry this in meta.inputs
-        defaults = [f"--{k.replace('_', '-')} {v['value']}" for k, v in report.meta["inputs"].items()
-                    if v["default"] and v["value"] not in (None, False, [], "")]
-        if defaults:
-            report.notes = [f"defaults in effect: {', '.join(defaults)}"] + list(report.notes)
+    note = defaults_note() if str(fmt) == "table" else None  # machine formats carry it in meta.inputs
+    if note:
+        report.notes = [note] + list(report.notes)
     text = render(report, str(fmt), quiet=STATE["quiet"])
     (out or sys.stdout).write(text)
