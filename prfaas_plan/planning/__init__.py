@@ -5,6 +5,7 @@
 - `answer_size`, `answer_compare`, `answer_layout`, `answer_reproduce` (``answers``): everything a
   command prints — figures, follow-up questions (``questions``), warnings (``warnings``), notes;
 - `answer_simulate` (``simulate``): plan, workload, discrete-event run and the analytic model beside it;
+- `kv_breakdown` (``kv``): a request's cache by part per length;
 - ``case_study``: the paper's case study and its published figures.
 
 Example::
@@ -27,6 +28,7 @@ from .answers import (
     answer_size,
     perf_notes,
 )
+from .kv import KvBreakdown, kv_breakdown
 from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
 from .questions import LinkSizing, LoadedLatency, SloRate, TargetSizing, Verification
 from .scenario import (
@@ -43,9 +45,9 @@ from .simulate import SimulationAnswer, answer_simulate
 from .warnings import PlanWarning
 
 __all__ = [
-    "DEFAULTS", "CompareAnswer", "LayoutAnswer", "LinkSizing", "LoadedLatency", "Plan", "PlanWarning",
+    "DEFAULTS", "CompareAnswer", "KvBreakdown", "LayoutAnswer", "LinkSizing", "LoadedLatency", "Plan", "PlanWarning",
     "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
     "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
-    "homogeneous_baseline", "instance_decode", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
+    "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
     "perf_notes", "scenario", "scenario_for", "size", "size_layout",
 ]

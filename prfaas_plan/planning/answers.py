@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout
@@ -33,6 +34,11 @@ from .questions import (
 )
 from .scenario import DEFAULTS, Scenario, scenario_for
 from .warnings import PlanWarning, beaten_warning, plan_warnings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.lp import LPResult
+    from ..analytic.throughput import PerfInputs
+    from .case_study import CaseStudy
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -142,8 +148,8 @@ class LayoutAnswer:
     path: str
     layout: Layout
     scenario: Scenario
-    result: object                    # analytic.lp.LPResult (``sites`` per site)
-    perf: object                      # analytic.throughput.PerfInputs of every site
+    result: LPResult                  # ``sites``: one result per site
+    perf: PerfInputs                  # every site's per-instance performance
     resplit: list[str]                # sites whose prefill/decode split the program changed
     warnings: list[PlanWarning]
     notes: list[str]
@@ -197,7 +203,7 @@ class ReproduceAnswer:
 
     inputs: str
     mode: str
-    study: object                          # case_study.CaseStudy
+    study: CaseStudy
     figures: list[dict]                    # case_study.compare_to_targets rows
     h20_prediction: list[dict] | None      # predicted level only: our H20 against the back-solved inputs
     notes: list[str]

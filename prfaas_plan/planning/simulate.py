@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
@@ -21,6 +22,12 @@ from .scenario import (
     instance_decode,
     instance_prefill,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.latency import LatencySummary
+    from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs
+    from ..analytic.ttft import TTFTSummary
+    from ..simulator import SimConfig, SimResult
 
 BASELINES = ("prfaas", "homogeneous", "naive")
 DEFAULT_LOAD = 0.8             # offered load of the synthetic workload, fraction of Lambda_max
@@ -100,14 +107,14 @@ class SimulationAnswer:
     """``prfaas-plan simulate``: the planned layout, the run(s) and the analytic model beside them."""
 
     layout: Layout
-    evaluation: object           # analytic.throughput.Evaluation of the plan (threshold, split, Lambda_max)
-    perf: object                 # analytic.throughput.PerfInputs
-    grid: object                 # analytic.throughput.LengthGrid the plan used
-    config: object               # simulator.SimConfig
-    result: object               # simulator.SimResult of ``scheduler``
-    other: object | None         # the other scheduler's SimResult (``compare``)
-    analytic: object | None      # analytic.latency.LatencySummary at the offered rate (None: one arrival time)
-    unloaded: object             # analytic.ttft.TTFTSummary
+    evaluation: Evaluation       # the plan: threshold, split, Lambda_max
+    perf: PerfInputs
+    grid: LengthGrid             # the uncached lengths the plan used
+    config: SimConfig
+    result: SimResult            # the run of ``scheduler``
+    other: SimResult | None      # the other scheduler's run (``compare``)
+    analytic: LatencySummary | None  # at the offered rate (None: fewer than two arrival times)
+    unloaded: TTFTSummary
     scheduler: str
     requests: int
     seed: int
