@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from prfaas_plan import __version__
 
@@ -109,7 +112,6 @@ def test_tables_fit_100_columns_without_exponents_or_nan(cli, monkeypatch):
         rows = [l for l in table.splitlines() if l[:1] in "┃│┏┡└┗━"]
         assert rows and max(len(l) for l in rows) <= 100, name
         assert " nan" not in table and "nan " not in table
-        import re
         assert not re.search(r"[0-9]e[+-][0-9]", " ".join(rows)), name
 
 
@@ -119,3 +121,25 @@ def test_quiet_drops_notes_and_version_prints(cli):
     assert "note:" in loud and "note:" not in quiet and "PrfaaS-PD plan" in quiet
     code, out, _ = cli("--version")
     assert code == 0 and out.strip() == f"prfaas-plan {__version__}"
+
+
+@settings(derandomize=True, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
+       st.sampled_from([None, ".3f", ".2f", ".4g", ",.0f", ".1%", "+.2%"]))
+def test_a_table_cell_never_shows_an_exponent(v, fmt):
+    from prfaas_plan.output.report import _cell
+
+    text = _cell(v, fmt)
+    assert "e" not in text.lower() and "nan" not in text.lower(), (v, fmt, text)
+
+
+@settings(derandomize=True, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.floats(), st.integers(), st.none()), max_size=6))
+def test_json_rows_are_finite_and_flag_every_non_finite_value(values):
+    from prfaas_plan.output.report import Report, Section, render
+
+    row = {f"k{i}": v for i, v in enumerate(values)}
+    out = json.loads(render(Report([Section("s", "t", [row])]), "json"))["sections"]["s"][0]
+    for k, v in row.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            assert out[k] is None and out[f"{k}_nonfinite"] in ("inf", "-inf", "nan")

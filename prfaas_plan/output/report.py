@@ -108,15 +108,14 @@ def _jsonable(v: Any) -> Any:
 
 def plain_number(v: float) -> str:
     """A number for a table cell without an exponent: thousands separated from 1000, 4 significant
-    digits below, ``0`` for zero."""
-    if v == 0:
-        return "0"
+    digits down to 1e-4, fixed point with up to 10 decimals below (``0`` when nothing is left)."""
     a = abs(v)
     if a >= 1000:
         return f"{v:,.0f}"
     if a >= 1e-4:
-        return f"{v:.4g}" if "e" not in f"{v:.4g}" else f"{v:.4f}"
-    return f"{v:.2g}" if "e" not in f"{v:.2g}" else f"{v:.8f}".rstrip("0")
+        return f"{v:.4g}"
+    text = f"{v:.10f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "0", "-0") else text
 
 
 def _cell(v: Any, fmt: Any) -> str:
