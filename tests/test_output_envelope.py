@@ -53,8 +53,8 @@ def test_json_envelope(cli, name):
     assert meta["tool"] == "prfaas-plan" and meta["version"] == __version__
     assert meta["command"] == name.split(" --")[0]
     assert meta["inputs"]["fmt"] == {"value": "json", "default": False}
-    for key, given in meta["inputs"].items():
-        assert set(given) == {"value", "default"} and isinstance(given["default"], bool), key
+    for key, entry in meta["inputs"].items():
+        assert set(entry) == {"value", "default"} and isinstance(entry["default"], bool), key
     assert "stack" in meta and meta["data_sources"]["profiles"]
     for w in doc["warnings"]:
         assert set(w) == {"code", "message"} and w["code"].replace("-", "").isalnum()
