@@ -25,7 +25,7 @@ MODELS = ("kimi-linear", "prfaas-1t", "qwen3-235b", "deepseek-v3", "mimo-v2-flas
 CHIPS = ("H200", "H100", "H20", "B200", "MI300X")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scenario(model, remote, local, gbps, tpot_ms):
     sc = scenario_for(get_model(model), remote, local, Link(gbps * 1e9), 8, tpot_ms / 1e3, "exact", "predicted",
                       resolve_workload("paper"))

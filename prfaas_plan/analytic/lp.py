@@ -68,7 +68,7 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     nb = labels[-1] + 1
     weight = np.bincount(labels, w, nb)
     keep = weight > 0
-    agg = lambda v: (np.bincount(labels, w * v, nb)[keep] / weight[keep])  # noqa: E731
+    agg = lambda v: (np.bincount(labels, w * v, nb)[keep] / weight[keep])
     return Bins(agg(l), weight[keep], agg(t_remote), agg(t_local), agg(kv))
 
 

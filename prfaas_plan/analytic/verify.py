@@ -25,7 +25,14 @@ import numpy as np
 from ..errors import InternalError
 from ..layout import Layout
 from .lp import LPResult, make_bins, max_throughput
-from .throughput import STAGES, Evaluation, LengthGrid, PerfInputs, Routing, stage_bounds
+from .throughput import (
+    STAGES,
+    Evaluation,
+    LengthGrid,
+    PerfInputs,
+    Routing,
+    stage_bounds,
+)
 
 BAND = (-0.01, 0.02)      # the project's agreement band between grid and LP (relative)
 SPLIT_STEPS = 33          # fractions of the split bin tried for the best bin threshold
@@ -146,12 +153,12 @@ def verify(layout: Layout, grid: LengthGrid, perf: PerfInputs, grid_plan: Evalua
     tol = 1e-6 * max(res.bound_rps, 1.0)
     if res.lambda_rps > res.bound_rps + tol:
         raise InternalError(f"{what}: the LP's {res.lambda_rps:.6g} req/s exceeds its bound {res.bound_rps:.6g}")
-    split = replace(layout, pd_sites=(site.with_split(int(round(res.n_prefill))),) + layout.pd_sites[1:])
+    split = replace(layout, pd_sites=(site.with_split(round(res.n_prefill)),) + layout.pd_sites[1:])
     # HiGHS meets r_b <= Lambda w_b to its tolerance: snap shares within it to whole bins, so a pool
     # of zero instances is not charged a 1e-12 share of a bin.
     frac = np.where(res.remote_fraction > 1 - 1e-7, 1.0, np.where(res.remote_fraction < 1e-7, 0.0,
                                                                     res.remote_fraction))
-    sb = stage_bounds(split, _routing(bins, frac), perf, [int(round(res.n_prefill))])
+    sb = stage_bounds(split, _routing(bins, frac), perf, [round(res.n_prefill)])
     carried = float(sb.lambda_max[0, 0])
     if res.lambda_rps > carried * (1 + FEASIBLE_RTOL) + 1e-9:
         raise InternalError(f"{what}: the LP's routing carries {carried:.6g} req/s by the throughput model's stage "
