@@ -111,7 +111,8 @@ def test_an_lp_above_what_its_routing_carries_is_an_internal_error(monkeypatch, 
 def test_solver_failure_is_an_internal_error_with_its_status(monkeypatch):
     sc, perf = _scenario("kimi-linear", "64xH100", "40xH100", 12.06, 40)
     lay = prfaas_pd(sc.remote, sc.local, sc.link, 8)
-    monkeypatch.setattr(lp._Program, "solve", lambda self, *a, **k: (None, float("nan"), float("nan"), "solver_failed"))
+    failed = lp._Solved(None, float("nan"), float("nan"), "solver_failed", np.zeros(0))
+    monkeypatch.setattr(lp._Program, "solve", lambda self, *a, **k: failed)
     with pytest.raises(InternalError, match="status solver_failed"):
         lp.max_throughput(lay, lp.make_bins(sc.grid, perf), perf)
 
@@ -139,3 +140,24 @@ def test_multi_site_answer_is_feasible_and_bounded():
     remote_load = sum(float(np.where(np.isfinite(s_bins.remote_s), s_bins.remote_s, 0) @ s.routed_rps)
                       for s, s_bins in zip(res.sites, [lp.make_bins(sc.grid, perf, site=x.name) for x in sites]))
     assert remote_load <= 10 * (1 + 1e-6)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(counts=st.lists(st.tuples(st.integers(2, 12), st.sampled_from(CHIPS), st.sampled_from([2.0, 10.0, 60.0])),
+                       min_size=2, max_size=4), n_remote=st.integers(1, 8))
+def test_priced_rounding_brackets_the_integer_optimum(counts, n_remote):
+    # The priced rounding is feasible (<= the exact integer optimum) and its Lagrangian bound is proven
+    # (>= it); the exact optimum comes from HiGHS's MIP run to the end.
+    from prfaas_plan.planning.plans import layout_perf
+
+    sc, _ = _scenario("kimi-linear", "8xH200", "8xH20", 1.0, 25)
+    sites = tuple(PDSite(f"s{i}", parse_instance(f"8x{c}", "t"), n // 2, n - n // 2, Link(g * 1e9))
+                  for i, (n, c, g) in enumerate(counts))
+    lay = Layout("t", sites, PrefillSite("remote", parse_instance("8xH200", "t"), n_remote), None)
+    perf = layout_perf(lay, sc)
+    bins = {s.name: lp.make_bins(sc.grid, perf, 32, site=s.name) for s in sites}
+    priced = lp.max_throughput(lay, bins, perf, mip_max_sites=0)
+    exact = lp.max_throughput(lay, bins, perf, time_limit_s=None)
+    assert exact.gap < 1e-3
+    assert priced.lambda_rps <= exact.lambda_rps * (1 + 1e-6)
+    assert priced.bound_rps >= exact.lambda_rps * (1 - 1e-6)

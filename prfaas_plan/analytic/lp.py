@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from .throughput import LengthGrid, PerfInputs
 
 MIP_TIME_LIMIT_S = 3.0      # integer solves stop here and report the best answer with its proven gap
 MIP_REL_GAP = 1e-4          # HiGHS's default relative optimality gap for integer programs
+MIP_MAX_SITES = 8           # larger layouts stop at the priced rounding and its proven gap
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,14 @@ class LPResult:
     routed_rps: np.ndarray = field(default_factory=lambda: np.zeros(0))  # r_b, requests/s per bin
 
 
+class _Solved(NamedTuple):
+    x: np.ndarray | None      # None when HiGHS ended without a solution
+    value: float
+    bound: float              # proven bound on the optimum (the value itself for a continuous program)
+    status: str
+    duals: np.ndarray         # continuous programs: d(value)/d(upper side) per row (nan elsewhere)
+
+
 def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol: float = 1e-4):
     """Is ``x`` (remote fraction by bin, ascending length) a threshold policy? Bins of negligible
     weight are ignored. Returns (is_threshold, threshold_tokens)."""
@@ -151,33 +161,49 @@ class _Program:
         self.rows.append((np.asarray(idx, dtype=int).ravel(), np.asarray(coef, dtype=float).ravel(), lo, hi))
 
     def solve(self, objective: list, maximize: bool, time_limit_s: float | None = None,
-              mip_rel_gap: float = MIP_REL_GAP):
-        """Solve for ``objective``, a list of (variable indices, coefficients); returns (x, objective
-        value, proven bound, status) with x None when HiGHS ended without a solution."""
-        from scipy.optimize import Bounds, LinearConstraint, milp
-        from scipy.sparse import csr_matrix
+              mip_rel_gap: float = MIP_REL_GAP) -> _Solved:
+        """Solve for ``objective``, a list of (variable indices, coefficients), with HiGHS: a
+        continuous program through `scipy.optimize.linprog` (which gives the rows' duals), an integer
+        one through `scipy.optimize.milp`; both silent (scipy's ``disp`` defaults to off)."""
+        from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+        from scipy.sparse import csr_matrix, vstack
 
         sign = -1.0 if maximize else 1.0
         c = np.zeros(self.n)
         for idx, coef in objective:
             c[idx] += sign * coef
+        lo = np.array([r[2] for r in self.rows])
+        hi = np.array([r[3] for r in self.rows])
         indptr = np.concatenate([[0], np.cumsum([len(r[0]) for r in self.rows])])
         a = csr_matrix((np.concatenate([r[1] for r in self.rows]), np.concatenate([r[0] for r in self.rows]),
                         indptr), shape=(len(self.rows), self.n))
-        cons = LinearConstraint(a, [r[2] for r in self.rows], [r[3] for r in self.rows])
+        lb, ub = np.concatenate(self.lb), np.concatenate(self.ub)
         integrality = np.concatenate(self.integer)
-        options = {"disp": False, "mip_rel_gap": mip_rel_gap}
-        if time_limit_s is not None:
-            options["time_limit"] = time_limit_s
-        res = milp(c, integrality=integrality, bounds=Bounds(np.concatenate(self.lb), np.concatenate(self.ub)),
-                   constraints=cons, options=options)
+        duals = np.full(len(self.rows), np.nan)
+        if integrality.any():
+            options = {"disp": False, "mip_rel_gap": mip_rel_gap}
+            if time_limit_s is not None:
+                options["time_limit"] = time_limit_s
+            res = milp(c, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(a, lo, hi),
+                       options=options)
+        else:
+            eq = lo == hi
+            upper = ~eq & np.isfinite(hi)
+            lower = ~eq & np.isfinite(lo)
+            a_ub = vstack([a[upper], -a[lower]]).tocsr()
+            b_ub = np.concatenate([hi[upper], -lo[lower]])
+            res = linprog(c, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
+                          A_eq=a[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
+                          bounds=np.column_stack([lb, ub]), method="highs")
+            if res.x is not None and upper.any():
+                duals[np.flatnonzero(upper)] = sign * np.asarray(res.ineqlin.marginals)[:int(upper.sum())]
         status = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded"}.get(res.status, "solver_failed")
         if res.x is None:
-            return None, math.nan, math.nan, status
+            return _Solved(None, math.nan, math.nan, status, duals)
         value = sign * float(res.fun)
-        bound = getattr(res, "mip_dual_bound", None)
-        bound = value if bound is None or not integrality.any() else sign * float(bound)
-        return np.asarray(res.x), value, bound, status
+        bound = getattr(res, "mip_dual_bound", None) if integrality.any() else None
+        bound = value if bound is None else sign * float(bound)
+        return _Solved(np.asarray(res.x), value, bound, status, duals)
 
 
 def _no_solution(what: str, status: str) -> InternalError:
@@ -255,9 +281,11 @@ def _build_max(layout: Layout, bins, perf: PerfInputs, free_split: bool, integer
             n_p = int(prog.var(1, 0.0, float(site.instances), integer=integer)[0])
         lam, r = _site_rows(prog, b, dec_rps, site.instances, goodput, n_r > 0, n_p, fixed, layout.threshold)
         site_vars.append(_SiteVars(lam, r, n_p, b, site.instances, fixed, goodput))
+    remote_row = None
     if n_r > 0:
         _remote_rows(prog, site_vars, n_r)
-    return prog, site_vars
+        remote_row = len(prog.rows) - 1
+    return prog, site_vars, remote_row
 
 
 def _site_result(x, v: _SiteVars, n_remote, status) -> LPResult:
@@ -272,44 +300,53 @@ def _site_result(x, v: _SiteVars, n_remote, status) -> LPResult:
 
 
 def _solve_max(layout, bins, perf, free_split, integer, fixed_splits=None, time_limit_s=None):
-    prog, site_vars = _build_max(layout, bins, perf, free_split, integer, fixed_splits)
-    lams = [v.lam for v in site_vars]
-    x, value, bound, status = prog.solve([(lams, 1.0)], True, time_limit_s)
-    if x is None:
-        raise _no_solution(f"layout {layout.name!r}: throughput program", status)
+    """Solve `_build_max`; returns (site results, total rate, proven bound, status, remote price), the
+    price being the value (req/s) of the whole remote site's capacity at the margin (continuous only)."""
+    prog, site_vars, remote_row = _build_max(layout, bins, perf, free_split, integer, fixed_splits)
+    sol = prog.solve([([v.lam for v in site_vars], 1.0)], True, time_limit_s)
+    if sol.x is None:
+        raise _no_solution(f"layout {layout.name!r}: throughput program", sol.status)
     n_r = layout.remote.instances if layout.remote is not None else 0
-    sites = tuple(_site_result(x, v, n_r, status) for v in site_vars)
-    return sites, value, bound, status
+    sites = tuple(_site_result(sol.x, v, n_r, sol.status) for v in site_vars)
+    price = float(sol.duals[remote_row]) if remote_row is not None and np.isfinite(sol.duals[remote_row]) else 0.0
+    return sites, sol.value, sol.bound, sol.status, max(price, 0.0)
 
 
-def _round_splits(layout: Layout, bins, perf: PerfInputs, relaxed: tuple) -> list[int]:
-    """Integer splits from the relaxation: each site keeps the remote prefill time it used there and
-    takes the better of rounding its split down or up (a one-site program each)."""
-    splits = []
+def _lagrangian_splits(layout: Layout, bins, perf: PerfInputs, relaxed: tuple, price: float):
+    """Integer splits and a proven bound from the relaxation's price on the shared remote site.
+
+    With the remote row priced at ``price`` (req/s per unit of remote utilization) the sites separate:
+    site ``i`` maximizes ``Lambda_i - price * U_i`` (``U_i`` its share of the remote site's capacity)
+    for its own split. That value is concave in the split (an LP's optimum in its right-hand side) and
+    the relaxation's split maximizes it, so the best integer split is the relaxed one rounded down or
+    up. Returns (splits, bound) with ``bound = price + sum_i max(...)`` >= the integer optimum (weak
+    duality)."""
+    n_r = layout.remote.instances if layout.remote is not None else 0
+    splits, bound = [], price if n_r > 0 else 0.0
     for site, rs in zip(layout.pd_sites, relaxed):
-        lo, hi = math.floor(rs.n_prefill + 1e-9), math.ceil(rs.n_prefill - 1e-9)
-        if lo == hi:
-            splits.append(lo)
-            continue
         b = bins[site.name] if isinstance(bins, dict) else bins
         dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
         remote_s = np.where(np.isfinite(b.remote_s), b.remote_s, 0.0)
-        share = float(remote_s @ rs.routed_rps)   # remote instances this site kept busy, instance-s/s
         goodput = site.link.goodput_bps if site.link is not None else 0.0
-        values = []
-        for n_p in (lo, hi):
+        lo, hi = math.floor(rs.n_prefill + 1e-9), math.ceil(rs.n_prefill - 1e-9)
+        best = (-math.inf, lo)
+        for n_p in sorted({lo, hi}):
             prog = _Program()
-            lam, r = _site_rows(prog, b, dec_rps, site.instances, goodput, share > 0, None, float(n_p),
+            lam, r = _site_rows(prog, b, dec_rps, site.instances, goodput, n_r > 0, None, float(n_p),
                                 layout.threshold)
-            if share > 0:
-                prog.row(r, remote_s / share, hi=1.0)
-            values.append(prog.solve([(lam, 1.0)], True)[1])
-        splits.append(lo if values[0] >= values[1] else hi)
-    return splits
+            objective = [(lam, 1.0)] + ([(r, -price * remote_s / n_r)] if n_r > 0 else [])
+            sol = prog.solve(objective, True)
+            if sol.x is None:
+                raise _no_solution(f"layout {layout.name!r}: site {site.name!r} split", sol.status)
+            best = max(best, (sol.value, n_p))
+        bound += best[0]
+        splits.append(best[1])
+    return splits, bound
 
 
 def max_throughput(layout: Layout, bins: Bins | dict[str, Bins], perf: PerfInputs, free_split: bool = True,
-                   integer: bool = True, time_limit_s: float = MIP_TIME_LIMIT_S) -> LPResult:
+                   integer: bool = True, time_limit_s: float = MIP_TIME_LIMIT_S,
+                   mip_max_sites: int = MIP_MAX_SITES) -> LPResult:
     """Maximize the total rate over the layout's PD sites (several sites share the remote prefill site,
     each over its own link); each site's local split is a variable when ``free_split``.
 
@@ -317,31 +354,40 @@ def max_throughput(layout: Layout, bins: Bins | dict[str, Bins], perf: PerfInput
     The result's top-level fields describe the first site plus the total rate; ``sites`` has one
     result per site.
 
-    With integer splits the continuous relaxation is solved first (its value bounds the optimum), its
-    splits are rounded (`_round_splits`) and the rounded plan's routing solved (a feasible answer), and
-    then the mixed-integer program within ``time_limit_s``; the best feasible answer is
-    returned with ``bound_rps`` the tightest proven bound (the MIP's dual bound or the relaxation).
-    An integer answer below the rounded plan, or above the relaxation, is an `InternalError`.
+    With integer splits: the continuous relaxation (an upper bound and a price on the remote site),
+    integer splits and a Lagrangian bound from that price (`_lagrangian_splits`), the routing of those
+    splits (a feasible answer); then, for layouts of at most ``mip_max_sites`` sites whose gap is still
+    open, the mixed-integer program within ``time_limit_s``. The best feasible answer is returned with
+    ``bound_rps`` the tightest proven bound. An integer answer above a bound, or a MIP reported optimal
+    below the feasible answer, is an `InternalError`.
     """
     what = f"layout {layout.name!r}"
-    relaxed, relaxed_value, _, _ = _solve_max(layout, bins, perf, free_split, False)
+    relaxed, relaxed_value, _, _, price = _solve_max(layout, bins, perf, free_split, False)
     if not (free_split and integer):
         return replace(relaxed[0], lambda_rps=relaxed_value, sites=relaxed, bound_rps=relaxed_value, gap=0.0,
                        method="linear program")
-    rounded_splits = _round_splits(layout, bins, perf, relaxed)
-    rounded, rounded_value, _, _ = _solve_max(layout, bins, perf, True, True, rounded_splits)
-    sites, value, mip_bound, status = _solve_max(layout, bins, perf, True, True, time_limit_s=time_limit_s)
+    splits, lagrangian = _lagrangian_splits(layout, bins, perf, relaxed, price)
+    sites, value, _, _, _ = _solve_max(layout, bins, perf, True, True, splits)
     tol = 1e-6 * max(relaxed_value, 1.0)
-    if value > relaxed_value + tol:
-        raise InternalError(f"{what}: the integer program ({value:.6g} req/s) exceeds its own continuous "
-                            f"relaxation ({relaxed_value:.6g} req/s)")
-    method = "mixed-integer program (HiGHS)" + (" stopped at its time limit" if status == "time_limit" else "")
-    if value < rounded_value - tol:
-        if status == "optimal":
-            raise InternalError(f"{what}: HiGHS reports an optimal integer plan of {value:.6g} req/s below the "
-                                f"rounded relaxation's feasible {rounded_value:.6g} req/s")
-        sites, value, method = rounded, rounded_value, "rounded continuous relaxation (the MIP found less in time)"
-    bound = min(relaxed_value, mip_bound) if math.isfinite(mip_bound) else relaxed_value
+    bound = min(relaxed_value, lagrangian)
+    method = "relaxation, priced rounding and its routing (linear programs, HiGHS)"
+    if value > bound + tol:
+        raise InternalError(f"{what}: a feasible plan ({value:.6g} req/s) exceeds the proven bound ({bound:.6g} "
+                            f"req/s: relaxation {relaxed_value:.6g}, Lagrangian {lagrangian:.6g})")
+    if 1.0 - value / max(bound, 1e-300) > MIP_REL_GAP and len(layout.pd_sites) <= mip_max_sites:
+        mip_sites, mip_value, mip_bound, status, _ = _solve_max(layout, bins, perf, True, True,
+                                                                time_limit_s=time_limit_s)
+        if mip_value > bound + tol:
+            raise InternalError(f"{what}: the integer program ({mip_value:.6g} req/s) exceeds the proven bound "
+                                f"({bound:.6g} req/s)")
+        if status == "optimal" and mip_value < value - tol:
+            raise InternalError(f"{what}: HiGHS reports an optimal integer plan of {mip_value:.6g} req/s below a "
+                                f"feasible {value:.6g} req/s")
+        if mip_value > value:
+            sites, value = mip_sites, mip_value
+            method = "mixed-integer program (HiGHS)" + (" at its time limit" if status == "time_limit" else "")
+        if math.isfinite(mip_bound):
+            bound = min(bound, mip_bound)
     bound = max(bound, value)
     gap = 1.0 - value / bound if bound > 0 else 0.0
     return replace(sites[0], lambda_rps=value, sites=sites, bound_rps=bound, gap=gap, method=method)
@@ -377,8 +423,8 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
     if max_local is not None:
         prog.row([n_p, n_d], [1.0, 1.0], hi=float(max_local))
     scale = local_price if local_price > 0 else 1.0
-    x, value, _, status = prog.solve([(n_r, remote_price / scale), ([n_p, n_d], local_price / scale)], False,
-                                     MIP_TIME_LIMIT_S)
+    x, value, _, status, _ = prog.solve([(n_r, remote_price / scale), ([n_p, n_d], local_price / scale)], False,
+                                        MIP_TIME_LIMIT_S)
     if status == "infeasible":
         raise PlanError(f"target rate {target_rps:g} req/s cannot be served by layout {layout.name!r} "
                         f"within the given limits ({status})")
@@ -409,13 +455,13 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
         return prog, v
 
     prog, v = program()
-    x, best, _, status = prog.solve([(v.lam, 1.0)], True)
+    x, best, _, status, _ = prog.solve([(v.lam, 1.0)], True)
     if x is None:
         raise _no_solution(f"layout {layout.name!r}: link sizing reference", status)
     # The smallest link load (Gbit/s, order one) keeping Lambda >= keep * best.
     prog, v = program()
     prog.row([v.lam], [1.0], lo=keep_fraction * best)
-    x, g_gbps, _, status = prog.solve([(v.r, bins.kv_bytes * 8.0 / 1e9)], False)
+    x, g_gbps, _, status, _ = prog.solve([(v.r, bins.kv_bytes * 8.0 / 1e9)], False)
     if x is None:
         raise _no_solution(f"layout {layout.name!r}: link sizing", status)
     sized = _site_result(x, replace(v, goodput_bps=g_gbps * 1e9), layout.remote.instances, status)
