@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from prfaas_plan.analytic import lp
 from prfaas_plan.analytic.search import grid_search
-from prfaas_plan.analytic.verify import BAND, verify
+from prfaas_plan.analytic.verify import BAND, routing_bound, screen, verify
 from prfaas_plan.errors import InternalError, PlanError
 from prfaas_plan.layout import Layout, Link, PDSite, PrefillSite, prfaas_pd
 from prfaas_plan.performance.base import parse_instance
@@ -35,7 +35,12 @@ def _scenario(model, remote, local, gbps, tpot_ms):
 def _verified(model, remote, local, gbps, tpot_ms):
     sc, perf = _scenario(model, remote, local, gbps, tpot_ms)
     lay = prfaas_pd(sc.remote, sc.local, sc.link, 8)
-    return verify(lay, sc.grid, perf, grid_search(lay, sc.grid, perf, "exact").best)
+    v = verify(lay, sc.grid, perf, grid_search(lay, sc.grid, perf, "exact").best)
+    # the solver-free bound holds for every routing, the LP's included, and the screen fires on findings
+    assert routing_bound(lay, sc.grid, perf)[0] >= v.lp_rps * (1 - 1e-5)
+    if not v.threshold_optimal:
+        assert screen(lay, sc.grid, perf, v.grid_plan) is not None
+    return v
 
 
 def test_badly_scaled_link_no_longer_gives_a_silent_zero():
@@ -92,6 +97,10 @@ def test_the_non_threshold_finding_is_reported(cli):
     assert row["threshold_rps"] == pytest.approx(row["grid_rps"], rel=0.01)
     assert row["lp_rps"] == pytest.approx(row["bound_rps"], rel=1e-4)
     assert any(n.startswith("WARNING: routing is NOT a pure threshold") for n in doc["notes"])
+    code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
+                         "12.06G", "--tpot", "40ms", "--mode", "exact", "--format", "json")
+    screened = [n for n in json.loads(out)["notes"] if n.startswith("WARNING: routing by length may not")]
+    assert code == 0 and len(screened) == 1 and "13.1 req/s" in screened[0]   # the LP's figure, solver-free
 
 
 def test_an_lp_above_what_its_routing_carries_is_an_internal_error(monkeypatch, cli):

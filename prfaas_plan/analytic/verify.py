@@ -137,6 +137,77 @@ def _explain(v: dict, bins) -> str:
             f"{v['remote_ranges']} tokens remotely{why}")
 
 
+def _knapsack_bound(saved_s, cost, weight, budget, local_total, n_p, decode_rps, steps: int = 60):
+    """Highest rate (req/s; one per split) at which some routing keeps local prefill within ``n_p``
+    with one remote-side resource of capacity ``budget`` (per second) charging ``cost`` per request.
+
+    Offloading a request saves ``saved_s`` local prefill seconds; at rate ``lam`` the resource allows a
+    cost of ``budget / lam`` per arriving request, best spent on the requests with the most saved
+    seconds per unit cost (a fractional knapsack, piecewise linear in the allowance). The rates that fit
+    form an interval (``lam * (local_total - saved(budget / lam))`` is convex in ``lam``), so a
+    bisection finds its end."""
+    order = np.argsort(-saved_s / np.where(cost > 0, cost, 1e-300), kind="stable")
+    spent = np.concatenate([[0.0], np.cumsum(weight[order] * cost[order])])
+    saved = np.concatenate([[0.0], np.cumsum(weight[order] * saved_s[order])])
+    lo, hi = np.zeros_like(decode_rps), decode_rps.astype(float)
+    saved[-1] = local_total  # everything offloaded leaves no local prefill (not a rounding residue)
+
+    def fits(lam):
+        with np.errstate(over="ignore", divide="ignore"):
+            allowance = budget / lam
+        left = local_total - np.interp(allowance, spent, saved)
+        return lam * np.maximum(left, 0.0) <= n_p + 1e-9 * lam * local_total
+
+    ok = fits(hi)
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        good = fits(mid)
+        lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
+    return np.where(ok, decode_rps, lo)
+
+
+def routing_bound(layout: Layout, grid: LengthGrid, perf: PerfInputs) -> tuple[float, int]:
+    """An upper bound (req/s) on the exact-mode throughput of *any* routing of a single-PD-site layout
+    over every integer split, without a solver: each remote-side stage (link, remote prefill) bounds
+    the rate on its own (`_knapsack_bound`) and the lower of the two holds. Exact when one of them is
+    slack at the optimum. Returns (bound, local prefill instances reaching it)."""
+    from .. import arithmetic as A
+
+    site = layout.pd_sites[0]
+    sp = perf.sites[site.name]
+    l, w = grid.lengths, grid.weights
+    t_local = np.asarray(sp.prefill.latency_s(l), dtype=float)
+    splits = np.arange(0, site.instances + 1, dtype=float)
+    decode = (site.instances - splits) * sp.decode.requests_per_s(perf.output_tokens)
+    local_total = float(w @ t_local)
+    if not layout.uses_remote or site.link is None or perf.remote_prefill is None:
+        lam = np.minimum(np.divide(splits, local_total), decode)
+    else:
+        t_remote = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
+        kv_bits = A.s_kv_at(perf.model, l) * 8.0
+        lam = np.minimum(
+            _knapsack_bound(t_local, kv_bits, w, site.link.goodput_bps, local_total, splits, decode),
+            _knapsack_bound(t_local, t_remote, w, float(layout.remote.instances), local_total, splits, decode))
+    j = int(np.argmax(lam))
+    return float(lam[j]), int(splits[j])
+
+
+def screen(layout: Layout, grid: LengthGrid, perf: PerfInputs, grid_plan: Evaluation) -> str | None:
+    """A warning when some routing may beat the best threshold beyond the band (by `routing_bound`,
+    numpy only), else None; ``--verify`` then gives the linear program's plan."""
+    if grid_plan.mode != "exact":
+        from .search import grid_search
+
+        grid_plan = grid_search(layout, grid, perf, "exact").best
+    bound, n_p = routing_bound(layout, grid, perf)
+    g = grid_plan.lambda_max
+    if g <= 0 or bound <= g * (1 + BAND[1]):
+        return None
+    return (f"WARNING: routing by length may not be optimal here: some routing of requests to the remote site "
+            f"could carry up to {bound:.4g} req/s ({bound / g - 1:+.0%}, {n_p} local prefill instances) against "
+            f"the best threshold's {g:.4g} req/s (exact mode); --verify gives the linear program's plan")
+
+
 def verify(layout: Layout, grid: LengthGrid, perf: PerfInputs, grid_plan: Evaluation,
            n_bins: int = N_BINS) -> Verification:
     """Check ``grid_plan`` (the grid optimum of the single-PD-site ``layout``; re-searched in exact mode

@@ -272,9 +272,14 @@ def size_cmd(
         sections.append(_slo_section(sc, plan, ttft))
     if verify:
         sections.append(_verify_section(sc, plan))
+    else:
+        from ..analytic.verify import screen
+
+        routing_note = screen(plan.layout, sc.grid, plan.perf, plan.best)
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
-    notes = _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
+    notes = _warnings(plan, sc) + ([routing_note] if not verify and routing_note else []) + list(sc.notes) + \
+        _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; " + (
             "it would not bind at this throughput even with every request offloaded"
             if plan.link_bind_threshold is None else
