@@ -3,7 +3,7 @@
 Command modules import `app` from here and register themselves with ``@app.command()``. They parse,
 call the Python API (`prfaas_plan.planning` and friends) and render a `Report` through
 `prfaas_plan.cli.envelope.emit`; they compute nothing themselves. Options are declared once in
-`prfaas_plan.cli.options`. Heavy libraries (scipy, cvxpy, matplotlib) are imported inside the command
+`prfaas_plan.cli.options`. Heavy libraries (scipy, matplotlib) are imported inside the command
 bodies so that start-up stays fast.
 """
 

@@ -159,15 +159,22 @@ def _slo_section(s) -> Section:
 
 
 def _verify_section(v) -> Section:
-    row = {"grid_rps": v.grid_rps, "lp_rps": v.lp_rps, "difference": v.difference,
-           "grid_split": f"{v.grid_prefill}P+{v.grid_decode}D", "lp_split": f"{v.lp_prefill:.0f}P+{v.lp_decode:.0f}D",
-           "pure_threshold": v.pure_threshold, "lp_threshold_tokens": v.lp_threshold_tokens,
-           "grid_threshold_tokens": v.grid_threshold_tokens}
-    cols = [Column("grid_rps", "grid req/s", ".4f"), Column("lp_rps", "LP req/s", ".4f"),
+    """A `prfaas_plan.analytic.verify.Verification` (the grid optimum against the linear program)."""
+    res, g = v.lp, v.grid_plan
+    row = {"grid_rps": v.grid_rps, "threshold_rps": v.threshold_rps, "lp_rps": v.lp_rps, "bound_rps": v.bound_rps,
+           "optimality_gap": v.gap, "difference": v.lp_vs_grid, "non_threshold_gain": v.non_threshold_gain,
+           "grid_split": f"{g.n_prefill}P+{g.n_decode}D", "lp_split": f"{res.n_prefill:.0f}P+{res.n_decode:.0f}D",
+           "pure_threshold": v.threshold_optimal, "lp_routing_is_threshold": v.lp_is_threshold,
+           "lp_threshold_tokens": res.threshold_tokens, "grid_threshold_tokens": g.threshold,
+           "lp_binding_stages": "+".join(v.binding), "lp_remote_tokens": v.remote_ranges}
+    cols = [Column("grid_rps", "grid req/s", ".4f"), Column("threshold_rps", "best threshold on bins req/s", ".4f"),
+            Column("lp_rps", "LP req/s", ".4f"), Column("bound_rps", "LP bound req/s", ".4f"),
             Column("difference", "LP vs grid", "+.2%"), Column("grid_split", "grid split"),
             Column("lp_split", "LP split"), Column("pure_threshold", "threshold routing optimal"),
-            Column("grid_threshold_tokens", "grid t", tokens), Column("lp_threshold_tokens", "LP t", tokens)]
-    return Section("verify", "Grid search vs linear program (exact mode, 128 length bins)", [row], cols)
+            Column("lp_binding_stages", "LP binds"), Column("lp_remote_tokens", "LP offloads (tokens)")]
+    notes = ([v.explanation] if v.threshold_optimal else []) + [
+        f"LP: {res.method}; proven optimality gap {v.gap:.2%} (bound {v.bound_rps:.4f} req/s)"]
+    return Section("verify", "Grid search vs linear program (exact mode, 128 length bins)", [row], cols, notes)
 
 
 def _link_section(k) -> Section:

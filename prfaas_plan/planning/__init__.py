@@ -30,7 +30,14 @@ from .answers import (
 )
 from .kv import KvBreakdown, kv_breakdown
 from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
-from .questions import LinkSizing, LoadedLatency, SloRate, TargetSizing, Verification
+from .questions import (
+    LinkSizing,
+    LoadedLatency,
+    SloRate,
+    TargetSizing,
+    Verification,
+    routing_screen,
+)
 from .scenario import (
     DEFAULTS,
     Scenario,
@@ -49,5 +56,5 @@ __all__ = [
     "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
     "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
     "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
-    "perf_notes", "scenario", "scenario_for", "size", "size_layout",
+    "perf_notes", "routing_screen", "scenario", "scenario_for", "size", "size_layout",
 ]

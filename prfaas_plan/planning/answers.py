@@ -29,6 +29,7 @@ from .questions import (
     cheapest_for_rate,
     latency_under_load,
     rate_within_slo,
+    routing_screen,
     smallest_link,
     verify,
 )
@@ -105,12 +106,18 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
                                                  COST_NOTE]
     if threshold is not None:
         notes.insert(0, f"threshold fixed at {threshold:,.0f} tokens (--threshold): the split is optimized for it")
+    warnings = plan_warnings(plan, sc)
+    checked = verify(plan, sc) if verify_lp else None
+    if checked is not None and not checked.threshold_optimal:
+        warnings.append(PlanWarning("threshold-not-optimal", checked.explanation))
+    elif checked is None and (screen := routing_screen(plan, sc)):
+        warnings.append(PlanWarning("threshold-may-not-be-optimal", screen))
     return SizeAnswer(
-        sc, plan, plan_warnings(plan, sc), notes, threshold is not None,
+        sc, plan, warnings, notes, threshold is not None,
         target=cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None,
         loaded=latency_under_load(plan, sc, load) if load is not None else None,
         slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
-        verification=verify(plan, sc) if verify_lp else None,
+        verification=checked,
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None)
 
 
@@ -185,6 +192,8 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
                for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
                               "length bins per site (exact mode), integer local splits",
+                              f"{res.method}: total {res.lambda_rps:.3f} req/s, proven optimality gap "
+                              f"{res.gap:.2%} (upper bound {res.bound_rps:.3f} req/s)",
                               "threshold routing False: the optimal routing is not a pure threshold, or not "
                               "unique because a stage other than prefill binds",
                               f"remote prefill: {perf.remote_prefill.source}" if perf.remote_prefill else

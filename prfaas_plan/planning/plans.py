@@ -178,5 +178,9 @@ def size_layout(layout: Layout, sc: Scenario):
     from ..analytic.lp import make_bins, max_throughput
 
     perf = layout_perf(layout, sc)
-    bins = {s.name: make_bins(sc.grid, perf, site=s.name) for s in layout.pd_sites}
+    by_instance = {}
+    for s in layout.pd_sites:
+        if str(s.instance) not in by_instance:
+            by_instance[str(s.instance)] = make_bins(sc.grid, perf, site=s.name)
+    bins = {s.name: by_instance[str(s.instance)] for s in layout.pd_sites}
     return max_throughput(layout, bins, perf), perf

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..analytic.verify import Verification
 from ..errors import PlanError
 from .plans import Plan
 from .scenario import Scenario
@@ -84,35 +85,21 @@ def rate_within_slo(plan: Plan, sc: Scenario, percentile: float, target_s: float
                    lat.p90_s, lat.p99_s, summary_value(lat, percentile), idle, METHOD)
 
 
-@dataclass(frozen=True)
-class Verification:
-    """The grid optimum (exact mode) against the linear program over per-bin routing fractions."""
-
-    grid_rps: float
-    lp_rps: float
-    grid_prefill: int
-    grid_decode: int
-    lp_prefill: float
-    lp_decode: float
-    pure_threshold: bool        # the LP's optimal routing is a pure length threshold
-    grid_threshold_tokens: float
-    lp_threshold_tokens: float | None
-
-    @property
-    def difference(self) -> float | None:
-        """LP throughput relative to the grid's, minus 1 (None when the grid serves nothing)."""
-        return self.lp_rps / self.grid_rps - 1 if self.grid_rps else None
-
-
 def verify(plan: Plan, sc: Scenario) -> Verification:
-    """Cross-check the plan with the linear program (exact mode, the LP's length bins)."""
-    from ..analytic.lp import make_bins, max_throughput
-    from ..analytic.search import grid_search
+    """Cross-check the plan with the linear program (`prfaas_plan.analytic.verify`: exact mode, the LP's
+    length bins, the best pure threshold on them and the LP's proven bound)."""
+    from ..analytic.verify import verify as lp_verify
 
-    grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.layout, sc.grid, plan.perf, "exact").best
-    res = max_throughput(plan.layout, make_bins(sc.grid, plan.perf), plan.perf)
-    return Verification(grid_exact.lambda_max, res.lambda_rps, grid_exact.n_prefill, grid_exact.n_decode,
-                        res.n_prefill, res.n_decode, res.is_threshold, grid_exact.threshold, res.threshold_tokens)
+    return lp_verify(plan.layout, sc.grid, plan.perf, plan.best)
+
+
+def routing_screen(plan: Plan, sc: Scenario) -> str | None:
+    """Without a solver: a sentence when some routing may beat the best threshold beyond the
+    verification band (`prfaas_plan.analytic.verify.screen`), else None."""
+    from ..analytic.verify import screen
+
+    note = screen(plan.layout, sc.grid, plan.perf, plan.best)
+    return note.removeprefix("WARNING: ") if note else None
 
 
 @dataclass(frozen=True)

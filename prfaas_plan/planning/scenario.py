@@ -163,10 +163,14 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     """Per-instance performance of every site of a (possibly multi-site) layout."""
     context = sc.context_tokens
+    by_instance: dict[str, SitePerf] = {}   # sites of one instance shape share its performance
     sites = {}
     for site in layout.pd_sites:
-        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+        key = str(site.instance)
+        if key not in by_instance:
+            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+        sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:
         remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
