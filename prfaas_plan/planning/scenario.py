@@ -53,7 +53,7 @@ class Scenario:
     model: ModelProfile
     remote: str               # chips, e.g. 32xH200
     local: str                # chips, e.g. 64xH20
-    link: Link
+    link: Link | None         # None only for a layout file without a remote site (its sites carry the links)
     instance_chips: int
     tpot_s: float
     mode: str                 # representative | exact
