@@ -61,8 +61,11 @@ def simulate(requests: Requests, layout: Layout, perf: PerfInputs, cfg: SimConfi
         raise PlanError("timeline resolution must be a positive number of seconds")
     sysm = System.build(layout, perf, cfg.threshold)
     pd = rf = None
-    if requests.hashes is not None and cfg.cache_bytes_per_instance > 0:
+    if requests.has_blocks and cfg.cache_bytes_per_instance > 0:
         pd, rf = sysm.caches(cfg.cache_bytes_per_instance, cfg.block_tokens)
+        most = int(requests.input_tokens.sum()) // cfg.block_tokens * pd.block_bytes + len(requests) * pd.checkpoint_bytes
+        pd.assume_fits(most)  # when all the workload's blocks fit, recency never matters
+        rf.assume_fits(most)
     router = Router(pd, rf, sysm.remote_ok)
     engine = engine or ("pipeline" if cfg.scheduler == "static" else "events")
     if engine == "pipeline" and cfg.scheduler != "static":

@@ -47,7 +47,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
-    hashes = requests.hashes
+    blocks = requests.iter_blocks() if requests.has_blocks else None
     svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
     t_local = svc["local_s"].tolist()
     t_remote = svc["remote_s"].tolist()
@@ -268,7 +268,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 abundant = link.util < abundant_util
             else:
                 abundant = False
-            local, u, kv_pd, u_pd, moved = router.route(hashes[rid] if hashes else None, inlen[rid], thr,
+            local, u, kv_pd, u_pd, moved = router.route(next(blocks) if blocks else None, inlen[rid], thr,
                                                         abundant, lp_servers > 0)
             uncached[rid] = u
             if adaptive:

@@ -84,12 +84,12 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     thr = sysm.threshold
 
     # 1. routes, in arrival order
-    if router.pd is None or requests.hashes is None:
+    if router.pd is None or not requests.has_blocks:
         local = (inlen <= thr) | (not sysm.remote_ok) if sysm.n_prefill > 0 else np.zeros(n, dtype=bool)
         uncached = inlen.copy()
         kv_pd = np.zeros(n, dtype=np.int64)
     else:
-        flags, u, kv = router.route_all(requests.hashes[:n], inlen.tolist(), thr, sysm.n_prefill > 0)
+        flags, u, kv = router.route_all(requests.iter_blocks(n), inlen.tolist(), thr, sysm.n_prefill > 0)
         local = np.array(flags, dtype=bool)
         uncached = np.array(u, dtype=np.int64)
         kv_pd = np.array(kv, dtype=np.int64)
