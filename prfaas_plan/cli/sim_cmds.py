@@ -315,6 +315,7 @@ def simulate_cmd(
               + (f" with t fixed at {t_fixed:,.0f}" if t_fixed is not None else ""),
               "throughput: steady = middle 90% of completions over their time span",
               "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
+    notes = result.warnings() + notes
     report = Report(sections, notes, meta={"model": perf.model.name, "layout": layout.name, "scheduler": scheduler,
                                            "seed": seed, "requests": len(requests)})
     text = render(report, fmt)

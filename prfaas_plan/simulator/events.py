@@ -341,7 +341,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 link.set_capacity(t, aux * eff / 8.0)
             else:  # _REBALANCE
                 rebalance(t)
-                if i < n or completed < i:
+                if i < n or (completed < i and (heap or link.next_t < INF)):  # else nothing can ever move again
                     heappush(heap, (t + cfg.long_term.period_s, _REBALANCE, 0, 0))
             continue
 

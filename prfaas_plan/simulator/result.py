@@ -55,6 +55,7 @@ class SimResult:
     scheduler: str
     threshold: float
     peak_link_flows: int
+    egress_bytes: float             # bytes the link delivered in the run (KV and prefix moves; the timeline's sum)
     method: str = SIM_METHOD
 
     @classmethod
@@ -94,7 +95,7 @@ class SimResult:
                    raw["p_start"], raw["p_end"], raw["ready"], raw["d_start"], raw["finish"],
                    raw["flow_bytes"], int(raw["arrived"]), end, sample_s, timeline, tuple(raw["roles"]),
                    int(raw["threshold_changes"]), util, cache, scheduler, float(threshold),
-                   int(raw["peak_flows"]))
+                   int(raw["peak_flows"]), float(sent.sum()))
 
     @property
     def completed(self) -> np.ndarray:
@@ -129,18 +130,41 @@ class SimResult:
                 out["steady_throughput_rps"] = float((hi - 1 - lo) / (f[hi - 1] - f[lo]))
         return out
 
+    def unfinished(self) -> dict[str, object]:
+        """Arrived requests that did not finish by the end of the run: ``count``, ``share`` of the arrived,
+        and how many of them were routed ``local`` and ``remote``."""
+        arrived = self.route >= 0
+        left = arrived & ~self.completed
+        count = int(left.sum())
+        return {"count": count, "share": count / self.arrived if self.arrived else 0.0,
+                "local": int((left & (self.route == 0)).sum()), "remote": int((left & (self.route == 1)).sum())}
+
+    def warnings(self) -> list[str]:
+        """Plain warnings about figures a reader should not take at face value."""
+        left = self.unfinished()
+        if not left["count"]:
+            return []
+        return [f"warning: {left['count']} of {self.arrived} requests ({left['share']:.1%}) did not finish by the end "
+                f"of the run ({left['local']} routed local, {left['remote']} remote); throughput counts and latency "
+                f"percentiles are over the {self.arrived - left['count']} completed requests only"]
+
     def summary(self) -> dict[str, object]:
-        """Headline figures as one flat dict with unit-suffixed keys."""
+        """Headline figures as one flat dict with unit-suffixed keys. Latency percentiles are over completed
+        requests (``latency_over`` says so, with how many were left out: ``unfinished``, by route)."""
         done = self.completed
         ttft = _pct(self.ttft_s[done])
         tpot = _pct(self.tpot_s[done])
         remote = self.route[: self.arrived] == 1
+        left = self.unfinished()
         out = dict(self.throughput())
+        out.update({"unfinished": left["count"], "unfinished_share": left["share"],
+                    "unfinished_local": left["local"], "unfinished_remote": left["remote"],
+                    "latency_over": f"{int(done.sum())} completed requests ({left['count']} unfinished excluded)"})
         out.update({f"ttft_{k}": v for k, v in ttft.items()})
         out.update({f"tpot_{k}": v for k, v in tpot.items()})
         out["remote_share"] = float(remote.mean()) if self.arrived else 0.0
         out["mean_uncached_tokens"] = float(self.uncached_tokens[: self.arrived].mean()) if self.arrived else 0.0
-        out["egress_gbps"] = (float(self.link_bytes.sum()) * 8e-9 / self.end_s) if self.end_s > 0 else 0.0
+        out["egress_gbps"] = self.egress_bytes * 8e-9 / self.end_s if self.end_s > 0 else 0.0
         out["peak_link_flows"] = self.peak_link_flows
         out["threshold_changes"] = self.threshold_changes
         out["role_changes"] = len(self.role_changes)
