@@ -20,6 +20,35 @@ SIM_METHOD = ("simulated: discrete events; per-cluster prefix caches (512-token 
 PERCENTILES = (50.0, 90.0, 99.0)
 
 
+@dataclass(frozen=True, eq=False)
+class RunRecord:
+    """What an engine hands to `SimResult.build`. Per-request arrays (one entry per request of the workload,
+    NaN where a request never reached a stage): ``route`` 0 local / 1 remote / -1 not arrived, ``uncached``
+    tokens prefilled, prefill ``p_start``/``p_end``, ``ready`` (cache complete at decode), decode ``d_start``
+    and ``finish`` (seconds), ``flow_bytes`` handed to the link. Run-wide: ``arrived`` requests, ``end_s``,
+    ``link_bins_bytes`` delivered per timeline bin, ``timeline`` samples, ``roles`` changed, short-term
+    ``threshold_changes``, ``server_area`` (server-seconds provisioned per stage), ``prefix_moves``
+    (count, bytes) and ``peak_flows`` on the link."""
+
+    route: np.ndarray
+    uncached: np.ndarray
+    p_start: np.ndarray
+    p_end: np.ndarray
+    ready: np.ndarray
+    d_start: np.ndarray
+    finish: np.ndarray
+    flow_bytes: np.ndarray
+    arrived: int
+    end_s: float
+    link_bins_bytes: np.ndarray
+    timeline: dict[str, np.ndarray]
+    roles: list[dict]
+    threshold_changes: int
+    server_area: dict[str, float]
+    prefix_moves: list
+    peak_flows: int
+
+
 def _pct(x: np.ndarray) -> dict[str, float]:
     x = x[np.isfinite(x)]
     if len(x) == 0:
@@ -59,28 +88,28 @@ class SimResult:
     method: str = SIM_METHOD
 
     @classmethod
-    def build(cls, requests, raw: dict, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
+    def build(cls, requests, raw: RunRecord, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
               threshold: float) -> "SimResult":
-        """Assemble the result from an engine's raw records (see `events.run_events`)."""
-        timeline = dict(raw["timeline"])
+        """Assemble the result from an engine's `RunRecord`."""
+        timeline = dict(raw.timeline)
         nt = len(timeline["t_s"])
-        bins = raw["link_bins_bytes"]
+        bins = raw.link_bins_bytes
         sent = np.zeros(nt)
         m = min(nt, len(bins))
         sent[:m] = bins[:m]
         timeline["link_gbps"] = sent * 8e-9 / sample_s
-        end = float(raw["end_s"])
-        route = raw["route"]
+        end = float(raw.end_s)
+        route = raw.route
 
         def busy(start, stop, mask):  # busy time up to the end of the run, seconds
             s, e = start[mask], stop[mask]
             started = np.isfinite(s)
             return float(np.sum(np.where(np.isfinite(e[started]), e[started], end) - s[started]))
 
-        area = raw["server_area"]
-        spent = {"local_prefill": busy(raw["p_start"], raw["p_end"], route == 0),
-                 "remote_prefill": busy(raw["p_start"], raw["p_end"], route == 1),
-                 "local_decode": busy(raw["d_start"], raw["finish"], route >= 0)}
+        area = raw.server_area
+        spent = {"local_prefill": busy(raw.p_start, raw.p_end, route == 0),
+                 "remote_prefill": busy(raw.p_start, raw.p_end, route == 1),
+                 "local_decode": busy(raw.d_start, raw.finish, route >= 0)}
         util = {k: (spent[k] / area[k] if area[k] > 0 else 0.0) for k in spent}
         if link_bps > 0 and end > 0:
             util["link"] = float(bins.sum()) * 8.0 / (link_bps * end)
@@ -89,13 +118,13 @@ class SimResult:
             if c is not None:
                 cache[name] = {"prompt_tokens": c.prompt_tokens, "hit_tokens": c.hit_tokens,
                                "hit_rate": c.hit_rate, "used_bytes": c.used, "evicted": c.evicted}
-        moves = raw["prefix_moves"]
+        moves = raw.prefix_moves
         cache["prefix_moves"] = {"count": moves[0], "link_bytes": moves[1]}
-        return cls(requests.arrival_s, requests.input_tokens, requests.output_tokens, route, raw["uncached"],
-                   raw["p_start"], raw["p_end"], raw["ready"], raw["d_start"], raw["finish"],
-                   raw["flow_bytes"], int(raw["arrived"]), end, sample_s, timeline, tuple(raw["roles"]),
-                   int(raw["threshold_changes"]), util, cache, scheduler, float(threshold),
-                   int(raw["peak_flows"]), float(sent.sum()))
+        return cls(requests.arrival_s, requests.input_tokens, requests.output_tokens, route, raw.uncached,
+                   raw.p_start, raw.p_end, raw.ready, raw.d_start, raw.finish,
+                   raw.flow_bytes, int(raw.arrived), end, sample_s, timeline, tuple(raw.roles),
+                   int(raw.threshold_changes), util, cache, scheduler, float(threshold),
+                   int(raw.peak_flows), float(sent.sum()))
 
     @property
     def completed(self) -> np.ndarray:
