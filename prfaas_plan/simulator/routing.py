@@ -51,42 +51,24 @@ class Router:
 
     def route_all(self, blocks, lengths, threshold: float, local_ok: bool):
         """`route` with the scarce rule over a whole arrival sequence (``blocks``: an iterable of each
-        request's hash ids, ``lengths`` their prompt tokens): the static scheduler's routing pass, with the
-        binary searches of `PrefixCache.match` inlined (a test checks that it equals calling `route` request
-        by request). Returns lists ``(local, uncached, kv_at_decode)``."""
+        request's hash ids, ``lengths`` their prompt tokens): the static scheduler's routing pass, in one
+        loop with the counters kept locally (a test checks that it equals calling `route` request by
+        request). Returns lists ``(local, uncached, kv_at_decode)``."""
         pd, rf = self.pd, self.prfaas
         bt = pd.block_tokens
         remote_ok = self.remote_ok
-        pd_pool, rf_pool = pd._pool, rf._pool
+        pd_cached, rf_cached = pd.cached_blocks, rf.cached_blocks
         pd_usable, rf_usable, pd_touch, rf_touch = pd.usable_blocks, rf.usable_blocks, pd.touch, rf.touch
         out_local, out_u, out_kv = [], [], []
         pd_prompt = pd_hit = rf_prompt = rf_hit = 0
         for h, length in zip(blocks, lengths):
-            nh = len(h)
             limit = (length - 1) // bt
-            if limit > nh:
-                limit = nh
-            lo, hi = 0, limit  # binary search of the cached prefix (the pool is prefix-closed)
-            while lo < hi:
-                mid = (lo + hi + 1) >> 1
-                if h[mid - 1] in pd_pool:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            kv_pd = lo
-            use = pd_usable(h, lo)
+            full = min(length // bt, len(h))
+            kv_pd = pd_cached(h, limit)
+            use = pd_usable(h, kv_pd)
             local = (length - use * bt <= threshold and local_ok) or not remote_ok
-            full = length // bt
-            if full > nh:
-                full = nh
             if not local:
-                lo, hi = 0, limit
-                while lo < hi:
-                    mid = (lo + hi + 1) >> 1
-                    if h[mid - 1] in rf_pool:
-                        lo = mid
-                    else:
-                        hi = mid - 1
+                lo = rf_cached(h, limit)
                 use = rf_usable(h, lo)
                 rf_prompt += length
                 rf_hit += use * bt
