@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analytic.search import GridResult, grid_search, threshold_candidates
+from ..analytic.search import GridResult, grid_search, per_support_step, threshold_candidates
 from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
 from ..analytic.ttft import TTFTSummary, ttft_summary
 from ..errors import PlanError
@@ -140,9 +140,10 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
     if ok[0] == 0:
         return None
     lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
+    carries_at = per_support_step(grid, lambda t: bool(carries([t])[0]))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if carries([mid])[0] else (mid, hi)
+        lo, hi = (lo, mid) if carries_at(mid) else (mid, hi)
     return hi
 
 
@@ -175,13 +176,14 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs) -> Plan:
     return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
-def size(sc: Scenario) -> Plan:
-    """The PrfaaS-PD plan for the scenario."""
-    perf = perf_inputs(sc)
+def size(sc: Scenario, perf: PerfInputs | None = None) -> Plan:
+    """The PrfaaS-PD plan for the scenario; ``perf`` is the scenario's `perf_inputs` when the caller
+    already has them (a sweep reuses them across points that differ only in the link)."""
+    perf = perf_inputs(sc) if perf is None else perf
     return optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
 
 
-def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
+def compare(sc: Scenario, basis: str = "instances", perf: PerfInputs | None = None) -> dict[str, Plan]:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous on the same budget.
 
     ``basis="instances"``: the homogeneous cluster has as many local-chip instances as PrfaaS-PD has
@@ -203,7 +205,7 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
         raise PlanError(f"--basis {basis!r}: expected instances or cost")
     if n_hom < 2:
         raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")
-    perf = perf_inputs(sc)
+    perf = perf_inputs(sc) if perf is None else perf
     prf = optimize(prf_layout, sc, perf)
     naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
     hom_chips = f"{n_hom * sc.instance_chips}x{l_inst.chip.name}"
