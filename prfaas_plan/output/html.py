@@ -83,7 +83,11 @@ def _kind(sections: dict, meta: dict) -> str:
 
 
 def _as_sections(body) -> dict[str, list[dict]]:
-    secs = body.get("sections", body) if isinstance(body, dict) else body
+    if isinstance(body, dict):
+        secs = body["sections"] if "sections" in body else {k: v for k, v in body.items()
+                                                             if k not in ("meta", "notes", "warnings")}
+    else:
+        secs = body
     if isinstance(secs, list):  # [{"name": ..., "rows": [...]}, ...]
         secs = {s.get("name", f"section {i + 1}"): s.get("rows", []) for i, s in enumerate(secs) if isinstance(s, dict)}
     if not isinstance(secs, dict):

@@ -22,16 +22,24 @@ LINE_STYLES = ("-", "--", ":", "-.", "-", "--")
 
 
 def varied_inputs(rows: list[dict], order: list[str] | None = None) -> list[tuple[str, list]]:
-    """Input columns that take more than one value (in ``order`` first, e.g. the spec's axes), with their
-    values in order of first appearance."""
+    """Input columns that take more than one value, with their values in order of first appearance.
+
+    Ordered as ``order`` (the spec's axes) when given, else as the spec had them: rows come in point
+    order with the last axis varying fastest, so the axis that changes least often between rows is first.
+    """
     from ..planning.sweep import INPUTS
 
-    out = []
-    for name in list(dict.fromkeys(list(order or []) + list(INPUTS))):
+    out = {}
+    for name in INPUTS:
         seen = list(dict.fromkeys(r.get(name) for r in rows))
         if len(seen) > 1:
-            out.append((name, seen))
-    return out
+            out[name] = seen
+    if order:
+        names = [k for k in order if k in out] + [k for k in out if k not in order]
+    else:
+        changes = {k: sum(a.get(k) != b.get(k) for a, b in zip(rows, rows[1:])) for k in out}
+        names = sorted(out, key=lambda k: changes[k])
+    return [(k, out[k]) for k in names]
 
 
 def _label(name: str) -> str:
