@@ -208,3 +208,9 @@ def test_per_support_step_is_exact(lengths, t):
     at = per_support_step(grid, above)
     assert at(t) == above(t)
     assert at(t * (1 + 1e-12)) == above(t * (1 + 1e-12))
+
+
+def test_the_docs_list_every_input_column_and_direction():
+    text = (Path(__file__).parent.parent / "docs" / "sweep.md").read_text()
+    for name in list(S.INPUTS) + [c for c, _, _ in S.OUTPUT_COLUMNS] + list(S.DIRECTIONS):
+        assert f"`{name}`" in text, name

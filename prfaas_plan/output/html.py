@@ -45,7 +45,7 @@ tr.hl td { background: #fdecec; font-weight: 600; }
 ul.notes li { margin: 3px 0; }
 figure { margin: 12px 0; }
 figure svg { max-width: 100%; height: auto; }
-figure.wide svg { width: 100%; }
+figure.wide svg { width: 100%; max-width: 900px; }
 figcaption { color: #5b6475; font-size: 0.85em; }
 footer { color: #5b6475; font-size: 0.8em; margin-top: 2em; }
 """

@@ -245,7 +245,9 @@ def _sweep_page(res: Result) -> list[str]:
                                      "median and range when there are many).", wide=True)]
     shown = rows[:MAX_TABLE_ROWS]
     more = f" (first {MAX_TABLE_ROWS} of {len(rows)}; all are in {res.source})" if len(rows) > MAX_TABLE_ROWS else ""
-    body += [f"<h2>All points{e(more)}</h2>", table(shown, cols, highlight=lambda r: r.get("pareto"))]
+    body += [f"<h2>All points{e(more)}</h2>",
+             "<p>Highlighted: on the Pareto front.</p>" if metrics else "",
+             table(shown, cols, highlight=lambda r: r.get("pareto"))]
     glossary = [(k, meaning) for k, _, meaning in OUTPUT_COLUMNS]
     assumptions = [("every point is planned by the same code as prfaas-plan compare (PrfaaS-PD plus both "
                     "baselines on the same budget); its PrfaaS-PD figures are prfaas-plan size's"),
