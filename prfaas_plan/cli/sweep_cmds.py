@@ -8,7 +8,6 @@ from typing import Optional
 
 import typer
 
-from ..errors import PlanError
 from .app import app
 
 
@@ -77,8 +76,9 @@ def sweep_cmd(
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
                             on_start=on_start, on_rows=on_rows)
     except KeyboardInterrupt:
-        raise PlanError(f"interrupted: the finished points are kept; run the same command again to resume "
-                        f"into {output}") from None
+        print(f"interrupted: the finished points are kept; run the same command again to resume into {output}",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
     errors = sum(1 for r in res.rows if r["error"])
     line = (f"wrote {len(res.rows)} rows to {output}: {res.evaluated} evaluated, {res.reused} reused from an "
             f"earlier run, {errors} could not be planned (see the error column)")

@@ -435,7 +435,7 @@ def evaluate(point: Point) -> dict:
         perf = _perf(v["model"], v["remote"], v["local"], v["instance_chips"], v["tpot"], v["mode"], v["inputs"],
                      v["workload"])
         if isinstance(perf, PlanError):
-            raise perf
+            raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
         try:
             plans = compare(sc, v["basis"], perf=perf)
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
