@@ -124,6 +124,7 @@ def test_sweep_report_shows_front_plots_and_reasons(cli, tmp_path):
     all_points = next(t for t in page.tables if t[0][:2] == ["link", "remote"] and len(t) == 7)
     assert sum(r[-1] == "yes" for r in all_points[1:]) == n_front
     assert page.tags.count("svg") == 1
+    assert "Which link and how many rented H200" in (tmp_path / "report.html").read_text()  # the spec's question
 
 
 def test_envelope_with_meta_and_warnings_is_read_like_the_plain_shape(cli, tmp_path):

@@ -132,22 +132,23 @@ def result_from_json(doc, source: str = "") -> Result:
     return Result(_kind(sections, meta), sections, notes, list(dict.fromkeys(warnings)), meta, source)
 
 
-def result_from_rows(rows: list[dict], source: str = "") -> Result:
-    """A `Result` from a sweep's rows."""
+def result_from_rows(rows: list[dict], source: str = "", meta: dict | None = None) -> Result:
+    """A `Result` from a sweep's rows; ``meta`` may carry the spec's ``description`` and ``axes``."""
     if not rows or "point_key" not in rows[0]:
         raise PlanError(f"{source}: not a sweep output (no point_key column)")
-    return Result("sweep", {"points": rows}, source=source)
+    return Result("sweep", {"points": rows}, meta=dict(meta or {}), source=source)
 
 
 def load_result(path: str) -> Result:
     """Read a result file: ``.json`` (size/compare/reproduce) or ``.parquet``/``.csv`` (sweep)."""
-    from .rowfile import read_table
+    from .rowfile import read_metadata, read_table
 
     p = Path(path)
     if p.suffix.lower() in (".parquet", ".csv"):
         from ..planning.sweep import ROW_COLUMNS
 
-        return result_from_rows(read_table(p, ROW_COLUMNS + [("pareto", "bool")]), p.name)
+        rows = read_table(p, ROW_COLUMNS + [("pareto", "bool")])
+        return result_from_rows(rows, p.name, read_metadata(p) if rows else None)
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:

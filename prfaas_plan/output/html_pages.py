@@ -200,12 +200,14 @@ def _sweep_page(res: Result) -> list[str]:
     from .sweep_plots import sweep_figure, varied_inputs
 
     rows = res.sections["points"]
-    axes = varied_inputs(rows)
+    axes = varied_inputs(rows, [a for a in res.meta.get("axes", "").split(",") if a])
     fixed = [(k, rows[0].get(k)) for k in INPUTS if k not in dict(axes)]
     ok = [r for r in rows if not r.get("error")]
     metrics = (rows[0].get("pareto_metrics") or "").split(",") if rows[0].get("pareto_metrics") else None
-    question = (f"Which of these {len(rows)} design points is worth building, and how robust is the choice? Varied: "
-                + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes) + ".")
+    question = res.meta.get("description") or (f"Which of these {len(rows)} design points is worth building, and "
+                                               "how robust is the choice?")
+    question += (f" ({len(rows)} points; varied: " + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes)
+                 + ")")
     cards = [card("points planned", f"{len(ok)} of {len(rows)}")]
     gains = [r for r in ok if r.get("gain_vs_homogeneous") is not None]
     verdict = ""
@@ -239,7 +241,7 @@ def _sweep_page(res: Result) -> list[str]:
         front = [r for r in rows if r.get("pareto")]
         dirs = ", ".join(f"{m} ({'lower' if DIRECTIONS.get(m) == 'min' else 'higher'} is better)" for m in metrics)
         body += [f"<h2>Pareto front ({len(front)} points)</h2><p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
-    body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, metrics)),
+    body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, metrics, order=[k for k, _ in axes])),
                                      "Top: all planned points, the front in red. Below: each headline figure "
                                      "against one input, one line per combination of the other inputs (or their "
                                      "median and range when there are many).", wide=True)]

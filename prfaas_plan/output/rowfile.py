@@ -47,14 +47,16 @@ def _csv_cell(v):
     return v
 
 
-def table_bytes(rows: list[dict], columns, fmt: str) -> bytes:
-    """The table as the bytes of a Parquet or CSV file."""
+def table_bytes(rows: list[dict], columns, fmt: str, metadata: dict[str, str] | None = None) -> bytes:
+    """The table as the bytes of a Parquet or CSV file; ``metadata`` (text) is kept in Parquet's schema
+    metadata (CSV has no place for it)."""
     names = [n for n, _ in columns]
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist([{n: r.get(n) for n in names} for r in rows], schema=_arrow_schema(columns))
+        schema = _arrow_schema(columns).with_metadata(metadata or {})
+        table = pa.Table.from_pylist([{n: r.get(n) for n in names} for r in rows], schema=schema)
         buf = io.BytesIO()
         pq.write_table(table, buf)
         return buf.getvalue()
@@ -66,9 +68,19 @@ def table_bytes(rows: list[dict], columns, fmt: str) -> bytes:
     return buf.getvalue().encode()
 
 
-def write_table(path: str | Path, rows: list[dict], columns) -> None:
+def write_table(path: str | Path, rows: list[dict], columns, metadata: dict[str, str] | None = None) -> None:
     """Write the table atomically in the format its suffix names."""
-    write_atomic(path, table_bytes(rows, columns, table_format(path)))
+    write_atomic(path, table_bytes(rows, columns, table_format(path), metadata))
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """The text metadata of a Parquet table (empty for CSV)."""
+    if table_format(path) != "parquet":
+        return {}
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW")}
 
 
 def _from_text(text: str, kind: str):

@@ -164,6 +164,6 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
             row["pareto"] = on_front
             row["pareto_metrics"] = ",".join(pareto)
         columns += [("pareto", "bool"), ("pareto_metrics", "str")]
-    write_table(output, rows, columns)
+    write_table(output, rows, columns, {"description": spec.description, "axes": ",".join(spec.axes)})
     journal.remove()
     return SweepResult(rows, columns, len(pending), len(pts) - len(pending), dropped)
