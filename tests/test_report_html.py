@@ -137,6 +137,26 @@ def test_envelope_with_meta_and_warnings_is_read_like_the_plain_shape(cli, tmp_p
     assert b.meta["version"] == "9.9"
 
 
+def test_the_documented_envelope_renders_inputs_codes_and_nonfinite_values():
+    """The shape of docs/output.md (meta.inputs, coded warnings, null + <key>_nonfinite)."""
+    doc = {"meta": {"tool": "prfaas-plan", "command": "compare", "model": "kimi-linear-48b",
+                    "inputs": {"link": {"value": "40G", "default": False}, "tpot": {"value": "25ms", "default": True},
+                               "fmt": {"value": "json", "default": False}},
+                    "data_sources": {"profiles": ["model_profiles", "hardware_profiles"]}},
+           "warnings": [{"code": "prfaas-not-better", "message": "PrfaaS-PD does not beat homogeneous-pd"}],
+           "sections": {"compare": [
+               {"layout": "prfaas-pd", "threshold_tokens": 45000.0, "throughput_rps": 27.3, "prfaas_speedup_x": 1.0},
+               {"layout": "homogeneous-pd", "threshold_tokens": None, "threshold_tokens_nonfinite": "inf",
+                "throughput_rps": 28.8, "prfaas_speedup_x": 0.95}]},
+           "notes": ["workload paper: log-normal"]}
+    page = Page(build_html(result_from_json(doc, "c.json")))
+    cells = [c for t in page.tables for r in t for c in r]
+    assert "40G" in cells and "25ms (default)" in cells and "json" not in cells
+    assert "∞" in cells and not any("nonfinite" in c for c in cells)
+    assert "PrfaaS-PD does not beat homogeneous-pd" in page.items
+    assert "data source (profiles): model_profiles, hardware_profiles" in page.items
+
+
 def test_everything_from_the_result_is_escaped():
     doc = {"sections": {"plan": [{"layout": "<b>x</b>", "throughput_rps": 1.0}]},
            "notes": ["<script>alert(1)</script>", "WARNING: <img src=x>"]}

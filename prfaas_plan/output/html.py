@@ -215,16 +215,27 @@ def interval(row: dict, key: str):
     return None
 
 
+NONFINITE = "_nonfinite"  # the envelope writes inf as null plus "<key>_nonfinite": "inf" (docs/output.md)
+
+
+def cell_value(row: dict, key: str):
+    """``row[key]``, with a non-finite number restored from its ``<key>_nonfinite`` companion."""
+    v = row.get(key)
+    if v is None and row.get(key + NONFINITE) is not None:
+        return float(row[key + NONFINITE])
+    return v
+
+
 def table(rows: list[dict], columns: list[str] | None = None, highlight=None) -> str:
     """Rows as an HTML table (every key when ``columns`` is None); ``highlight(row)`` marks rows."""
     if not rows:
         return "<p>(no rows)</p>"
-    cols = columns or list(dict.fromkeys(k for r in rows for k in r))
+    cols = columns or [k for k in dict.fromkeys(k for r in rows for k in r) if not k.endswith(NONFINITE)]
     head = "".join(f"<th>{e(header(c))}</th>" for c in cols)
     body = []
     for r in rows:
         cls = ' class="hl"' if highlight and highlight(r) else ""
-        cells = "".join(f'<td{" class=t" if isinstance(r.get(c), str) else ""}>{e(fmt(r.get(c), c))}</td>'
+        cells = "".join(f'<td{" class=t" if isinstance(r.get(c), str) else ""}>{e(fmt(cell_value(r, c), c))}</td>'
                         for c in cols)
         body.append(f"<tr{cls}>{cells}</tr>")
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
@@ -243,7 +254,7 @@ def card(label: str, value: str, bar=None) -> str:
 def card_for(row: dict, key: str, label: str) -> str:
     iv = interval(row, key)
     bar = f"{fmt(iv[0], key)} – {fmt(iv[1], key)}" if iv else None
-    return card(label, fmt(row.get(key), key), bar)
+    return card(label, fmt(cell_value(row, key), key), bar)
 
 
 def figure(svg: str, caption: str, wide: bool = False) -> str:

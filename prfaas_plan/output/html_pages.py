@@ -9,18 +9,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .html import (
-    Result,
-    card,
-    card_for,
-    e,
-    figure,
-    fmt,
-    key_value_table,
-    notes_list,
-    page,
-    table,
-)
+from .html import (NONFINITE, Result, card, card_for, cell_value, e, figure, fmt, key_value_table, notes_list, page,
+                   table)
 from .plots import figure_svg
 
 WIDE = 6  # a one-row section with more columns than this reads better as quantity | value
@@ -40,7 +30,8 @@ def _section_html(name: str, rows: list[dict], highlight=None) -> str:
 
     title = f"<h3>{e(name.replace('_', ' ').capitalize())}</h3>"
     if len(rows) == 1 and len(rows[0]) > WIDE:
-        return title + key_value_table((header(k), fmt(v, k)) for k, v in rows[0].items())
+        row = rows[0]
+        return title + key_value_table((header(k), fmt(cell_value(row, k), k)) for k in row if not k.endswith(NONFINITE))
     return title + table(rows, highlight=highlight)
 
 
@@ -52,12 +43,22 @@ def _defaults_and_rest(notes: list[str]) -> tuple[list[tuple[str, str]], list[st
     return defaults, rest
 
 
+OUTPUT_OPTIONS = ("fmt", "format", "plot", "output", "quiet")  # how to print, not what was asked
+
+
 def _inputs_block(res: Result) -> str:
-    defaults, _ = _defaults_and_rest(res.notes)
-    pairs = [(k + (" (profile)" if k == "model" else ""), fmt(v, k)) for k, v in res.meta.items()
-             if not isinstance(v, (dict, list))]
-    pairs += [(k, f"{v} (default)") for k, v in defaults]
-    return ("<h3>Inputs in effect</h3>" + key_value_table(pairs)) if pairs else ""
+    """The inputs in effect (the envelope's ``meta.inputs`` {name: {value, default}}, else the
+    ``default X: Y`` notes), then the result's other scalar facts."""
+    inputs = res.meta.get("inputs") if isinstance(res.meta.get("inputs"), dict) else {}  # today: the input level
+    pairs = [(k, fmt(v["value"], k) + (" (default)" if v.get("default") else ""))
+             for k, v in inputs.items() if isinstance(v, dict) and "value" in v and k not in OUTPUT_OPTIONS
+             and not (v["value"] in (None, False) and v.get("default"))]  # options not asked for
+    if not pairs:
+        pairs = [(k, f"{v} (default)") for k, v in _defaults_and_rest(res.notes)[0]]
+    facts = [(k + (" (profile)" if k == "model" else ""), fmt(v, k)) for k, v in res.meta.items()
+             if not isinstance(v, (dict, list)) and v is not None]
+    out = ("<h3>Inputs in effect</h3>" + key_value_table(pairs)) if pairs else ""
+    return out + (("<h3>About this result</h3>" + key_value_table(facts)) if facts else "")
 
 
 def _warnings_block(warnings: list[str]) -> str:
@@ -66,8 +67,10 @@ def _warnings_block(warnings: list[str]) -> str:
     return f'<h2>Warnings ({len(warnings)})</h2><div class="warn">{notes_list(warnings, "w")}</div>'
 
 
-def _assumptions_block(notes: list[str]) -> str:
-    _, rest = _defaults_and_rest(notes)
+def _assumptions_block(res: Result) -> str:
+    _, rest = _defaults_and_rest(res.notes)
+    sources = res.meta.get("data_sources") or {}
+    rest += [f"data source ({k}): {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sources.items()]
     return "<h2>Assumptions and data sources</h2>" + (notes_list(rest) if rest else "<p>None recorded.</p>")
 
 
@@ -164,8 +167,9 @@ def _compare_page(res: Result) -> list[str]:
 
 def _reproduce_page(res: Result) -> list[str]:
     figs = res.sections["figures"]
-    verdict = next((n[len("RESULT: "):] for n in res.notes if n.startswith("RESULT: ")),
-                   f"{sum(bool(f.get('within')) for f in figs)} of {len(figs)} figures within tolerance")
+    verdict = res.meta.get("verdict") if isinstance(res.meta.get("verdict"), str) else None
+    verdict = verdict or next((n[len("RESULT: "):] for n in res.notes if n.startswith("RESULT: ")),
+                              f"{sum(bool(f.get('within')) for f in figs)} of {len(figs)} figures within tolerance")
     setup = next((n for n in res.notes if n.startswith("inputs:")), "")
     question = ("Does the planner, from its models, reproduce the figures the PrfaaS paper publishes for its "
                 f"case study, each within a stated tolerance? ({setup})")
@@ -264,7 +268,7 @@ def _sweep_page(res: Result) -> list[str]:
 
 def _generic_page(res: Result) -> list[str]:
     return ([_inputs_block(res), _warnings_block(res.warnings), "<h2>Results</h2>"]
-            + _other_sections(res, set()) + [_assumptions_block(res.notes)])
+            + _other_sections(res, set()) + [_assumptions_block(res)])
 
 
 TITLES = {"size": "Sizing a PrfaaS-PD deployment", "compare": "PrfaaS-PD against its baselines",
@@ -277,7 +281,7 @@ def build_html(res: Result) -> str:
     builders = {"size": _size_page, "compare": _compare_page, "reproduce": _reproduce_page, "sweep": _sweep_page}
     body = builders.get(res.kind, _generic_page)(res)
     if res.kind in ("size", "compare", "reproduce"):
-        body.append(_assumptions_block(res.notes))
+        body.append(_assumptions_block(res))
     return page(TITLES[res.kind], f"from {res.source} ({res.kind} result)", body)
 
 
