@@ -68,7 +68,8 @@ def _warnings_block(warnings: list[str]) -> str:
 
 
 def _assumptions_block(res: Result) -> str:
-    _, rest = _defaults_and_rest(res.notes)
+    """Every note, less the ``default X: Y`` ones when the inputs table already shows them."""
+    rest = list(res.notes) if isinstance(res.meta.get("inputs"), dict) else _defaults_and_rest(res.notes)[1]
     sources = res.meta.get("data_sources") or {}
     rest += [f"data source ({k}): {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sources.items()]
     return "<h2>Assumptions and data sources</h2>" + (notes_list(rest) if rest else "<p>None recorded.</p>")
