@@ -31,7 +31,8 @@ def _section_html(name: str, rows: list[dict], highlight=None) -> str:
     title = f"<h3>{e(name.replace('_', ' ').capitalize())}</h3>"
     if len(rows) == 1 and len(rows[0]) > WIDE:
         row = rows[0]
-        return title + key_value_table((header(k), fmt(cell_value(row, k), k)) for k in row if not k.endswith(NONFINITE))
+        return title + key_value_table((header(k), fmt(cell_value(row, k), k))
+                                       for k in row if not k.endswith(NONFINITE))
     return title + table(rows, highlight=highlight)
 
 
