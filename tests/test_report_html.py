@@ -184,5 +184,7 @@ def test_output_must_be_html(cli, tmp_path):
 def test_load_result_reads_csv_sweeps(cli, tmp_path):
     rows = tmp_path / "r.csv"
     assert cli("sweep", str(EXAMPLE), "--output", str(rows), "--quiet")[0] == 0
-    res = load_result(str(rows))
+    from prfaas_plan.planning.sweep import SCHEMA
+
+    res = load_result(str(rows), SCHEMA)
     assert res.kind == "sweep" and len(res.sections["points"]) == 6

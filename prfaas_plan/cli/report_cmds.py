@@ -15,6 +15,7 @@ def report_cmd(
 ) -> None:
     """An HTML report a reader understands without the CLI: question, answer, tables, plots, assumptions."""
     from ..output.html_pages import write_html_report
+    from ..planning.sweep import SCHEMA
 
-    write_html_report(results, output)
+    write_html_report(results, output, SCHEMA)
     print(f"wrote {output}")

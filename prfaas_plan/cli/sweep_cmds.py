@@ -63,7 +63,7 @@ def sweep_cmd(
     from ..output.plots import figure_format
     from ..output.rowfile import table_format
     from ..output.sweep_plots import plot_sweep
-    from ..planning.sweep import load_spec, parse_metrics
+    from ..planning.sweep import SCHEMA, load_spec, parse_metrics
     from ..planning.sweep_run import run_sweep
 
     table_format(output)
@@ -88,5 +88,5 @@ def sweep_cmd(
         line += f"; {sum(r['pareto'] for r in res.rows)} on the Pareto front of {', '.join(metrics)}"
     print(line)
     if plot:
-        plot_sweep(res.rows, spec, metrics, plot)
+        plot_sweep(res.rows, SCHEMA, metrics, plot, spec.description, spec.axes)
         print(f"wrote {plot}")

@@ -139,15 +139,14 @@ def result_from_rows(rows: list[dict], source: str = "", meta: dict | None = Non
     return Result("sweep", {"points": rows}, meta=dict(meta or {}), source=source)
 
 
-def load_result(path: str) -> Result:
-    """Read a result file: ``.json`` (size/compare/reproduce) or ``.parquet``/``.csv`` (sweep)."""
+def load_result(path: str, sweep_schema=None) -> Result:
+    """Read a result file: ``.json`` (size/compare/reproduce) or ``.parquet``/``.csv`` (sweep;
+    ``sweep_schema``, a `rowfile.TableSchema`, types its CSV cells)."""
     from .rowfile import read_metadata, read_table
 
     p = Path(path)
     if p.suffix.lower() in (".parquet", ".csv"):
-        from ..planning.sweep import ROW_COLUMNS
-
-        rows = read_table(p, ROW_COLUMNS + [("pareto", "bool")])
+        rows = read_table(p, sweep_schema.typed if sweep_schema else None)
         return result_from_rows(rows, p.name, read_metadata(p) if rows else None)
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))

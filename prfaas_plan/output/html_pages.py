@@ -201,13 +201,12 @@ SWEEP_TABLE = ("instances", "threshold_tokens", "throughput_rps", "gain_vs_homog
 MAX_TABLE_ROWS = 300
 
 
-def _sweep_page(res: Result) -> list[str]:
-    from ..planning.sweep import DIRECTIONS, INPUTS, OUTPUT_COLUMNS
+def _sweep_page(res: Result, schema) -> list[str]:
     from .sweep_plots import sweep_figure, varied_inputs
 
     rows = res.sections["points"]
-    axes = varied_inputs(rows, [a for a in res.meta.get("axes", "").split(",") if a])
-    fixed = [(k, rows[0].get(k)) for k in INPUTS if k not in dict(axes)]
+    axes = varied_inputs(rows, schema.inputs, [a for a in res.meta.get("axes", "").split(",") if a])
+    fixed = [(k, rows[0].get(k)) for k in schema.inputs if k not in dict(axes)]
     ok = [r for r in rows if not r.get("error")]
     metrics = (rows[0].get("pareto_metrics") or "").split(",") if rows[0].get("pareto_metrics") else None
     question = res.meta.get("description") or (f"Which of these {len(rows)} design points is worth building, and "
@@ -245,9 +244,10 @@ def _sweep_page(res: Result) -> list[str]:
             _warnings_block(warnings)]
     if metrics:
         front = [r for r in rows if r.get("pareto")]
-        dirs = ", ".join(f"{m} ({'lower' if DIRECTIONS.get(m) == 'min' else 'higher'} is better)" for m in metrics)
+        dirs = ", ".join(f"{m} ({'lower' if schema.directions.get(m) == 'min' else 'higher'} is better)"
+                         for m in metrics)
         body += [f"<h2>Pareto front ({len(front)} points)</h2><p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
-    body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, metrics, order=[k for k, _ in axes])),
+    body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, schema, metrics, order=[k for k, _ in axes])),
                                      "Top: all planned points, the front in red. Below: each headline figure "
                                      "against one input, one line per combination of the other inputs (or their "
                                      "median and range when there are many).", wide=True)]
@@ -256,7 +256,7 @@ def _sweep_page(res: Result) -> list[str]:
     body += [f"<h2>All points{e(more)}</h2>",
              "<p>Highlighted: on the Pareto front.</p>" if metrics else "",
              table(shown, cols, highlight=lambda r: r.get("pareto"))]
-    glossary = [(k, meaning) for k, _, meaning in OUTPUT_COLUMNS]
+    glossary = [(k, meaning) for k, _, meaning in schema.columns if k not in schema.inputs]
     assumptions = [("every point is planned by the same code as prfaas-plan compare (PrfaaS-PD plus both "
                     "baselines on the same budget); its PrfaaS-PD figures are prfaas-plan size's"),
                    "TTFT figures are unloaded (no queueing); cost per token is at Lambda_max (full load)",
@@ -278,17 +278,18 @@ TITLES = {"size": "Sizing a PrfaaS-PD deployment", "compare": "PrfaaS-PD against
           "result": "prfaas-plan result"}
 
 
-def build_html(res: Result) -> str:
-    """The report page for a `Result`."""
-    builders = {"size": _size_page, "compare": _compare_page, "reproduce": _reproduce_page, "sweep": _sweep_page}
+def build_html(res: Result, sweep_schema=None) -> str:
+    """The report page for a `Result`; a sweep's needs the `rowfile.TableSchema` of its rows."""
+    builders = {"size": _size_page, "compare": _compare_page, "reproduce": _reproduce_page,
+                "sweep": lambda r: _sweep_page(r, sweep_schema)}
     body = builders.get(res.kind, _generic_page)(res)
     if res.kind in ("size", "compare", "reproduce"):
         body.append(_assumptions_block(res))
     return page(TITLES[res.kind], f"from {res.source} ({res.kind} result)", body)
 
 
-def write_html_report(source: str, output: str) -> None:
-    """Read a result file and write its report atomically."""
+def write_html_report(source: str, output: str, sweep_schema=None) -> None:
+    """Read a result file and write its report atomically (``sweep_schema``: see `build_html`)."""
     from .html import load_result
     from .report import write_atomic
 
@@ -296,5 +297,5 @@ def write_html_report(source: str, output: str) -> None:
         from ..errors import PlanError
 
         raise PlanError(f"--output {output!r}: expected an .html file name")
-    write_atomic(output, build_html(load_result(source)))
+    write_atomic(output, build_html(load_result(source, sweep_schema), sweep_schema))
 

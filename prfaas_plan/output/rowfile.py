@@ -16,12 +16,29 @@ import io
 import json
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PlanError
 from .report import write_atomic
 
 SUFFIXES = (".parquet", ".csv")
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """What a results table holds, for readers that must not depend on who wrote it (plots, reports):
+    its typed columns with their meanings, which columns are inputs, and which way each metric is
+    better (``min`` or ``max``)."""
+
+    columns: tuple[tuple[str, str, str], ...]  # (name, type, meaning)
+    inputs: tuple[str, ...]
+    directions: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def typed(self) -> list[tuple[str, str]]:
+        """``(name, type)`` pairs, as `read_table` and `write_table` take them."""
+        return [(n, t) for n, t, _ in self.columns]
 
 
 def table_format(path: str | Path) -> str:

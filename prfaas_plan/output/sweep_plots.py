@@ -21,16 +21,14 @@ MAX_LINES = 6      # sensitivity: one line per combination of the other inputs u
 LINE_STYLES = ("-", "--", ":", "-.", "-", "--")
 
 
-def varied_inputs(rows: list[dict], order: list[str] | None = None) -> list[tuple[str, list]]:
-    """Input columns that take more than one value, with their values in order of first appearance.
+def varied_inputs(rows: list[dict], inputs, order: list[str] | None = None) -> list[tuple[str, list]]:
+    """The ``inputs`` columns that take more than one value, with their values in order of first appearance.
 
     Ordered as ``order`` (the spec's axes) when given, else as the spec had them: rows come in point
     order with the last axis varying fastest, so the axis that changes least often between rows is first.
     """
-    from ..planning.sweep import INPUTS
-
     out = {}
-    for name in INPUTS:
+    for name in inputs:
         seen = list(dict.fromkeys(r.get(name) for r in rows))
         if len(seen) > 1:
             out[name] = seen
@@ -42,13 +40,11 @@ def varied_inputs(rows: list[dict], order: list[str] | None = None) -> list[tupl
     return [(k, out[k]) for k in names]
 
 
-def _label(name: str) -> str:
+def _label(name: str, directions: dict[str, str]) -> str:
     """Axis label: the headline figure's description (or the column name) and which way is better."""
-    from ..planning.sweep import DIRECTIONS, MINIMIZE
-
     text = dict(SENSITIVITY).get(name, name).replace("\n", " ")
-    better = "lower is better" if DIRECTIONS.get(name) == MINIMIZE else "higher is better"
-    return f"{text}\n({better}; column {name})" if name in DIRECTIONS else text
+    better = "lower is better" if directions.get(name) == "min" else "higher is better"
+    return f"{text}\n({better}; column {name})" if name in directions else text
 
 
 def _point_label(row: dict, axes) -> str:
@@ -59,16 +55,17 @@ def _values(rows, key) -> np.ndarray:
     return np.array([np.nan if r.get(key) is None or r.get("error") else float(r[key]) for r in rows])
 
 
-def sweep_figure(rows: list[dict], metrics: list[str] | None = None, title: str = "",
+def sweep_figure(rows: list[dict], schema, metrics: list[str] | None = None, title: str = "",
                  order: list[str] | None = None):
-    """The figure: a front panel when ``metrics`` are given (its first two), then one column of
-    sensitivity panels per varied input (``order``: the spec's axes)."""
+    """The figure: a front panel when ``metrics`` are given (its first two; the rows' ``pareto`` column
+    marks the front), then one column of sensitivity panels per varied input of ``schema``
+    (`rowfile.TableSchema`; ``order``: the spec's axes)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    axes_in = varied_inputs(rows, order)
+    axes_in = varied_inputs(rows, schema.inputs, order)
     n_cols = max(len(axes_in), 1)
     n_rows = len(SENSITIVITY) + (1 if metrics else 0)
     fig = plt.figure(figsize=(max(3.4 * n_cols, 7.0), 2.3 * len(SENSITIVITY) + (4.2 if metrics else 0) + 0.6),
@@ -78,7 +75,7 @@ def sweep_figure(rows: list[dict], metrics: list[str] | None = None, title: str 
     ok = [r for r in rows if not r.get("error")]
     failed = len(rows) - len(ok)
     if metrics:
-        _front_panel(fig.add_subplot(gs[0, :]), rows, metrics[:2], axes_in)
+        _front_panel(fig.add_subplot(gs[0, :]), rows, metrics[:2], axes_in, schema.directions)
     first = 1 if metrics else 0
     for j, (name, levels) in enumerate(axes_in or [("point", [None])]):
         others = [k for k, _ in axes_in if k != name]
@@ -98,11 +95,9 @@ def sweep_figure(rows: list[dict], metrics: list[str] | None = None, title: str 
     return fig
 
 
-def _front_panel(ax, rows, metrics, axes_in) -> None:
-    from ..planning.sweep import pareto_mask
-
+def _front_panel(ax, rows, metrics, axes_in, directions) -> None:
     x, y = _values(rows, metrics[0]), _values(rows, metrics[1])
-    mask = np.array(pareto_mask(rows, metrics))
+    mask = np.array([bool(r.get("pareto")) for r in rows])
     feasible = np.isfinite(x) & np.isfinite(y)
     ax.scatter(x[feasible & ~mask], y[feasible & ~mask], s=14, color="0.7", label="dominated points")
     order = np.argsort(x[mask], kind="stable")
@@ -113,8 +108,8 @@ def _front_panel(ax, rows, metrics, axes_in) -> None:
         for i in labelled:
             ax.annotate(_point_label(rows[i], axes_in), (x[i], y[i]), xytext=(5, 4), textcoords="offset points",
                         fontsize=7, color="crimson" if mask[i] else "0.35")
-    ax.set_xlabel(_label(metrics[0]), fontsize=9)
-    ax.set_ylabel(_label(metrics[1]), fontsize=9)
+    ax.set_xlabel(_label(metrics[0], directions), fontsize=9)
+    ax.set_ylabel(_label(metrics[1], directions), fontsize=9)
     names = ", ".join(k for k, _ in axes_in)
     ax.set_title(f"Pareto front of {metrics[0]} and {metrics[1]}" + (f" (labels: {names})" if names else ""),
                  fontsize=9)
@@ -157,8 +152,8 @@ def _level_values(rows, name, level, key) -> np.ndarray:
     return v[np.isfinite(v)]
 
 
-def plot_sweep(rows: list[dict], spec, metrics: list[str] | None, path: str) -> None:
+def plot_sweep(rows: list[dict], schema, metrics: list[str] | None, path: str, title: str = "",
+               order: list[str] | None = None) -> None:
     """Write the sweep figure to ``path`` (.png or .svg)."""
     fmt = figure_format(path)
-    title, order = (spec.description, spec.axes) if spec else ("", None)
-    write_atomic(path, figure_bytes(sweep_figure(rows, metrics, title, order), fmt))
+    write_atomic(path, figure_bytes(sweep_figure(rows, schema, metrics, title, order), fmt))

@@ -477,6 +477,17 @@ DIRECTIONS: dict[str, str] = {
 }
 
 
+def _schema():
+    from ..output.rowfile import TableSchema
+
+    inputs = [(k, i.kind, i.help) for k, i in INPUTS.items()]
+    keys = [("point_key", "str", "hash of the point's inputs (the resume key)"),
+            ("point_index", "int", "position in the spec's order")]
+    pareto = [("pareto", "bool", "on the Pareto front of pareto_metrics"),
+              ("pareto_metrics", "str", "the metrics of the front")]
+    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + pareto), tuple(INPUTS), dict(DIRECTIONS))
+
+
 def parse_metrics(text: str) -> list[str]:
     """``cost_per_mtok_usd,ttft_unloaded_p90_s`` -> the metric names, each in `DIRECTIONS`."""
     names = [n.strip() for n in str(text).split(",") if n.strip()]
@@ -507,3 +518,6 @@ def pareto_mask(rows: list[dict], metrics: list[str]) -> list[bool]:
         dominated = np.any(np.all(c <= c[j], axis=1) & np.any(c < c[j], axis=1))
         mask[i] = not dominated
     return mask.tolist()
+
+
+SCHEMA = _schema()  # the rows' columns, inputs and directions, for plots and reports (output/)
