@@ -180,8 +180,8 @@ class _Program:
         c = np.zeros(self.n)
         for idx, coef in objective:
             c[idx] += coef
-        lo = np.array([r[2] for r in self.rows])
-        hi = np.array([r[3] for r in self.rows])
+        lo = np.array([r[2] for r in self.rows], dtype=float)
+        hi = np.array([r[3] for r in self.rows], dtype=float)
         indptr = np.concatenate([[0], np.cumsum([len(r[0]) for r in self.rows])])
         a = csr_matrix((np.concatenate([r[1] for r in self.rows]), np.concatenate([r[0] for r in self.rows]),
                         indptr), shape=(len(self.rows), self.n))
