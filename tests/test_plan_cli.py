@@ -199,3 +199,27 @@ def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
     code, out, err = cli("--profiles", str(tmp_path), "compare", "--local", "64xH20NP", "--basis", "cost")
     assert code == 2 and out == "" and "--basis cost needs purchase prices" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_size_plans_in_exact_mode_with_replicated_bytes_by_default(cli):
+    code, out, err = cli("size", "--model", "qwen3-235b", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["meta"]["mode"] == "exact"
+    assert any(n.startswith("transfer bytes: replicated (default;") and "2.00x" in n for n in doc["notes"])
+    code, out, _ = cli("size", "--model", "qwen3-235b", "--format", "json",
+                       "--transfer-bytes", "logical")
+    logical = json.loads(out)["sections"]["plan"][0]
+    replicated = doc["sections"]["plan"][0]
+    # the same plan moves twice the bytes per offloaded request when replicated
+    per_req = lambda p: p["egress_gbps"] / (p["throughput_rps"] * p["offloaded_share"])  # noqa: E731
+    assert per_req(replicated) > 1.2 * per_req(logical)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("size", *PAPER, "--transfer-bytes", "physical"), "--transfer-bytes 'physical'"),
+    (("compare", *PAPER, "--transfer-bytes", "x"), "--transfer-bytes 'x'"),
+])
+def test_bad_transfer_option_is_one_line_exit_2(cli, args, needle):
+    code, out, err = cli(*args)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

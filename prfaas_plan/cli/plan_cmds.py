@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
 import typer
 
 from ..errors import PlanError
@@ -22,11 +23,14 @@ DEFAULTS = {
     "instance_chips": 8,
 }
 
-MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or exact (expectations)."
+MODE_HELP = ("exact (default for planning: expectations over the length distribution) or representative "
+             "(the paper's: stages at E[L|L>t] and E[L|L<=t]; reproduce's default).")
+TRANSFER_HELP = ("Bytes on the link: replicated (default: the per-rank KV copies a TP transfer engine moves, as "
+                 "Mooncake measured) or logical (one copy, the paper's convention).")
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
-              defaulted: list[str], link_price: float = 0.0):
+              defaulted: list[str], link_price: float = 0.0, transfer: str = "replicated"):
     from ..layout import Link
     from ..planning.plans import scenario_for
     from ..profiles import get_model
@@ -48,7 +52,7 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
         notes.append("default rtt: 0 ms (no propagation delay; fiber adds about 1 ms of round trip per 100 km, "
                      "pass --rtt)")
     return scenario_for(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), tuple(notes))
+                        resolve_workload(workload), tuple(notes), transfer)
 
 
 def _defaults(**given) -> tuple[dict, list]:
@@ -210,7 +214,8 @@ def size_cmd(
     instance_chips: Optional[int] = typer.Option(None, "--instance-chips", min=1, help="Chips per instance (8)."),
     target_rate: Optional[float] = typer.Option(None, "--target-rate", help="Requests/s to serve at least "
                                                 "cost: sizes the cheapest cluster (remote and local counts)."),
-    mode: str = typer.Option("representative", "--mode", help=MODE_HELP),
+    mode: str = typer.Option("exact", "--mode", help=MODE_HELP),
+    transfer_bytes: str = typer.Option("replicated", "--transfer-bytes", help=TRANSFER_HELP),
     inputs: str = typer.Option("predicted", "--inputs", help="predicted (our performance model) or paper "
                                "(prfaas-1t only: the paper's H200 profile and back-solved H20 inputs)."),
     link_efficiency: float = typer.Option(0.95, "--link-efficiency", help="Goodput fraction of the line rate."),
@@ -247,11 +252,11 @@ def size_cmd(
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
-                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, link_price)
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, link_price, transfer_bytes)
     plan = size(sc)
     if plan.best.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
-    if plan.best.p_remote < 1e-3 and plan.best.bounds["link"] < plan.best.bounds["remote_prefill"]:
+    if plan.best.p_remote < 1e-3 and _link_starves_offload(plan, sc):
         raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
                         f"limits offload to {plan.best.p_remote:.2%} of requests (local-only carries {plan.best.lambda_max:.3g} req/s); "
                         f"use a larger --link or compare against homogeneous PD")
@@ -285,6 +290,15 @@ def size_cmd(
     if plot:
         _write_plot(plot, plan, f"{sc.model.name}: throughput vs threshold")
     emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
+
+
+def _link_starves_offload(plan, sc) -> bool:
+    """True when offloading even the longest 0.1% of requests makes the link bind before remote prefill."""
+    from ..analytic.throughput import evaluate
+
+    i = min(int(np.searchsorted(np.cumsum(sc.grid.weights), 1 - 1e-3)), len(sc.grid.lengths) - 1)
+    ev = evaluate(plan.best.layout, sc.grid, plan.perf, float(sc.grid.lengths[i]), plan.best.n_prefill, sc.mode)
+    return ev.p_remote > 0 and ev.bounds["link"] < ev.bounds["remote_prefill"]
 
 
 def _warnings(plan, sc) -> list[str]:
@@ -470,7 +484,8 @@ def compare_cmd(
     instance_chips: Optional[int] = typer.Option(None, "--instance-chips", min=1),
     basis: str = typer.Option("instances", "--basis", help="instances (same instance count, the paper's) or "
                               "cost (homogeneous gets what the PrfaaS-PD purchase price buys)."),
-    mode: str = typer.Option("representative", "--mode", help=MODE_HELP),
+    mode: str = typer.Option("exact", "--mode", help=MODE_HELP),
+    transfer_bytes: str = typer.Option("replicated", "--transfer-bytes", help=TRANSFER_HELP),
     inputs: str = typer.Option("predicted", "--inputs", help="predicted or paper (prfaas-1t only)."),
     link_efficiency: float = typer.Option(0.95, "--link-efficiency"),
     rtt: Optional[str] = typer.Option(None, "--rtt"),
@@ -485,7 +500,7 @@ def compare_cmd(
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
-                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used)
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, transfer=transfer_bytes)
     plans = compare(sc, basis)
     rows = [_plan_row(name, p, sc) for name, p in plans.items()]
     base = plans["prfaas-pd"].best.lambda_max

@@ -46,8 +46,12 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
     remote_prefill = instance_prefill(model, r_inst, "predicted")
     local_prefill = instance_prefill(model, l_inst, "predicted")
     decode = instance_decode(model, l_inst, paper.TPOT_S, context, "predicted")
-    return (PerfInputs(model, remote_prefill, {"local": SitePerf(local_prefill, decode)},
-                       output_mean), "performance model: roofline prefill and decode capacity")
+    from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
+
+    transfer = TransferBytes(DEFAULT_POLICY, l_inst.chips)
+    return (PerfInputs(model, remote_prefill, {"local": SitePerf(local_prefill, decode, transfer)},
+                       output_mean), "performance model: roofline prefill and decode capacity; "
+            + transfer.describe(model))
 
 
 def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, threshold: float | None,

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..analytic.search import GridResult, grid_search, threshold_candidates
 from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
+from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
 from ..analytic.ttft import TTFTSummary, ttft_summary
 from ..errors import PlanError
 from ..layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
@@ -40,18 +41,21 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
+    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
 
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
-                 mode: str, inputs: str, workload, notes: tuple[str, ...] = ()) -> Scenario:
+                 mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
+                 transfer: str = DEFAULT_POLICY) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
     grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
     output = float(workload.output_length.mean())
     context = float(workload.total_input_length.mean()) + output / 2
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
+    notes = tuple(notes) + (wl_note, TransferBytes(transfer, instance_chips).describe(model))
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, tuple(notes) + (wl_note,))
+                    workload.name, notes, transfer)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -100,7 +104,8 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs),
+                    TransferBytes(sc.transfer, l_inst.chips))
     return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
 
 
@@ -217,7 +222,8 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     sites = {}
     for site in layout.pd_sites:
         sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs),
+                                    TransferBytes(sc.transfer, site.instance.chips))
     remote = None
     if layout.remote is not None:
         remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
