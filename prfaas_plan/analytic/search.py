@@ -61,6 +61,18 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     return GridResult(best, ts, splits, lam)
 
 
+def best_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
+                   mode: str = "exact", thresholds: np.ndarray | None = None) -> Evaluation:
+    """The best threshold of a single-PD-site layout with its instance counts fixed (``n_prefill`` local
+    prefill instances, the rest decoding): only ``t`` is re-optimized, as in `grid_search`."""
+    ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
+    r = routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name)
+    b = stage_bounds(layout, r, perf, [n_prefill])
+    lam = b.lambda_max[:, 0]
+    t = _balanced_threshold(layout, grid, perf, mode, ts, lam, b, 0, n_prefill, lam.max())
+    return evaluate(layout, grid, perf, t, n_prefill, mode)
+
+
 def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:
     """Among thresholds reaching the best throughput, the one balancing remote and local prefill."""
     ok = np.flatnonzero(lam_col >= best_lam * (1 - 1e-6))

@@ -27,6 +27,9 @@ MODE_HELP = ("exact (default for planning: expectations over the length distribu
              "(the paper's: stages at E[L|L>t] and E[L|L<=t]; reproduce's default).")
 TRANSFER_HELP = ("Bytes on the link: replicated (default: the per-rank KV copies a TP transfer engine moves, as "
                  "Mooncake measured) or logical (one copy, the paper's convention).")
+SamplesOption = typer.Option(400, "--samples", min=0, help="Error-bar samples of the calibration errors "
+                             "(P10/P50/P90 of Lambda, gain, t, egress); 0 turns error bars off.")
+SeedOption = typer.Option(0, "--seed", help="Seed of the error-bar samples.")
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
@@ -232,6 +235,11 @@ def size_cmd(
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
     layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
                                          "sharing one remote site); replaces --remote/--local/--link."),
+    link_degraded: Optional[str] = typer.Option(None, "--link-degraded", help="Also show the plan at a lower "
+                                                "link rate (e.g. 10G): the threshold to switch to, the throughput "
+                                                "kept and the TTFT, instance counts unchanged."),
+    samples: int = SamplesOption,
+    seed: int = SeedOption,
     fmt: str = FormatOption,
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -243,7 +251,7 @@ def size_cmd(
     if layout is not None:
         given = {"--remote": remote, "--local": local, "--link": link, "--instance-chips": instance_chips,
                  "--rtt": rtt, "--target-rate": target_rate, "--size-link": size_link, "--load": load,
-                 "--ttft": ttft, "--plot": plot, "--verify": verify or None}
+                 "--ttft": ttft, "--plot": plot, "--verify": verify or None, "--link-degraded": link_degraded}
         extra = [flag for flag, v in given.items() if v is not None]
         if extra:
             raise PlanError(f"--layout describes the sites and links and is sized by the linear program alone: "
@@ -279,7 +287,11 @@ def size_cmd(
         sections.append(_verify_section(sc, plan))
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
-    notes = _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
+    if link_degraded is not None:
+        sections.append(_degraded_section(sc, plan, parse_rate_bps(link_degraded, "--link-degraded")))
+    confidence, confidence_notes = _confidence(sc, plan, None, samples, seed)
+    sections += confidence
+    notes = confidence_notes + _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; " + (
             "it would not bind at this throughput even with every request offloaded"
             if plan.link_bind_threshold is None else
@@ -290,6 +302,58 @@ def size_cmd(
     if plot:
         _write_plot(plot, plan, f"{sc.model.name}: throughput vs threshold")
     emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
+
+
+BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v: v if isinstance(v, str) else _num(v)),
+                Column("p10", "P10", _num), Column("p50", "P50", _num), Column("p90", "P90", _num)]
+
+
+def _confidence(sc, plan, baseline, samples: int, seed: int) -> tuple[list[Section], list[str]]:
+    """The error-bar section and its verdict line, and the warning when the two modes disagree."""
+    from ..planning.confidence import mode_verdicts, plan_error_bars
+
+    notes = []
+    modes = mode_verdicts(sc, plan, baseline)
+    if modes.warning():
+        notes.append(modes.warning())
+    if samples == 0:
+        return [], notes
+    eb = plan_error_bars(sc, plan, baseline, samples, seed)
+    ev = plan.best
+    point = {"throughput_rps": ev.lambda_max, "prfaas_gain_x": modes.gain[sc.mode],
+             "threshold_tokens": ev.threshold, "egress_gbps": ev.egress_bps / 1e9}
+    bands = {"throughput_rps": eb.lambda_rps, "prfaas_gain_x": eb.gain, "threshold_tokens": eb.threshold_tokens,
+             "egress_gbps": eb.egress_gbps}
+    rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
+    rows.append({"quantity": "verdict (90% confidence)", "point": eb.verdict})
+    sec_notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
+        f"gain vs {eb.baseline}; samples use the grid's thresholds (no refinement), so P50 and the plan "
+        "differ by the grid's resolution as well as by sampling"]
+    title = f"Error bars from calibration errors ({eb.samples} samples, {sc.mode} mode)"
+    return [Section("error_bars", title, rows, BAND_COLUMNS, sec_notes)], notes
+
+
+def _degraded_section(sc, plan, bandwidth_bps: float) -> Section:
+    """The plan at a degraded link: counts fixed, threshold re-optimized."""
+    from ..planning.confidence import degraded_link
+
+    d = degraded_link(sc, plan, bandwidth_bps)
+    row = {"link_gbps": d.planned.link_bps / 1e9, "degraded_link_gbps": bandwidth_bps / 1e9,
+           "planned_threshold_tokens": d.planned.threshold, "switch_to_threshold_tokens": d.switched.threshold,
+           "planned_rps": d.planned.lambda_max, "degraded_rps": d.switched.lambda_max, "kept": d.kept,
+           "rps_keeping_threshold": d.kept_threshold.lambda_max, "binding_stage": d.switched.binding,
+           "egress_gbps": d.switched.egress_bps / 1e9, "ttft_unloaded_p50_s": d.ttft.p50_s,
+           "ttft_unloaded_p90_s": d.ttft.p90_s, "instances": _counts(d.switched)}
+    cols = [Column("degraded_link_gbps", "link Gbps", _num), Column("planned_threshold_tokens", "planned t", _tok),
+            Column("switch_to_threshold_tokens", "switch to t", _tok), Column("degraded_rps", "req/s", ".3f"),
+            Column("kept", "kept", ".1%"), Column("rps_keeping_threshold", "req/s at planned t", ".3f"),
+            Column("binding_stage", "binds"), Column("egress_gbps", "egress Gbps", ".2f"),
+            Column("ttft_unloaded_p50_s", "unloaded TTFT P50 s", ".2f"),
+            Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f")]
+    return Section("degraded_link", f"At a degraded link ({_num(bandwidth_bps / 1e9)} Gbps): instance counts as "
+                   "planned, threshold re-optimized", [row], cols,
+                   [f"instances as planned: {_counts(d.planned)}; the planned {_num(d.planned.link_bps / 1e9)} Gbps "
+                    f"plan serves {d.planned.lambda_max:.3f} req/s"])
 
 
 def _link_starves_offload(plan, sc) -> bool:
@@ -491,6 +555,8 @@ def compare_cmd(
     rtt: Optional[str] = typer.Option(None, "--rtt"),
     load: Optional[float] = typer.Option(None, "--load", help=LOAD_HELP),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the PrfaaS-PD throughput vs t plot."),
+    samples: int = SamplesOption,
+    seed: int = SeedOption,
     fmt: str = FormatOption,
 ) -> None:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
@@ -517,7 +583,10 @@ def compare_cmd(
         sections.append(Section("loaded", "TTFT and TPOT under load (each layout at the same fraction of its "
                                 "own Lambda_max)", loaded, [Column("layout", "layout")] + LOADED_COLUMNS,
                                 [f"method: {method}"]))
-    notes = _warnings(plans["prfaas-pd"], sc) + list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
+    confidence, confidence_notes = _confidence(sc, plans["prfaas-pd"], plans["homogeneous-pd"].layout, samples,
+                                               seed)
+    sections += confidence
+    notes = confidence_notes + _warnings(plans["prfaas-pd"], sc) + list(sc.notes) + _perf_notes(plans["prfaas-pd"]) + [
         f"comparison basis: {basis}", INSTANCE_NOTE, f"TTFT method: {plans['prfaas-pd'].ttft.method}"]
     if beaten_by:
         notes.insert(0, f"WARNING: PrfaaS-PD does not beat {', '.join(beaten_by)} here (PrfaaS gain < 1)")
