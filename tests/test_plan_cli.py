@@ -221,7 +221,8 @@ def test_size_plans_in_exact_mode_with_replicated_bytes_by_default(cli):
 
 
 def test_size_error_bars_and_degraded_link(cli):
-    code, out, err = cli("size", *PAPER, "--link-degraded", "10G", "--samples", "200", "--format", "json")
+    code, out, err = cli("size", *PAPER, "--link-degraded", "10G", "--load", "0.2", "--samples", "200",
+                         "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     bars = {r["quantity"]: r for r in doc["sections"]["error_bars"]}
@@ -232,6 +233,8 @@ def test_size_error_bars_and_degraded_link(cli):
     assert deg["degraded_link_gbps"] == 10 and 0 < deg["kept"] <= 1
     assert deg["switch_to_threshold_tokens"] >= deg["planned_threshold_tokens"]
     assert deg["degraded_rps"] >= deg["rps_keeping_threshold"]
+    assert deg["offered_rps"] == pytest.approx(0.2 * doc["sections"]["plan"][0]["throughput_rps"])
+    assert deg["loaded_ttft_p90_s"] >= deg["ttft_unloaded_p90_s"]
 
 
 def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):

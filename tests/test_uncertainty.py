@@ -146,3 +146,13 @@ def test_degraded_link_ttft_is_at_the_degraded_bandwidth():
     assert d.switched.link_bps == 10e9 and d.switched.threshold >= planned.threshold
     assert 0 < d.kept < 1
     assert d.ttft.p90_s > 0
+
+
+def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
+    lay = prfaas_pd("32xH200", "64xH20", Link(100e9))
+    planned = grid_search(lay, GRID, PAPER, "exact").best
+    kept = degrade_link(planned, GRID, PAPER, 10e9).switched.lambda_max
+    below = degrade_link(planned, GRID, PAPER, 10e9, rate_rps=0.5 * kept).loaded
+    above = degrade_link(planned, GRID, PAPER, 10e9, rate_rps=1.1 * kept).loaded
+    assert below.stable and np.isfinite(below.p90_s) and below.p90_s > 0
+    assert not above.stable and above.p90_s == np.inf

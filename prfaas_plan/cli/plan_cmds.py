@@ -288,7 +288,7 @@ def size_cmd(
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
     if link_degraded is not None:
-        sections.append(_degraded_section(sc, plan, parse_rate_bps(link_degraded, "--link-degraded")))
+        sections.append(_degraded_section(sc, plan, parse_rate_bps(link_degraded, "--link-degraded"), load))
     confidence, confidence_notes = _confidence(sc, plan, None, samples, seed)
     sections += confidence
     notes = confidence_notes + _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
@@ -333,23 +333,29 @@ def _confidence(sc, plan, baseline, samples: int, seed: int) -> tuple[list[Secti
     return [Section("error_bars", title, rows, BAND_COLUMNS, sec_notes)], notes
 
 
-def _degraded_section(sc, plan, bandwidth_bps: float) -> Section:
-    """The plan at a degraded link: counts fixed, threshold re-optimized."""
+def _degraded_section(sc, plan, bandwidth_bps: float, load: float | None) -> Section:
+    """The plan at a degraded link: counts fixed, threshold re-optimized (and, with --load, the TTFT of the
+    plan's loaded traffic there)."""
     from ..planning.confidence import degraded_link
 
-    d = degraded_link(sc, plan, bandwidth_bps)
+    d = degraded_link(sc, plan, bandwidth_bps, load)
     row = {"link_gbps": d.planned.link_bps / 1e9, "degraded_link_gbps": bandwidth_bps / 1e9,
            "planned_threshold_tokens": d.planned.threshold, "switch_to_threshold_tokens": d.switched.threshold,
            "planned_rps": d.planned.lambda_max, "degraded_rps": d.switched.lambda_max, "kept": d.kept,
            "rps_keeping_threshold": d.kept_threshold.lambda_max, "binding_stage": d.switched.binding,
            "egress_gbps": d.switched.egress_bps / 1e9, "ttft_unloaded_p50_s": d.ttft.p50_s,
            "ttft_unloaded_p90_s": d.ttft.p90_s, "instances": _counts(d.switched)}
+    if d.loaded is not None:
+        row.update(offered_rps=d.loaded.rate_rps, loaded_ttft_p50_s=d.loaded.p50_s, loaded_ttft_p90_s=d.loaded.p90_s)
     cols = [Column("degraded_link_gbps", "link Gbps", _num), Column("planned_threshold_tokens", "planned t", _tok),
             Column("switch_to_threshold_tokens", "switch to t", _tok), Column("degraded_rps", "req/s", ".3f"),
             Column("kept", "kept", ".1%"), Column("rps_keeping_threshold", "req/s at planned t", ".3f"),
             Column("binding_stage", "binds"), Column("egress_gbps", "egress Gbps", ".2f"),
             Column("ttft_unloaded_p50_s", "unloaded TTFT P50 s", ".2f"),
-            Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f")]
+            Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f"),
+            Column("offered_rps", "at the plan's load req/s", ".3f"),
+            Column("loaded_ttft_p50_s", "loaded TTFT P50 s", lambda v: f"{v:.2f}" if math.isfinite(v) else "saturated"),
+            Column("loaded_ttft_p90_s", "loaded TTFT P90 s", lambda v: f"{v:.2f}" if math.isfinite(v) else "saturated")]
     return Section("degraded_link", f"At a degraded link ({_num(bandwidth_bps / 1e9)} Gbps): instance counts as "
                    "planned, threshold re-optimized", [row], cols,
                    [f"instances as planned: {_counts(d.planned)}; the planned {_num(d.planned.link_bps / 1e9)} Gbps "

@@ -62,6 +62,8 @@ def mode_verdicts(sc: Scenario, plan: Plan, baseline: Layout | None = None) -> M
     return ModeVerdicts(gain, base.name)
 
 
-def degraded_link(sc: Scenario, plan: Plan, bandwidth_bps: float) -> DegradedLink:
-    """The plan's deployment at a degraded link of ``bandwidth_bps``: counts fixed, threshold re-optimized."""
-    return degrade_link(plan.best, sc.grid, plan.perf, bandwidth_bps)
+def degraded_link(sc: Scenario, plan: Plan, bandwidth_bps: float, load: float | None = None) -> DegradedLink:
+    """The plan's deployment at a degraded link of ``bandwidth_bps``: counts fixed, threshold re-optimized;
+    with ``load`` (fraction of the plan's Lambda_max), also its TTFT under that same traffic."""
+    rate = None if load is None else load * plan.best.lambda_max
+    return degrade_link(plan.best, sc.grid, plan.perf, bandwidth_bps, rate)
