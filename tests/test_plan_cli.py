@@ -242,7 +242,7 @@ def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
     assert code == 0, err
     doc = json.loads(out)
     assert {r["quantity"] for r in doc["sections"]["error_bars"]} >= {"throughput_rps", "prfaas_gain_x"}
-    assert any(n.startswith("verdict vs homogeneous-pd: PrfaaS pays") for n in doc["notes"])
+    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays") for n in doc["notes"])
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -97,7 +97,7 @@ def test_given_inputs_have_no_spread():
     only_h200 = plan_error_bars(sc, prf, plans["homogeneous-pd"].layout, samples=200)
     assert [b.sigma > 0 for b in only_h200.inputs].count(True) == 1   # the measured H200 table
     assert only_h200.gain.p50 > 1 and only_h200.verdict == "pays"
-    assert only_h200.verdict_line().startswith("verdict vs homogeneous-pd: PrfaaS pays at 90% confidence")
+    assert only_h200.verdict_line().startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays at 90% confidence")
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)

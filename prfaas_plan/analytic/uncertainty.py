@@ -6,8 +6,9 @@ Method (``docs/methods.md``, "Error bars"):
   `ErrorBar`: a lognormal multiplicative error of log-width ``sigma`` with median 1. Inputs that share a
   ``key`` (the same chip's constants) share one draw, so PrfaaS-PD and its homogeneous baseline on the
   same local chips move together.
-- Where ``sigma`` comes from (`error_bar`): a performance source may state its own (an ``error_bar``
-  attribute, the interface the performance layer fills from its calibration); otherwise a roofline
+- Where ``sigma`` comes from (`prefill_error_bar`, `decode_error_bar`): a performance source may state
+  its own -- an ``error_bar`` attribute holding an `ErrorBar`, the interface the performance layer fills
+  from its calibration (key ``prefill:<chip>`` / ``decode:<chip>`` to share draws as below); otherwise a roofline
   prefill takes its chip calibration's leave-one-out error (median absolute relative error ``m`` of the
   leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
   deviation); a roofline decode capacity, which no measurement here calibrates, the width of the
@@ -17,7 +18,8 @@ Method (``docs/methods.md``, "Error bars"):
   the routing statistics, which are computed once on the threshold grid; every sample's best split
   (the integer crossing of local prefill and decode bounds) and best threshold (a coarse pass over the
   grid's thresholds, then the grid points around the best) are found with array operations over
-  samples x thresholds, so hundreds of samples take tens of milliseconds.
+  samples x thresholds, so hundreds of samples take a fraction of a second
+  (``benchmarks/bench_uncertainty.py``).
 - The verdict compares the gain's P10 and P90 with 1: ``pays`` (P10 > 1), ``does not pay`` (P90 < 1), else
   ``cannot tell`` -- each side at 90% one-sided confidence.
 
@@ -43,7 +45,6 @@ MEASURED_SIGMA = 0.05   # run-to-run scatter of a measured prefill table, assume
 QUANTILES = (10.0, 50.0, 90.0)
 DEFAULT_SAMPLES = 400
 DEFAULT_SEED = 0
-VERDICTS = ("pays", "does not pay", "cannot tell")
 _MAD_TO_SIGMA = 0.6745   # median |z| of a standard normal
 _LOO = re.compile(r"leave-one-out median ([0-9.]+)%")
 
@@ -269,4 +270,5 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
         gain = np.where(base.lam > 0, prf.lam / base.lam, np.inf)
     g = Band.of(gain)
     return ErrorBars(samples, seed, Band.of(prf.lam), g, Band.of(prf.threshold), Band.of(prf.egress_bps / 1e9),
-                     verdict(g), baseline.name, tuple(bars.values()))
+                     verdict(g), f"{baseline.name} ({baseline.pd_sites[0].instances}x{baseline.pd_sites[0].instance})",
+                     tuple(bars.values()))

@@ -304,7 +304,8 @@ def size_cmd(
     emit(Report(sections, notes, meta={"model": sc.model.name, "mode": sc.mode, "inputs": sc.inputs}), fmt)
 
 
-BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v: v if isinstance(v, str) else _num(v)),
+BAND_COLUMNS = [Column("quantity", "quantity"),
+                Column("point", "plan", lambda v: v if isinstance(v, str) else _num(v)),
                 Column("p10", "P10", _num), Column("p50", "P50", _num), Column("p90", "P90", _num)]
 
 
@@ -327,10 +328,14 @@ def _confidence(sc, plan, baseline, samples: int, seed: int) -> tuple[list[Secti
     rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
     rows.append({"quantity": "verdict (90% confidence)", "point": eb.verdict})
     sec_notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
-        f"gain vs {eb.baseline}; samples use the grid's thresholds (no refinement), so P50 and the plan "
-        "differ by the grid's resolution as well as by sampling"]
+        "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
+        "binding ones speed up (docs/methods.md, error bars)"]
     title = f"Error bars from calibration errors ({eb.samples} samples, {sc.mode} mode)"
     return [Section("error_bars", title, rows, BAND_COLUMNS, sec_notes)], notes
+
+
+def _seconds_or_saturated(v: float) -> str:
+    return f"{v:.2f}" if math.isfinite(v) else "saturated"
 
 
 def _degraded_section(sc, plan, bandwidth_bps: float, load: float | None) -> Section:
@@ -346,7 +351,8 @@ def _degraded_section(sc, plan, bandwidth_bps: float, load: float | None) -> Sec
            "egress_gbps": d.switched.egress_bps / 1e9, "ttft_unloaded_p50_s": d.ttft.p50_s,
            "ttft_unloaded_p90_s": d.ttft.p90_s, "instances": _counts(d.switched)}
     if d.loaded is not None:
-        row.update(offered_rps=d.loaded.rate_rps, loaded_ttft_p50_s=d.loaded.p50_s, loaded_ttft_p90_s=d.loaded.p90_s)
+        row.update(offered_rps=d.loaded.rate_rps, loaded_ttft_p50_s=d.loaded.p50_s,
+                   loaded_ttft_p90_s=d.loaded.p90_s)
     cols = [Column("degraded_link_gbps", "link Gbps", _num), Column("planned_threshold_tokens", "planned t", _tok),
             Column("switch_to_threshold_tokens", "switch to t", _tok), Column("degraded_rps", "req/s", ".3f"),
             Column("kept", "kept", ".1%"), Column("rps_keeping_threshold", "req/s at planned t", ".3f"),
@@ -354,8 +360,8 @@ def _degraded_section(sc, plan, bandwidth_bps: float, load: float | None) -> Sec
             Column("ttft_unloaded_p50_s", "unloaded TTFT P50 s", ".2f"),
             Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f"),
             Column("offered_rps", "at the plan's load req/s", ".3f"),
-            Column("loaded_ttft_p50_s", "loaded TTFT P50 s", lambda v: f"{v:.2f}" if math.isfinite(v) else "saturated"),
-            Column("loaded_ttft_p90_s", "loaded TTFT P90 s", lambda v: f"{v:.2f}" if math.isfinite(v) else "saturated")]
+            Column("loaded_ttft_p50_s", "loaded TTFT P50 s", _seconds_or_saturated),
+            Column("loaded_ttft_p90_s", "loaded TTFT P90 s", _seconds_or_saturated)]
     return Section("degraded_link", f"At a degraded link ({_num(bandwidth_bps / 1e9)} Gbps): instance counts as "
                    "planned, threshold re-optimized", [row], cols,
                    [f"instances as planned: {_counts(d.planned)}; the planned {_num(d.planned.link_bps / 1e9)} Gbps "
