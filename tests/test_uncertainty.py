@@ -156,3 +156,17 @@ def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
     above = degrade_link(planned, GRID, PAPER, 10e9, rate_rps=1.1 * kept).loaded
     assert below.stable and np.isfinite(below.p90_s) and below.p90_s > 0
     assert not above.stable and above.p90_s == np.inf
+
+
+def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_compute_prior():
+    from dataclasses import replace
+
+    from prfaas_plan.performance.constants import PRIOR_WIDTH, ChipConstants, prior_calibration
+
+    pm = prefill_model(get_model("qwen3-235b"), "8xH20")
+    prior = replace(pm, constants=ChipConstants(prior_calibration(), "prior"))
+    assert prefill_error_bar(prior, "h20").sigma == PRIOR_WIDTH["compute_efficiency"]
+    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set"),
+                                                     "calibrated"))
+    bar = prefill_error_bar(unrecorded, "h20")
+    assert bar.sigma == PRIOR_WIDTH["compute_efficiency"] and "records no leave-one-out" in bar.source

@@ -72,7 +72,8 @@ def _loo_sigma(constants) -> tuple[float, str]:
     match = _LOO.search(cal.source)
     if constants.origin == "prior" or match is None:
         w = PRIOR_WIDTH["compute_efficiency"]
-        return w, f"compute-efficiency prior width x/ e^{w:g} (no calibration)"
+        why = "no calibration" if constants.origin == "prior" else "its calibration records no leave-one-out error"
+        return w, f"compute-efficiency prior width x/ e^{w:g} ({why})"
     m = float(match.group(1)) / 100.0
     sigma = math.log1p(m) / _MAD_TO_SIGMA
     lender = f" (borrowed from {constants.lender}: a lower bound)" if constants.origin == "borrowed" else ""
