@@ -161,7 +161,11 @@ def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
 def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_compute_prior():
     from dataclasses import replace
 
-    from prfaas_plan.performance.constants import PRIOR_WIDTH, ChipConstants, prior_calibration
+    from prfaas_plan.performance.constants import (
+        PRIOR_WIDTH,
+        ChipConstants,
+        prior_calibration,
+    )
 
     pm = prefill_model(get_model("qwen3-235b"), "8xH20")
     prior = replace(pm, constants=ChipConstants(prior_calibration(), "prior"))
