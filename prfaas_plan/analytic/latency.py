@@ -9,7 +9,8 @@ shared link. All times are seconds, rates requests/s, sizes bytes, link rates bi
   variation computed from the length distribution on the `LengthGrid`; the wait beyond ``P(wait > 0)``
   is taken as exponential with that mean (the heavy-traffic tail of Kingman-Whitt).
 - **Link** (remote requests): the KV of a request of length ``l`` needs ``X(l) = 8 S_kv(l) / goodput``
-  seconds alone on the link (``S_kv``: the bytes the transfer moves, `PerfInputs.transfer_bytes`); concurrent transfers share it as an M/G/1 processor-sharing server, so a
+  seconds alone on the link (``S_kv``: the bytes the transfer moves, `PerfInputs.transfer_bytes`);
+  concurrent transfers share it as an M/G/1 processor-sharing server, so a
   transfer takes ``X / (1 - rho_link)``. It is pipelined with prefill layer by layer: the cache has
   arrived at ``max(T_r, X') + X' / layers + RTT / 2``. Inter-datacenter TCP runs at the link's own
   efficiency (goodput 95% of line rate by default).
