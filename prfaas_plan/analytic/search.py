@@ -8,12 +8,19 @@ the one where the remote and local prefill bounds balance (the paper's optimalit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..layout import Layout
-from .throughput import Evaluation, LengthGrid, PerfInputs, evaluate, routing_stats, stage_bounds
+from .throughput import (
+    Evaluation,
+    LengthGrid,
+    PerfInputs,
+    evaluate,
+    routing_stats,
+    stage_bounds,
+)
 
 REL_TIE = 1e-9
 
@@ -61,16 +68,25 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     return GridResult(best, ts, splits, lam)
 
 
+def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int, mode: str = "exact",
+                       res: GridResult | None = None) -> float:
+    """The threshold (tokens) maximizing ``Lambda_max`` at the fixed local split ``n_prefill``, and among
+    equally good ones the one where the remote and local prefill bounds balance: the rule `grid_search`
+    applies at its best split, here for any split (the simulator's long-term rule re-optimizes ``t`` with
+    it). ``res`` is the layout's grid search with a free threshold, computed unless given."""
+    free = replace(layout, threshold=None)
+    res = grid_search(free, grid, perf, mode) if res is None else res
+    col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
+    b = stage_bounds(free, routing_stats(grid, perf, res.thresholds, mode, layout.pd_sites[0].name), perf,
+                     [n_prefill])
+    return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, 0, n_prefill, col.max())
+
+
 def best_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
-                   mode: str = "exact", thresholds: np.ndarray | None = None) -> Evaluation:
-    """The best threshold of a single-PD-site layout with its instance counts fixed (``n_prefill`` local
-    prefill instances, the rest decoding): only ``t`` is re-optimized, as in `grid_search`."""
-    ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
-    r = routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name)
-    b = stage_bounds(layout, r, perf, [n_prefill])
-    lam = b.lambda_max[:, 0]
-    t = _balanced_threshold(layout, grid, perf, mode, ts, lam, b, 0, n_prefill, lam.max())
-    return evaluate(layout, grid, perf, t, n_prefill, mode)
+                   mode: str = "exact") -> Evaluation:
+    """The layout evaluated at its `balanced_threshold` for the fixed split ``n_prefill``: instance counts
+    kept, only ``t`` re-optimized (a degraded link, `prfaas_plan.analytic.degraded`)."""
+    return evaluate(layout, grid, perf, balanced_threshold(layout, grid, perf, n_prefill, mode), n_prefill, mode)
 
 
 def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:

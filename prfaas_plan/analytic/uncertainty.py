@@ -219,6 +219,7 @@ class ErrorBars:
     verdict: str
     baseline: str
     inputs: tuple[ErrorBar, ...]
+    point_gain: float = math.nan   # the point estimate's gain, when the caller has it (x)
 
     @property
     def given(self) -> bool:

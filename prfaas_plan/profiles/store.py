@@ -55,6 +55,11 @@ def _user_dirs() -> list[Path]:
     return dirs + _extra_dirs
 
 
+def profile_dirs() -> list[Path]:
+    """Every profile folder in effect: the bundled model and hardware folders, then user folders."""
+    return _bundled_dir("model") + _bundled_dir("hardware") + _user_dirs()
+
+
 def read_yaml(path: Path) -> dict:
     """Read one YAML mapping; malformed YAML becomes a `PlanError` naming file and line."""
     import yaml

@@ -1,5 +1,5 @@
 """Per-cluster prefix cache: one capacity-bounded LRU pool of full-attention KV blocks and linear-state
-checkpoints (brief section 4).
+checkpoints (``docs/methods.md`` section 7).
 
 - **KV blocks** are block-level: a request's prompt is a sequence of ``block_tokens``-token blocks named
   by prefix hashes (Mooncake ``hash_ids``: equal ids mean equal prefixes up to that block). Only full

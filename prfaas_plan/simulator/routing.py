@@ -1,4 +1,4 @@
-"""Per-request routing with prefix caches (brief section 3): which cluster prefills a request, how many
+"""Per-request routing with prefix caches (``docs/methods.md`` section 7): which cluster prefills a request, how many
 of its tokens must be computed, and which cached prefix (if any) has to move across first.
 
 - bandwidth scarce: each cluster's cache on its own; local if ``l_total - l_pd <= t``, else remote;

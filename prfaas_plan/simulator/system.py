@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..errors import PlanError
 from ..analytic.latency import rdma_tail_s
+from ..analytic.throughput import PerfInputs, offloads
+from ..errors import PlanError
 from ..layout import Layout
-from ..analytic.throughput import PerfInputs
 from .cache import PrefixCache
 
 INF = math.inf
@@ -52,8 +52,7 @@ class System:
             raise PlanError(f"layout {layout.name!r}: site {site.name!r} has no decode instance")
         if int(sp.decode.batch) < 1:
             raise PlanError(f"layout {layout.name!r}: decode batch limit {sp.decode.batch:g} is below one request")
-        remote_ok = (layout.remote is not None and layout.remote.instances > 0 and site.link is not None
-                     and perf.remote_prefill is not None)
+        remote_ok = offloads(layout, perf, site)
         if site.prefill == 0 and not remote_ok:
             raise PlanError(f"layout {layout.name!r}: no prefill instance anywhere")
         thr = float(threshold) if remote_ok else INF
