@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
+from .warnings import PlanWarning
 from .scenario import (
     DEFAULTS,
     INPUT_LEVELS,
@@ -239,5 +240,6 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
               + (f" with t fixed at {threshold:,.0f}" if threshold is not None else ""),
               "throughput: steady = middle 90% of completions over their time span",
               "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
+    warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, other, analytic, unloaded, scheduler,
-                            len(requests), seed, notes)
+                            len(requests), seed, notes, warnings)

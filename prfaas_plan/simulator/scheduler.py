@@ -131,6 +131,44 @@ def decide(rule: LongTermRule, obs: Observation, min_prefill: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class LongTermStep:
+    """One period's outcome: ``change`` of the split (+1, -1, 0), the re-optimized ``threshold`` (tokens;
+    None: keep the current one) and the model's relative ``gain`` of the change made."""
+
+    change: int
+    threshold: float | None
+    gain: float
+
+
+def long_term_step(rule: LongTermRule, sysm, perf: PerfInputs, mode: str, split: int, line_bps: float,
+                   lengths, outputs, mean: dict[str, float]) -> LongTermStep:
+    """The long-term rule at a period's end: ``split`` local prefill instances (after pending conversions),
+    the link's current line rate ``line_bps`` (bit/s), the period's observed uncached ``lengths`` and
+    ``outputs`` (tokens), and the time averages ``mean`` of the timeline samples over the period.
+    ``sysm`` is the simulated `System` (its layout, slots and base threshold); ``perf`` its performance
+    inputs with the simulator's prefill tables."""
+    site = sysm.layout.pd_sites[0]
+    res = lay = grid = p = None
+    up = down = 0.0
+    if len(lengths) >= rule.min_samples:  # the throughput model on what this period saw
+        pd_site = site.with_split(split)
+        if sysm.remote_ok:
+            pd_site = replace(pd_site, link=replace(site.link, bandwidth_bps=max(line_bps, 1.0)))
+        lay = replace(sysm.layout, pd_sites=(pd_site,))
+        grid = empirical_grid(lengths)
+        p = replace(perf, output_tokens=sum(outputs) / len(outputs))
+        res = surface(lay, grid, p, mode)
+        up, down = split_gains(res, split)
+    obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0), mean.get("decode_waiting", 0.0),
+                      mean.get("decode_busy", 0.0), split, site.instances - split, sysm.slots, up, down)
+    change = decide(rule, obs, 1 if sysm.threshold >= 0 else 0)
+    threshold = None
+    if res is not None and sysm.remote_ok and 0 <= sysm.threshold < math.inf:
+        threshold = balanced_threshold(lay, grid, p, split + change, mode, res)
+    return LongTermStep(change, threshold, up if change > 0 else down)
+
+
 def empirical_grid(lengths) -> LengthGrid:
     """A `LengthGrid` of observed lengths (tokens), each distinct value weighted by its count."""
     values, counts = np.unique(np.maximum(np.asarray(lengths, dtype=float), 1.0), return_counts=True)

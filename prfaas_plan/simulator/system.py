@@ -13,10 +13,12 @@ from ..analytic.latency import rdma_tail_s
 from ..analytic.throughput import PerfInputs, offloads
 from ..errors import PlanError
 from ..layout import Layout
-from .cache import PrefixCache
+from ..workload.prefix_cache import PrefixCache
 
 INF = math.inf
 _STATE_KINDS = ("kda", "gated_deltanet", "lightning", "swa")
+CACHE_LOW_WATERMARK = 0.9
+"""A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class System:
         ckpt = 0
         if model.groups(*_STATE_KINDS):
             ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
-        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens)
-        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens)
+        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens,
+                         CACHE_LOW_WATERMARK)
+        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens, CACHE_LOW_WATERMARK)
         return pd, rf
