@@ -50,7 +50,7 @@ INPUTS: dict[str, Input] = {
     "tpot": Input("25ms", "str", "decode SLO, e.g. 25ms or 40tok/s"),
     "workload": Input("paper", "str", "paper, trace or a .jsonl/.csv trace path"),
     "instance_chips": Input(8, "int", "chips per instance"),
-    "mode": Input("representative", "str", "representative or exact"),
+    "mode": Input("exact", "str", "exact (planning's default, as size and compare) or representative"),
     "inputs": Input("predicted", "str", "predicted or paper (prfaas-1t only)"),
     "basis": Input("instances", "str", "baseline budget: instances or cost"),
 }
@@ -337,7 +337,7 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
         perf = perf_inputs(sc)
     except PlanError as exc:
         return exc
-    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode) for name, sp in perf.sites.items()}
+    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
     return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
 
 
