@@ -32,7 +32,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import arithmetic as A
 from ..errors import InternalError, PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, offloads
@@ -64,7 +63,7 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     t_local = np.asarray(sp.prefill.latency_s(l), dtype=float)
     t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
-    kv = A.s_kv_at(perf.model, l)
+    kv = perf.transfer_bytes(l, site)
     edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])
     labels = np.zeros(len(l), dtype=int)
     labels[np.unique(edges[edges < len(l)])] = 1

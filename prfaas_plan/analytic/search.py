@@ -100,6 +100,13 @@ def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_pre
     return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, 0, n_prefill, col.max())
 
 
+def best_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
+                   mode: str = "exact") -> Evaluation:
+    """The layout evaluated at its `balanced_threshold` for the fixed split ``n_prefill``: instance counts
+    kept, only ``t`` re-optimized (a degraded link, `prfaas_plan.analytic.degraded`)."""
+    return evaluate(layout, grid, perf, balanced_threshold(layout, grid, perf, n_prefill, mode), n_prefill, mode)
+
+
 def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:
     """Among thresholds reaching the best throughput, the one balancing remote and local prefill."""
     ok = np.flatnonzero(lam_col >= best_lam * (1 - 1e-6))

@@ -17,6 +17,7 @@ from .options import (
     InstanceChips,
     KvDtype,
     LayoutFile,
+    LinkDegraded,
     LinkEfficiency,
     LinkPrice,
     LinkRate,
@@ -29,11 +30,14 @@ from .options import (
     Remote,
     RemoteInstanceChips,
     Rtt,
+    Samples,
+    Seed,
     SizeLink,
     Strict,
     TargetRate,
     Threshold,
     Tpot,
+    TransferBytesOpt,
     TtftSlo,
     Verify,
     WeightDtype,
@@ -42,12 +46,12 @@ from .options import (
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-              link_price=DEFAULTS.link_price_usd_per_gbps_month, **shapes):
+              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes, **shapes):
     """``shapes``: remote_instance_chips, local_instance_chips, weight_dtype, kv_dtype."""
     from ..planning import scenario
 
     return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price, **shapes)
+                    link_efficiency, rtt, link_price, str(transfer_bytes), **shapes)
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -80,6 +84,7 @@ def size_cmd(
     kv_dtype: KvDtype = None,
     target_rate: TargetRate = None,
     mode: ModeOpt = DEFAULTS.mode,
+    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
     inputs: Inputs = DEFAULTS.inputs,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
@@ -91,24 +96,29 @@ def size_cmd(
     ttft: TtftSlo = None,
     plot: Plot = None,
     layout: LayoutFile = None,
+    link_degraded: LinkDegraded = None,
+    samples: Samples = 400,
+    seed: Seed = 0,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
     from ..output.plan_report import layout_report, size_report
     from ..planning import answer_layout, answer_size
-    from ..units import parse_length, parse_ttft_slo
+    from ..units import parse_length, parse_rate_bps, parse_ttft_slo
 
     slo = parse_ttft_slo(ttft) if ttft is not None else None
     t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
+    degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
     questions = {"threshold": t, "target_rate": target_rate, "load": load, "ttft_slo": slo, "verify_lp": verify,
-                 "size_link": size_link}
+                 "size_link": size_link, "link_degraded_bps": degraded}
     if layout is not None:
         extra = _given(["remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips",
                         "rtt", "link_efficiency", "link_price"])
         if extra:
             raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
         answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
-                               kv_dtype=kv_dtype, **questions)
+                               kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), samples=samples, seed=seed,
+                               **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
@@ -116,9 +126,9 @@ def size_cmd(
             return
     else:
         sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
-                       rtt, link_price, remote_instance_chips=remote_instance_chips,
+                       rtt, link_price, transfer_bytes, remote_instance_chips=remote_instance_chips,
                        local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-        answer = answer_size(sc, **questions)
+        answer = answer_size(sc, samples=samples, seed=seed, **questions)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
@@ -140,6 +150,7 @@ def compare_cmd(
     kv_dtype: KvDtype = None,
     basis: BasisOpt = None,
     mode: ModeOpt = DEFAULTS.mode,
+    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
     inputs: Inputs = DEFAULTS.inputs,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
@@ -147,6 +158,8 @@ def compare_cmd(
     load: CompareLoad = None,
     rate: CompareRate = None,
     plot: Plot = None,
+    samples: Samples = 400,
+    seed: Seed = 0,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
@@ -155,9 +168,9 @@ def compare_cmd(
     from ..planning import answer_compare
 
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, remote_instance_chips=remote_instance_chips, local_instance_chips=local_instance_chips,
-                   weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    answer = answer_compare(sc, None if basis is None else str(basis), load, rate)
+                   link_price, transfer_bytes, remote_instance_chips=remote_instance_chips,
+                   local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
@@ -167,7 +180,7 @@ def compare_cmd(
 @app.command("reproduce")
 def reproduce_cmd(
     inputs: Inputs = "paper",
-    mode: ModeOpt = DEFAULTS.mode,
+    mode: ModeOpt = "representative",
     instance_chips: InstanceChips = 8,
     remote_instance_chips: RemoteInstanceChips = None,
     local_instance_chips: LocalInstanceChips = None,

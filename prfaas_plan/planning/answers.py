@@ -12,13 +12,14 @@ Renderers (`prfaas_plan.output`) turn these records into tables, JSON and CSV; t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout
 from ..units import format_tokens
+from .confidence import degraded_link, mode_verdicts, plan_error_bars
 from .plans import (
     Plan,
     check_servable,
@@ -47,8 +48,10 @@ from .scenario import DEFAULTS, Scenario, layout_perf, scenario_for
 from .warnings import PlanWarning, beaten_warning, plan_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.degraded import DegradedLink
     from ..analytic.lp import LPResult
     from ..analytic.throughput import PerfInputs
+    from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
@@ -89,18 +92,43 @@ class SizeAnswer:
     slo: SloRate | None = None
     verification: Verification | None = None
     link_sizing: LinkSizing | None = None
+    error_bars: ErrorBars | None = None
+    degraded: DegradedLink | None = None
+
+
+def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning]):
+    """The error bars (None when ``samples`` is 0), with a warning when the two modes disagree on the verdict."""
+    modes = mode_verdicts(sc, plan, baseline)
+    if modes.warning():
+        warnings.append(PlanWarning("modes-disagree", modes.warning()))
+    if samples == 0:
+        return None
+    return replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
+
+
+def _link_starves_offload(plan: Plan, sc: Scenario) -> bool:
+    """True when offloading even the longest 0.1% of requests makes the link bind before remote prefill."""
+    import numpy as np
+
+    from ..analytic.throughput import evaluate
+
+    i = min(int(np.searchsorted(np.cumsum(sc.grid.weights), 1 - 1e-3)), len(sc.grid.lengths) - 1)
+    ev = evaluate(plan.best.layout, sc.grid, plan.perf, float(sc.grid.lengths[i]), plan.best.n_prefill, sc.mode)
+    return ev.p_remote > 0 and ev.bounds["link"] < ev.bounds["remote_prefill"]
 
 
 def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
-                size_link: float | None = None, layout: Layout | None = None,
-                keep_split: bool = False) -> SizeAnswer:
+                size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
+                seed: int = 0, layout: Layout | None = None, keep_split: bool = False) -> SizeAnswer:
     """Size PrfaaS-PD for ``sc`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
     (requests/s) sizes the cheapest cluster; ``load`` (fraction of Lambda_max) gives latency under load;
     ``ttft_slo`` = (percentile, seconds), percentile 0 for the mean, gives the rate within the SLO;
-    ``verify_lp`` cross-checks with the linear program; ``size_link`` (fraction) finds the smallest link.
+    ``verify_lp`` cross-checks with the linear program; ``size_link`` (fraction) finds the smallest link;
+    ``link_degraded_bps`` evaluates the plan at a lower link rate (counts fixed, threshold re-optimized);
+    ``samples`` (0: none) seeded draws of the calibration errors give error bars and a verdict.
     ``layout`` (default: the scenario's PrfaaS-PD) is what is planned, its split kept with ``keep_split``.
     """
     perf = perf_inputs(sc) if layout is None else layout_perf(layout, sc)
@@ -109,14 +137,15 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     check_servable(plan)
     ev = plan.best
     offloads = ev.layout.remote is not None and ev.layout.remote.instances > 0
-    if threshold is None and offloads and ev.p_remote < 1e-3 and ev.bounds["link"] < ev.bounds["remote_prefill"]:
+    if threshold is None and offloads and ev.p_remote < 1e-3 and _link_starves_offload(plan, sc):
         raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
                         f"limits offload to {ev.p_remote:.2%} of requests (local-only carries {ev.lambda_max:.3g} "
                         "req/s); use a larger --link or compare against homogeneous PD")
     notes = list(sc.notes) + perf_notes(perf) + ([_link_note(plan, sc)] if offloads else []) + [
         f"TTFT method: {plan.ttft.method}", COST_NOTE]
     if threshold is not None:
-        notes.insert(0, f"threshold fixed at {threshold:,.0f} tokens: the split is optimized for it")
+        notes.insert(0, f"threshold fixed at {threshold:,.0f} tokens"
+                     + ("" if keep_split else ": the split is optimized for it"))
     if (why := non_unique_split(plan)) is not None:
         notes.append(why)
     warnings = plan_warnings(plan, sc)
@@ -131,7 +160,9 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
         loaded=latency_under_load(plan, sc, load) if load is not None else None,
         slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
         verification=checked,
-        link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None)
+        link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
+        error_bars=_confidence(sc, plan, None, samples, seed, warnings) if offloads else None,
+        degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None)
 
 
 def non_unique_split(plan: Plan) -> str | None:
@@ -175,14 +206,16 @@ class CompareAnswer:
     warnings: list[PlanWarning]
     notes: list[str]
     at_rate: AtCommonRate | None = None
+    error_bars: ErrorBars | None = None
 
 
 def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = None,
-                   rate: float | None = None) -> CompareAnswer:
+                   rate: float | None = None, samples: int = 400, seed: int = 0) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
-    ``basis`` budget (capex or rental; None: capex when the chips have prices) and naive heterogeneous. With ``load`` (a fraction of PrfaaS-PD's
-    Lambda_max) or ``rate`` (requests/s) every layout runs at that one offered rate: its latency, whether
-    it saturates, and its cloud cost per million output tokens there."""
+    ``basis`` budget (capex or rental; None: capex when the chips have prices) and naive
+    heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
+    layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
+    output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
     from .plans import check_basis, default_basis
 
     basis = default_basis(sc) if basis is None else check_basis(basis)
@@ -205,7 +238,8 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
                                                          "(offered rate at or above its Lambda_max)"))
     notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"TTFT method: {prf.ttft.method}",
                                                      COST_NOTE]
-    return CompareAnswer(sc, basis, plans, gains, warnings, notes, at)
+    bars = _confidence(sc, prf, plans["homogeneous-pd"].layout, samples, seed, warnings)
+    return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars)
 
 
 def _basis_note(plans: dict[str, Plan], basis: str) -> str:
@@ -237,23 +271,26 @@ class LayoutAnswer:
 
 def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
                     workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, mode: str = "exact",
-                    weight_dtype: str | None = None, kv_dtype: str | None = None) -> Scenario:
+                    weight_dtype: str | None = None, kv_dtype: str | None = None,
+                    transfer_bytes: str = DEFAULTS.transfer_bytes) -> Scenario:
     """The `Scenario` of a layout file: the file's own sites, instance shapes and first site's link (its
     rtt too); the model (dtypes overridden as `with_dtypes`), SLO, workload, input level and mode as given."""
     from ..profiles import get_model
     from ..units import parse_tpot_s
     from ..workload import resolve_workload
+    from ..analytic.transfer import POLICIES
     from .scenario import INPUT_LEVELS, MODES, check_choice, with_dtypes
 
     check_choice(inputs, INPUT_LEVELS, "--inputs")
     check_choice(mode, MODES, "--mode")
+    check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
     r = layout.remote
     remote = f"{r.instance.chips * r.instances}x{r.instance.chip.name.upper()}" if r is not None else ""
     site = layout.pd_sites[0]
     local = f"{site.instance.chips * site.instances}x{site.instance.chip.name.upper()}"
     profile, notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
     return scenario_for(profile, remote, local, site.link, site.instance.chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, r.instance.chips if r is not None else None)
+                        resolve_workload(workload), notes, transfer_bytes, r.instance.chips if r is not None else None)
 
 
 def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
@@ -272,20 +309,22 @@ def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
 def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
                   workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, *, mode: str = "exact",
                   weight_dtype: str | None = None, kv_dtype: str | None = None,
+                  transfer_bytes: str = DEFAULTS.transfer_bytes, samples: int = 400, seed: int = 0,
                   **questions) -> SizeAnswer | LayoutAnswer:
     """Plan the layout file at ``path``. One PD site: the full `answer_size` (``questions`` are its
-    follow-up keywords) with the file's split, rtt and threshold (when not ``auto``) kept. Several PD
-    sites: every site's routing and split by the linear program (no follow-up questions)."""
+    follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split, rtt and threshold (when
+    not ``auto``) kept. Several PD sites: every site's routing and split by the linear program (no
+    follow-up questions)."""
     from dataclasses import replace
 
     from ..layout import load_layout
 
     lay = load_layout(path)
-    sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype)
+    sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes)
     if len(lay.pd_sites) == 1:
         if lay.remote is None:
             lay = replace(lay, threshold=float("inf"))
-        a = answer_size(sc, layout=lay, keep_split=True, **questions)
+        a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
     if any(v is not None and v is not False for v in questions.values()):

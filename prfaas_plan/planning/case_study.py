@@ -96,9 +96,9 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
              instance_chips: int = INSTANCE_CHIPS, remote_instance_chips: int | None = None,
              local_instance_chips: int | None = None, weight_dtype: str | None = None,
              kv_dtype: str | None = None):
-    """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G); instance shapes
-    and dtypes as `prfaas_plan.planning.scenario.scenario` takes them (the paper's: 8-chip instances,
-    the profile's dtypes)."""
+    """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G), with the paper's
+    convention for bytes on the link: one logical copy of the cache; instance shapes and dtypes as
+    `prfaas_plan.planning.scenario.scenario` takes them (the paper's: 8-chip instances, the profile's dtypes)."""
     from .scenario import resolve_instance_chips, with_dtypes
 
     if inputs not in ("paper", "predicted"):
@@ -106,7 +106,7 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     model, notes = with_dtypes(get_model(MODEL), weight_dtype, kv_dtype)
     return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), local_chips, TPOT_S, mode,
-                        inputs, paper_workload(), notes, remote_chips)
+                        inputs, paper_workload(), notes, "logical", remote_chips)
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
+from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
@@ -34,8 +35,9 @@ class Defaults:
     tpot: str = "25ms"
     workload: str = "paper"
     instance_chips: int = 8
-    mode: str = "representative"
+    mode: str = "exact"                 # planning's; reproduce keeps the paper's representative mode
     inputs: str = "predicted"
+    transfer_bytes: str = DEFAULT_POLICY  # bytes on the link (analytic/transfer.py)
     link_efficiency: float = 0.95
     link_price_usd_per_gbps_month: float = 0.0
 
@@ -63,6 +65,7 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
+    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
     remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
 
     @property
@@ -76,7 +79,7 @@ class Scenario:
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
                  mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
-                 remote_instance_chips: int | None = None) -> Scenario:
+                 transfer: str = DEFAULT_POLICY, remote_instance_chips: int | None = None) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV).
     ``instance_chips`` is the local instance's shape, and the remote's unless ``remote_instance_chips``."""
@@ -84,8 +87,9 @@ def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, insta
     output = float(workload.output_length.mean())
     context = float(workload.total_input_length.mean()) + output / 2
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
+    notes = tuple(notes) + (wl_note, TransferBytes(transfer, instance_chips).describe(model))
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, tuple(notes) + (wl_note,), remote_instance_chips)
+                    workload.name, notes, transfer, remote_instance_chips)
 
 
 def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
@@ -132,7 +136,8 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
              instance_chips: int = DEFAULTS.instance_chips, mode: str = DEFAULTS.mode,
              inputs: str = DEFAULTS.inputs, link_efficiency: float = DEFAULTS.link_efficiency,
              rtt: str | None = None,
-             link_price: float = DEFAULTS.link_price_usd_per_gbps_month, *,
+             link_price: float = DEFAULTS.link_price_usd_per_gbps_month,
+             transfer_bytes: str = DEFAULTS.transfer_bytes, *,
              remote_instance_chips: int | None = None, local_instance_chips: int | None = None,
              weight_dtype: str | None = None, kv_dtype: str | None = None) -> Scenario:
     """A `Scenario` from the values a user types: ``link`` a rate such as ``"100G"``, ``tpot`` such as
@@ -147,6 +152,7 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
 
     check_choice(mode, MODES, "--mode")
     check_choice(inputs, INPUT_LEVELS, "--inputs")
+    check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
     if not 0 < link_efficiency <= 1:
         raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
     if not (math.isfinite(link_price) and link_price >= 0):
@@ -157,7 +163,7 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
     profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
     notes = dtype_notes + (() if rtt else (RTT_NOTE,))
     return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, remote_chips)
+                        resolve_workload(workload), notes, transfer_bytes, remote_chips)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -206,7 +212,8 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "--remote")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs),
+                    TransferBytes(sc.transfer, l_inst.chips))
     return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
 
 
@@ -235,7 +242,8 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
         key = str(site.instance)
         if key not in by_instance:
             by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs),
+                                        TransferBytes(sc.transfer, site.instance.chips))
         sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:

@@ -52,7 +52,7 @@ INPUTS: dict[str, Input] = {
     "tpot": Input(DEFAULTS.tpot, "str", "decode SLO, e.g. 25ms or 40tok/s"),
     "workload": Input(DEFAULTS.workload, "str", "paper, trace or a .jsonl/.csv trace path"),
     "instance_chips": Input(DEFAULTS.instance_chips, "int", "chips per instance"),
-    "mode": Input(DEFAULTS.mode, "str", "representative or exact"),
+    "mode": Input(DEFAULTS.mode, "str", "exact (planning's default, as size and compare) or representative"),
     "inputs": Input(DEFAULTS.inputs, "str", "predicted or paper (prfaas-1t only)"),
     "basis": Input("instances", "str", "homogeneous baseline: instances (equal count), capex or rental (equal "
                                        "budget; cost = capex)"),
@@ -340,7 +340,7 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
         perf = perf_inputs(sc)
     except PlanError as exc:
         return exc
-    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode) for name, sp in perf.sites.items()}
+    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
     return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
 
 
