@@ -117,7 +117,8 @@ def simulate_cmd(
         answer = answer_simulate(
             model=model, baseline=str(baseline), layout_file=layout, remote=remote, local=local,
             instance_chips=instance_chips, remote_instance_chips=remote_instance_chips,
-            local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=str(inputs), link=link, link_efficiency=link_efficiency,
+            local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot,
+            inputs=str(inputs), link=link, link_efficiency=link_efficiency,
             rtt=rtt, trace=trace, synthetic=synthetic, rate=rate, load=load,
             duration_s=parse_time_s(duration, "--duration") if duration is not None else None,
             scheduler=str(scheduler), compare=compare, link_profile=link_profile,

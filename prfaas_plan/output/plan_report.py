@@ -270,7 +270,8 @@ def _at_rate_row(name: str, r) -> dict:
     lat = r.latency
     return {"layout": name, "offered_rps": r.rate_rps, "served_rps": r.served_rps, "saturated": r.saturated,
             "loaded_ttft_p50_s": lat.ttft_p50_s if lat else None, "loaded_ttft_p90_s": lat.ttft_p90_s if lat else None,
-            "loaded_ttft_p99_s": lat.ttft_p99_s if lat else None, "utilization_of_lambda_max": lat.load if lat else None,
+            "loaded_ttft_p99_s": lat.ttft_p99_s if lat else None,
+            "utilization_of_lambda_max": lat.load if lat else None,
             "usd_per_mtok_cloud": r.usd_per_mtok}
 
 

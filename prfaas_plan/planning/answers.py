@@ -3,8 +3,10 @@ note the command prints.
 
 - `answer_size`: the PrfaaS-PD plan and the follow-up questions asked of it (target rate, load, TTFT
   SLO, LP cross-check, link sizing);
-- `answer_compare`: PrfaaS-PD against homogeneous PD and naive heterogeneous;
-- `answer_layout`: a layout file (several PD sites sharing one remote site) by the linear program;
+- `answer_compare`: PrfaaS-PD against the local cluster alone, homogeneous PD (equal instances, equal
+  budget) and naive heterogeneous, optionally all at one offered rate;
+- `answer_layout`: a layout file: one PD site as `answer_size` with the file's split kept, several PD
+  sites (sharing one remote site) by the linear program;
 - `answer_reproduce`: the paper's case study against its published figures.
 
 Renderers (`prfaas_plan.output`) turn these records into tables, JSON and CSV; they compute nothing.
@@ -168,7 +170,6 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
 def non_unique_split(plan: Plan) -> str | None:
     """A sentence when several local splits reach the optimum's throughput (a stage other than local
     prefill binds there, so the split does not move it), naming the range and the binding stage."""
-
     from ..analytic.search import REL_TIE
 
     surf = plan.surface
@@ -322,6 +323,8 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
     lay = load_layout(path)
     sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes)
     if len(lay.pd_sites) == 1:
+        # the planner's name for the one local site, so its baselines (error bars, modes) share the inputs
+        lay = replace(lay, pd_sites=(replace(lay.pd_sites[0], name="local"),))
         if lay.remote is None:
             lay = replace(lay, threshold=float("inf"))
         a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)

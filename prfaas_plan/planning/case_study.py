@@ -173,7 +173,8 @@ def _price_ratio(sc, plans: dict, perf: PerfInputs) -> PriceRatio:
     prf = plans["prfaas-pd"]
     lay = prf.layout
     r_chip, l_site = lay.remote.instance, lay.pd_sites[0]
-    ratio = get_hardware(r_chip.chip.name).price.purchase_usd / get_hardware(l_site.instance.chip.name).price.purchase_usd
+    price = {chip: get_hardware(chip).price.purchase_usd for chip in (r_chip.chip.name, l_site.instance.chip.name)}
+    ratio = price[r_chip.chip.name] / price[l_site.instance.chip.name]
     r_n, l_n, c_r, c_l = lay.remote.instances, l_site.instances, r_chip.chips, l_site.instance.chips
     target = next(t for t in TARGETS if t.key == "gain_equal_cost")
     band = target.tol_paper if sc.inputs == "paper" else target.tol_predicted
@@ -250,11 +251,12 @@ def _h20_gap(study: CaseStudy, row: dict, memo: dict) -> str | None:
             what = {"prefill": f"our H20 prefill latency is {min(pre):.2f}-{max(pre):.2f}x the back-solved",
                     "decode": f"our H20 decode capacity is {dec:.2f}x the back-solved"}
             return (f"H20 prediction: {'; '.join(what[p] for p in parts)}; with the back-solved H20 "
-                    f"{' and '.join(parts)} this figure is {num_text(value, row['unit'])} (within its band)")
+                    f"{' and '.join(parts)} this figure is {_with_unit(value, row['unit'])} (within its band)")
     return None
 
 
-def num_text(v: float, unit: str) -> str:
+def _with_unit(v: float, unit: str) -> str:
+    """``v`` and its unit for a known-gap line (thousands separated, else 3 significant digits)."""
     return f"{v:,.0f} {unit}" if abs(v) >= 1000 else f"{v:.3g} {unit}"
 
 
