@@ -116,6 +116,25 @@ def _layout(tmp_path, rtt="20ms", threshold="auto"):
     return str(p)
 
 
+@pytest.mark.parametrize("flags,needle", [
+    (("--remote-instance-chips", "0"), "--remote-instance-chips"),
+    (("--local-instance-chips", "x"), "--local-instance-chips"),
+    (("--weight-dtype", "fp7"), "--weight-dtype: unknown dtype 'fp7'"),
+    (("--kv-dtype", "int3"), "--kv-dtype: unknown dtype 'int3'"),
+])
+@pytest.mark.parametrize("command", ["size", "compare", "simulate", "reproduce"])
+def test_bad_shape_flags_are_one_line_exit_2(cli, command, flags, needle):
+    code, out, err = cli(command, *flags)
+    assert code == 2 and out == "" and needle in err
+
+
+def test_layout_defaults_note_leaves_out_what_the_file_replaces(cli, tmp_path):
+    code, out, err = cli("size", "--model", "prfaas-1t", "--inputs", "paper", "--layout", _layout(tmp_path))
+    assert code == 0, err
+    note = next(l for l in out.splitlines() if l.startswith("note: defaults in effect"))
+    assert "--remote" not in note and "--link " not in note and "--tpot 25ms" in note
+
+
 def test_one_site_layout_file_gets_the_full_answer(cli, tmp_path):
     plot = tmp_path / "t.svg"
     doc = _json(cli, "size", "--model", "prfaas-1t", "--inputs", "paper", "--layout", _layout(tmp_path),

@@ -193,6 +193,16 @@ def test_compare_load_runs_every_layout_at_one_rate(cli):
     assert code == 2 and "--load 1.5" in err
 
 
+def test_compare_rate_is_one_given_rate(cli):
+    code, out, err = cli("compare", *PAPER, "--rate", "1.5", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["meta"]["offered_rps"] == 1.5 and doc["meta"]["offered_load"] is None
+    assert {r["offered_rps"] for r in doc["sections"]["at_rate"]} == {1.5}
+    code, out, err = cli("compare", *PAPER, "--rate", "1.5", "--load", "0.5")
+    assert code == 2 and out == "" and "either --load or --rate" in err
+
+
 def test_ttft_slo_gives_the_rate_within_it(cli):
     rates = {}
     for slo in ("p90<5s", "p90<8s"):

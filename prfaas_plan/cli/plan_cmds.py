@@ -111,9 +111,10 @@ def size_cmd(
     degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
     questions = {"threshold": t, "target_rate": target_rate, "load": load, "ttft_slo": slo, "verify_lp": verify,
                  "size_link": size_link, "link_degraded_bps": degraded}
+    replaced = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
+                "link_efficiency", "link_price") if layout is not None else ()
     if layout is not None:
-        extra = _given(["remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips",
-                        "rtt", "link_efficiency", "link_price"])
+        extra = _given(list(replaced))
         if extra:
             raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
         answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
@@ -122,7 +123,7 @@ def size_cmd(
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
-            emit(layout_report(answer), fmt)
+            emit(layout_report(answer), fmt, replaced=replaced)
             return
     else:
         sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
@@ -132,7 +133,7 @@ def size_cmd(
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
-    emit(report, fmt)
+    emit(report, fmt, replaced=replaced)
 
 
 @app.command("compare")
