@@ -7,16 +7,11 @@ layout file. `prfaas_plan.planning.answers` adds the follow-up questions, warnin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..analytic.search import (
-    GridResult,
-    grid_search,
-    per_support_step,
-    threshold_candidates,
-)
+from ..analytic.search import GridResult, grid_search, per_support_step, threshold_candidates
 from ..analytic.throughput import (
     Evaluation,
     LengthGrid,
@@ -193,8 +188,6 @@ LOCAL_ALONE = "local-alone"
 
 def local_alone(sc: Scenario) -> Layout:
     """The user's local chips alone as homogeneous PD (what they run today, no remote site)."""
-    from dataclasses import replace
-
     return replace(homogeneous_pd(sc.local, sc.instance_chips), name=LOCAL_ALONE)
 
 
@@ -211,8 +204,6 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
     ``basis`` budget (capex or rental; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
     ``homogeneous-equal-<basis>``, ``naive-heterogeneous``."""
-    from dataclasses import replace
-
     basis = default_basis(sc) if basis is None else check_basis(basis)
     layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc),
                "homogeneous-pd": homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
