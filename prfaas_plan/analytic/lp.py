@@ -27,7 +27,7 @@ import numpy as np
 from .. import arithmetic as A
 from ..errors import PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs
+from .throughput import LengthGrid, PerfInputs, busy_s
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     """Aggregate the grid into ``n_bins`` bins of (about) equal probability."""
     l, w = grid.lengths, grid.weights
     sp = perf.sites[site or next(iter(perf.sites))]
-    t_local = np.asarray(sp.prefill.latency_s(l), dtype=float)
-    t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float) if perf.remote_prefill is not None
+    t_local = busy_s(sp.prefill, l)
+    t_remote = (busy_s(perf.remote_prefill, l) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
     kv = A.s_kv_at(perf.model, l)
     edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])

@@ -11,6 +11,7 @@ from ..errors import PlanError
 from ..output.report import Column, Report, Section, check_format, emit
 from ..units import format_tokens, parse_rate_bps, parse_tpot_s
 from .app import FormatOption, app
+from .stack_option import StackOption, stack_notes
 
 DEFAULTS = {
     "model": "kimi-linear",
@@ -26,10 +27,10 @@ MODE_HELP = "representative (the paper's: stages at E[L|L>t] and E[L|L<=t]) or e
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, efficiency, rtt,
-              defaulted: list[str], link_price: float = 0.0):
+              defaulted: list[str], link_price: float = 0.0, stack: str | None = None):
     from ..layout import Link
     from ..planning.plans import scenario_for
-    from ..profiles import get_model
+    from ..profiles import get_model, get_stack
     from ..units import parse_time_s
     from ..workload import resolve_workload
 
@@ -47,8 +48,9 @@ def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, 
     if not rtt:
         notes.append("default rtt: 0 ms (no propagation delay; fiber adds about 1 ms of round trip per 100 km, "
                      "pass --rtt)")
+    notes += stack_notes(stack, inputs)
     return scenario_for(m, remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), tuple(notes))
+                        resolve_workload(workload), tuple(notes), get_stack(stack).name)
 
 
 def _defaults(**given) -> tuple[dict, list]:
@@ -227,6 +229,7 @@ def size_cmd(
     plot: Optional[str] = typer.Option(None, "--plot", help="Write throughput vs t to FILE.png or FILE.svg."),
     layout: Optional[str] = typer.Option(None, "--layout", help="A layout YAML file (e.g. several PD sites "
                                          "sharing one remote site); replaces --remote/--local/--link."),
+    stack: Optional[str] = StackOption,
     fmt: str = FormatOption,
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -243,11 +246,11 @@ def size_cmd(
         if extra:
             raise PlanError(f"--layout describes the sites and links and is sized by the linear program alone: "
                             f"drop {', '.join(extra)}")
-        return _size_layout_file(layout, model, workload, tpot, inputs, fmt)
+        return _size_layout_file(layout, model, workload, tpot, inputs, fmt, stack)
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
-                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, link_price)
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, link_price, stack)
     plan = size(sc)
     if plan.best.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
@@ -314,7 +317,7 @@ def _warnings(plan, sc) -> list[str]:
     return out
 
 
-def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -> None:
+def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str, stack: str | None = None) -> None:
     """``size --layout FILE``: optimize every site's routing and split with the linear program."""
     from ..layout import load_layout
     from ..planning.plans import size_layout
@@ -322,7 +325,7 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
     lay = load_layout(path)
     opts, used = _defaults(model=model, tpot=tpot, workload=workload)
     sc = _scenario(opts["model"], "8xH200", "8xH20", "1G", opts["tpot"], opts["workload"], 8, "exact", inputs,
-                   0.95, None, used)
+                   0.95, None, used, stack=stack)
     res, perf = size_layout(lay, sc)
     rows = []
     for site, r in zip(lay.pd_sites, res.sites):
@@ -476,6 +479,7 @@ def compare_cmd(
     rtt: Optional[str] = typer.Option(None, "--rtt"),
     load: Optional[float] = typer.Option(None, "--load", help=LOAD_HELP),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the PrfaaS-PD throughput vs t plot."),
+    stack: Optional[str] = StackOption,
     fmt: str = FormatOption,
 ) -> None:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
@@ -485,7 +489,7 @@ def compare_cmd(
     opts, used = _defaults(model=model, remote=remote, local=local, link=link, tpot=tpot, workload=workload,
                            instance_chips=instance_chips)
     sc = _scenario(opts["model"], opts["remote"], opts["local"], opts["link"], opts["tpot"], opts["workload"],
-                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used)
+                   opts["instance_chips"], mode, inputs, link_efficiency, rtt, used, stack=stack)
     plans = compare(sc, basis)
     rows = [_plan_row(name, p, sc) for name, p in plans.items()]
     base = plans["prfaas-pd"].best.lambda_max

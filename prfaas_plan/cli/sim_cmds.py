@@ -14,6 +14,7 @@ from ..errors import PlanError
 from ..output.report import Column, Report, Section, check_format, render, write_atomic
 from ..units import parse_length, parse_rate_bps, parse_time_s
 from .app import FormatOption, app
+from .stack_option import StackOption
 
 LAYOUTS = ("prfaas", "homogeneous", "naive")
 DEFAULT_LOAD = 0.8
@@ -22,7 +23,7 @@ TIMELINE_ROWS = 24
 PROGRESS_MIN_REQUESTS = 50_000
 
 
-def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, local: str):
+def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, local: str, stack=None):
     """PerfInputs of the model and a note on their source: the paper's inputs for prfaas-1t (8xH200 remote,
     8xH20 local), the performance model for the others."""
     from ..analytic.throughput import PerfInputs, SitePerf
@@ -43,11 +44,14 @@ def _perf(model_name: str, input_mean: float, output_mean: float, remote: str, l
     from ..planning.plans import instance_decode, instance_prefill
 
     context = input_mean + output_mean / 2
-    remote_prefill = instance_prefill(model, r_inst, "predicted")
-    local_prefill = instance_prefill(model, l_inst, "predicted")
-    decode = instance_decode(model, l_inst, paper.TPOT_S, context, "predicted")
+    from ..profiles import get_stack
+
+    stack = get_stack(stack).name
+    remote_prefill = instance_prefill(model, r_inst, "predicted", stack)
+    local_prefill = instance_prefill(model, l_inst, "predicted", stack)
+    decode = instance_decode(model, l_inst, paper.TPOT_S, context, "predicted", stack)
     return (PerfInputs(model, remote_prefill, {"local": SitePerf(local_prefill, decode)},
-                       output_mean), "performance model: roofline prefill and decode capacity")
+                       output_mean), f"performance model: roofline prefill and decode capacity on stack {stack}")
 
 
 def _plan(kind: str, grid, perf, link_bps: float, remote: str, local: str, threshold: float | None,
@@ -176,6 +180,7 @@ def simulate_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic workload."),
     fmt: str = FormatOption,
     plot: Optional[str] = typer.Option(None, "--plot", help="Write timelines and the TTFT CDF to FILE.png or .svg."),
+    stack: Optional[str] = StackOption,
 ) -> None:
     """Discrete-event simulation: throughput, TTFT/TPOT percentiles, stage load, link use, caches, roles."""
     check_format(fmt)
@@ -217,7 +222,7 @@ def simulate_cmd(
     # workload and plan
     if trace is None:
         grid = paper_grid()
-        perf, perf_note = _perf(model, grid.mean, 1024.0, remote, local)
+        perf, perf_note = _perf(model, grid.mean, 1024.0, remote, local, stack)
         layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed, prefill_instances)
         offered = rate if rate is not None else (load if load is not None else DEFAULT_LOAD) * ev.lambda_max
         window = window or DEFAULT_SYNTHETIC_S
@@ -229,7 +234,7 @@ def simulate_cmd(
         requests = read_trace(trace, None if (rate or load) else window)
         grid = empirical_grid(requests.input_tokens)
         perf, perf_note = _perf(model, float(requests.input_tokens.mean()), float(requests.output_tokens.mean()),
-                                remote, local)
+                                remote, local, stack)
         layout, ev = _plan(layout_kind, grid, perf, link_bps, remote, local, t_fixed, prefill_instances)
         if rate is not None or load is not None:
             requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)

@@ -40,10 +40,11 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
+    stack: str = "sglang"     # serving stack of every site unless a layout file names one per site
 
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
-                 mode: str, inputs: str, workload, notes: tuple[str, ...] = ()) -> Scenario:
+                 mode: str, inputs: str, workload, notes: tuple[str, ...] = (), stack: str = "sglang") -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
     grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
@@ -51,7 +52,7 @@ def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, insta
     context = float(workload.total_input_length.mean()) + output / 2
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, tuple(notes) + (wl_note,))
+                    workload.name, tuple(notes) + (wl_note,), stack)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -61,19 +62,20 @@ def _paper_only(model: ModelProfile, instance: Instance) -> None:
         raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
 
 
-def instance_prefill(model: ModelProfile, instance: Instance, inputs: str) -> PrefillModel:
-    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20) or ``predicted``
-    (measured table where the model has one, else the calibrated roofline)."""
+def instance_prefill(model: ModelProfile, instance: Instance, inputs: str, stack: str = "sglang") -> PrefillModel:
+    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20: the paper's Eq. 4
+    form, latency = busy time) or ``predicted`` (measured table where the model has one, else the calibrated
+    roofline on serving ``stack``)."""
     if inputs == "paper":
         _paper_only(model, instance)
         return given.measured_h200() if instance.chip.name == "h200" else given.backsolved_h20()[0]
     from ..performance import prefill_model
 
-    return prefill_model(model, instance)
+    return prefill_model(model, instance, stack=stack)
 
 
 def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                    inputs: str) -> DecodeCapacity:
+                    inputs: str, stack: str = "sglang") -> DecodeCapacity:
     """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
     cannot decode there at all is a `PlanError`."""
     if inputs == "paper":
@@ -83,7 +85,7 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
         return given.backsolved_h20()[1]
     from ..performance import decode_capacity
 
-    decode = decode_capacity(model, instance, tpot_s, context_tokens)
+    decode = decode_capacity(model, instance, tpot_s, context_tokens, stack=stack)
     if decode.batch <= 0:
         if decode.binding == "slo":
             raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
@@ -99,9 +101,10 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     context = sc.context_tokens
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
-    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
-    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
+    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack),
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack))
+    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack), {"local": site},
+                      sc.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -216,11 +219,13 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     context = sc.context_tokens
     sites = {}
     for site in layout.pd_sites:
-        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+        stack = site.stack or sc.stack
+        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack),
+                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs, stack))
     remote = None
     if layout.remote is not None:
-        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
+        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs,
+                                  layout.remote.stack or sc.stack)
     return PerfInputs(sc.model, remote, sites, sc.output_tokens)
 
 
