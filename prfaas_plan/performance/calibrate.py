@@ -26,7 +26,7 @@ from ..profiles.efficiency import KERNEL_DEFAULTS
 from .base import parse_instance
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
-from .roofline import OP_CLASSES, prefill_shape, unit_times
+from .roofline import OP_CLASSES, unit_times
 from .serving import wait_weights, wave_shape
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
@@ -72,7 +72,7 @@ def _params(chips: list[str], stacks: list[str]) -> _Params:
     for stack in stacks:
         for name, (c, w, l, h) in STACK_PRIORS.items():
             keys.append((stack, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
-    arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731
+    arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
     return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi))
 
 
@@ -143,10 +143,7 @@ class _Problem:
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
         t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
               + self.u["latency"]).sum(axis=1) + v[self.term_ovh]) * self.term_mult
-        C, s = self.concurrency, v[self.idx["wave"]]
-        clump = 1.0 + s * (C - 1.0)
-        ahead = np.maximum(0.0, clump - self.own_prompts) / 2.0
-        inside = (C - 1.0 - (clump - 1.0) / 2.0) / (self.osl - 1.0)
+        ahead, inside = wait_weights(self.own_prompts, self.concurrency, self.osl, v[self.idx["wave"]])
         busy, step = t[self.idx["busy"]], t[self.idx["decode"]]
         steps = ahead * self.forwards_per_prompt + self.own_gaps   # decode steps run between those forwards
         return {"ttft": v[self.idx["latency"]] + t[self.idx["own"]] + ahead * busy + steps * step,

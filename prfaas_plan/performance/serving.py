@@ -56,13 +56,13 @@ def wave_shape(isl: int, concurrency: int, stack: StackProfile) -> WaveShape:
     return WaveShape((together, q, context, chunks), busy, together)
 
 
-def wait_weights(shape: WaveShape, concurrency: int, osl: int, wave_fraction) -> tuple:
+def wait_weights(own_prompts, concurrency, osl, wave_fraction) -> tuple:
     """Prompts whose busy time a request waits for in TTFT, and per decode step in TPOT (see the module
-    docstring); vectorized over ``wave_fraction``."""
-    C = float(concurrency)
+    docstring); vectorized over every argument (the calibration evaluates all points at once)."""
+    C = np.asarray(concurrency, dtype=float)
     clump = 1.0 + np.asarray(wave_fraction, dtype=float) * (C - 1.0)
-    ahead = np.maximum(0.0, clump - shape.own_prompts) / 2.0
-    inside = (C - 1.0 - (clump - 1.0) / 2.0) / max(osl - 1, 1)
+    ahead = np.maximum(0.0, clump - own_prompts) / 2.0
+    inside = (C - 1.0 - (clump - 1.0) / 2.0) / np.maximum(np.asarray(osl, dtype=float) - 1.0, 1.0)
     return ahead, inside
 
 
@@ -92,7 +92,7 @@ def serving_at_concurrency(model: ModelProfile | str, instance: Instance | str, 
 
     own = forwards_s(*shape.own)
     busy = forwards_s(*shape.busy) / shape.busy[0]
-    ahead, inside = wait_weights(shape, concurrency, osl, stack.wave_fraction)
+    ahead, inside = wait_weights(shape.own_prompts, concurrency, osl, stack.wave_fraction)
     step = float(decode_step_s(model, instance, concurrency, isl + osl / 2, moe, constants, stack))
     gaps = float(ahead) * shape.busy_per_prompt + (shape.own[3] - 1.0 if concurrency > 1 else 0.0)
     ttft = stack.latency_s + own + float(ahead) * busy + gaps * step
