@@ -174,3 +174,23 @@ def test_calibrate_binary_measurements_is_one_line(cli, tmp_path):
     f.write_bytes(b"\xff\xfemodel,instance\n")
     code, out, err = cli("calibrate", "--measurements", str(f))
     assert code == 2 and "not a UTF-8 text file" in err and err.count("\n") == 1 and out == ""
+
+
+def test_layout_sites_name_their_stack(tmp_path):
+    from prfaas_plan.errors import PlanError
+    from prfaas_plan.layout import load_layout
+    from prfaas_plan.planning import case_study
+    from prfaas_plan.planning.plans import layout_perf
+
+    f = tmp_path / "two.yaml"
+    f.write_text("remote: {instance: 8xB200, instances: 2, stack: trtllm}\n"
+                 "sites:\n  - {name: a, instance: 8xH20, prefill: 1, decode: 3, stack: vllm, link: {bandwidth: 100G}}\n"
+                 "  - {name: b, instance: 8xH20, prefill: 1, decode: 3, link: {bandwidth: 100G}}\n")
+    lay = load_layout(f)
+    assert lay.remote.stack == "trtllm" and [s.stack for s in lay.pd_sites] == ["vllm", ""]
+    perf = layout_perf(lay, case_study.scenario("predicted"))   # the scenario's stack: paper-vllm
+    assert "stack trtllm" in perf.remote_prefill.source
+    assert "stack vllm" in perf.sites["a"].prefill.source and "stack paper-vllm" in perf.sites["b"].prefill.source
+    f.write_text("sites:\n  - {name: a, instance: 8xH20, prefill: 1, decode: 3, stack: vllmm}\n")
+    with pytest.raises(PlanError, match="unknown serving stack"):
+        load_layout(f)

@@ -18,7 +18,7 @@ from ..errors import PlanError
 from ..layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
-from ..profiles import ModelProfile
+from ..profiles import DEFAULT_STACK, ModelProfile
 
 GRID_POINTS = 8192
 
@@ -40,11 +40,12 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
-    stack: str = "sglang"     # serving stack of every site unless a layout file names one per site
+    stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
 
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
-                 mode: str, inputs: str, workload, notes: tuple[str, ...] = (), stack: str = "sglang") -> Scenario:
+                 mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
+                 stack: str = DEFAULT_STACK) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
     grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
@@ -62,7 +63,8 @@ def _paper_only(model: ModelProfile, instance: Instance) -> None:
         raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
 
 
-def instance_prefill(model: ModelProfile, instance: Instance, inputs: str, stack: str = "sglang") -> PrefillModel:
+def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
+                     stack: str = DEFAULT_STACK) -> PrefillModel:
     """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20: the paper's Eq. 4
     form, latency = busy time) or ``predicted`` (measured table where the model has one, else the calibrated
     roofline on serving ``stack``)."""
@@ -75,7 +77,7 @@ def instance_prefill(model: ModelProfile, instance: Instance, inputs: str, stack
 
 
 def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                    inputs: str, stack: str = "sglang") -> DecodeCapacity:
+                    inputs: str, stack: str = DEFAULT_STACK) -> DecodeCapacity:
     """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
     cannot decode there at all is a `PlanError`."""
     if inputs == "paper":
