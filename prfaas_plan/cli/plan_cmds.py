@@ -311,9 +311,9 @@ def _warnings(plan, sc) -> list[str]:
         if remote_s > local_s and r_chip.flops("bf16") >= 2 * l_chip.flops("bf16"):
             out.append(f"WARNING: {ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower "
                        f"({remote_s:.2f} s) than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) despite "
-                       f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' "
-                       "calibrations come from different measurement setups (fixed overheads differ); "
-                       "treat the remote/local comparison with caution (see `prfaas-plan rates`)")
+                       f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' fitted "
+                       "efficiencies differ that much (or the sites run different stacks); check their "
+                       "constants with `prfaas-plan rates` before trusting the remote/local comparison")
     return out
 
 
