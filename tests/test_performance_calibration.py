@@ -22,23 +22,13 @@ MOONCAKE = "mooncake_h20_qwen3_235b_pd.csv"
 NVIDIA = "nvidia_silicon_sample_subset.csv"
 
 
-def _variant(m):
-    import dataclasses
-
-    model = get_model(m.model)
-    if m.weight_dtype or m.expert_dtype:
-        model = dataclasses.replace(model, weight_dtype=m.weight_dtype or model.weight_dtype,
-                                    expert_dtype=m.expert_dtype or model.expert_dtype, measured_prefill=())
-    return model
-
-
 @pytest.fixture(scope="module")
 def shipped():
     """Every bundled measured point with the shipped profiles' prediction: ``[(measurement, {q: rel. error})]``."""
     out = []
     for name in BUNDLED_FILES:
         for m in load_measurements(name)[0]:
-            model, inst = _variant(m), parse_instance(m.instance)
+            model, inst = m.model_profile(), parse_instance(m.instance)
             errors = {}
             if m.ttft_s is not None or m.tpot_s is not None:
                 s = serving_at_concurrency(model, inst, m.len_tokens, max(m.output_tokens, 2), m.concurrency, m.moe,

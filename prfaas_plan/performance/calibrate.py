@@ -105,11 +105,7 @@ class _Problem:
 
         for i, m in enumerate(points):
             inst = parse_instance(m.instance)
-            model = get_model(m.model)
-            if m.weight_dtype or m.expert_dtype:
-                model = dataclasses.replace(model, weight_dtype=m.weight_dtype or model.weight_dtype,
-                                            expert_dtype=m.expert_dtype or m.weight_dtype or model.expert_dtype,
-                                            measured_prefill=())
+            model = m.model_profile()
             stack = get_stack(m.stack)
             par = Parallel(inst.chips, m.moe)
             fwd = params.index(stack.name, "forward_overhead_s")

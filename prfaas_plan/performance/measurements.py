@@ -34,6 +34,7 @@ Bundled files are recognised by their header and converted on reading (their hea
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,15 @@ class Measurement:
     def chip(self) -> str:
         """The chip profile's name."""
         return parse_instance(self.instance).chip.name
+
+    def model_profile(self):
+        """The model profile as measured: its weight and expert dtypes overridden by the row's precision."""
+        model = get_model(self.model)
+        if not (self.weight_dtype or self.expert_dtype):
+            return model
+        return dataclasses.replace(model, weight_dtype=self.weight_dtype or model.weight_dtype,
+                                   expert_dtype=self.expert_dtype or self.weight_dtype or model.expert_dtype,
+                                   measured_prefill=())
 
 
 def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, state_dtype: str = "",
