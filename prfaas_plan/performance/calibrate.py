@@ -241,31 +241,12 @@ class JointFit:
         return out
 
 
-def _identified(points: list, chips: list[str], stacks: list[str]) -> set[tuple[str, str]]:
-    """Constants some measured quantity depends on (others stay at their prior and are reported so)."""
-    got = set()
-    for m in points:
-        stack, chip = get_stack(m.stack).name, m.chip
-        if m.ttft_s is not None:
-            got.add((stack, "latency_s"))
-        if m.ttft_s is not None or m.busy_s is not None:
-            got.add((stack, "forward_overhead_s"))
-        if m.tpot_s is not None:
-            got |= {(stack, "step_overhead_s"), (chip, "memory")}
-        if m.concurrency > 1:
-            got.add((stack, "wave_fraction"))
-        model = get_model(m.model)
-        for dtype in {m.weight_dtype or model.weight_dtype, m.expert_dtype or m.weight_dtype or model.expert_dtype,
-                      "bf16"}:
-            got.add((chip, f"gemm:{get_hardware(chip).rate_class(dtype)}"))
-        kinds = {g.kind for g in model.attention}
-        if kinds & {"gqa", "mla", "swa"}:
-            got.add((chip, "gemm:attention"))
-        if kinds & {"kda", "gated_deltanet", "lightning"}:
-            got.add((chip, "gemm:linear_attention"))
-        if parse_instance(m.instance).chips > 1:
-            got.add((chip, "comm"))
-    return got
+def _identified(res, owner: np.ndarray, params: _Params) -> set[tuple[str, str]]:
+    """Constants the measured points actually move at the fit: a nonzero column of the data rows' Jacobian
+    (a constant only in memory-bound operators, or on a bound, is not). The others stay at their prior and
+    the report and the written profiles say so."""
+    moved = np.abs(res.jac[owner >= 0]).sum(axis=0) > 1e-6 * len(owner)
+    return {key for key, m in zip(params.keys, moved) if m}
 
 
 def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: bool = True,
@@ -303,7 +284,7 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
                  {q: float(loo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
                  {q: float(lomo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]})
         for i, m in enumerate(points))
-    identified = _identified(points, chips, stacks)
+    identified = _identified(res, owner, params)
     unidentified = tuple(f"{o} {k}" for o, k in params.keys if (o, k) not in identified)
     draft = JointFit({}, {}, fit_points, tuple(excluded), unidentified, loo, loo and n <= EXACT_LOO_POINTS)
     v = dict(zip(params.keys, np.exp(x)))
