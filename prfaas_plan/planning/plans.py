@@ -219,11 +219,16 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     """Per-instance performance of every site of a (possibly multi-site) layout."""
     context = sc.context_tokens
+    by_instance: dict[tuple, SitePerf] = {}   # sites of one instance shape and stack share it
     sites = {}
     for site in layout.pd_sites:
         stack = site.stack or sc.stack
-        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack),
-                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs, stack))
+        key = (str(site.instance), stack)
+        if key not in by_instance:
+            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack),
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs,
+                                                        stack))
+        sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:
         remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs,
@@ -237,5 +242,10 @@ def size_layout(layout: Layout, sc: Scenario):
     from ..analytic.lp import make_bins, max_throughput
 
     perf = layout_perf(layout, sc)
-    bins = {s.name: make_bins(sc.grid, perf, site=s.name) for s in layout.pd_sites}
+    by_instance = {}
+    for s in layout.pd_sites:
+        key = (str(s.instance), s.stack or sc.stack)
+        if key not in by_instance:
+            by_instance[key] = make_bins(sc.grid, perf, site=s.name)
+    bins = {s.name: by_instance[(str(s.instance), s.stack or sc.stack)] for s in layout.pd_sites}
     return max_throughput(layout, bins, perf), perf
