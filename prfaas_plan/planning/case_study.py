@@ -85,8 +85,11 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
 
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
+    from ..profiles import get_stack
+
+    notes = (f"both sites on the paper's engine: {get_stack(STACK).describe()}",) if inputs == "predicted" else ()
     return scenario_for(get_model(MODEL), REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), INSTANCE_CHIPS,
-                        TPOT_S, mode, inputs, paper_workload(), stack=STACK)
+                        TPOT_S, mode, inputs, paper_workload(), notes, stack=STACK)
 
 
 def case_study_perf(inputs: str) -> PerfInputs:
