@@ -22,7 +22,7 @@ from .errors import PlanError
 from .performance.base import Instance, parse_instance
 from .units import parse_rate_bps, parse_time_s
 
-TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (PrfaaS brief section 6)
+TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (``docs/methods.md`` section 3)
 
 
 @dataclass(frozen=True)
@@ -103,10 +103,18 @@ class Layout:
         if self.remote is not None and self.remote.instances < 0:
             raise PlanError(f"layout {self.name!r}: negative remote instance count")
 
+    def can_offload(self, site: PDSite | None = None) -> bool:
+        """True when requests arriving at ``site`` (default: the first PD site) can be prefilled remotely:
+        a remote site with instances and a link to it. The one structural offload test; with performance
+        inputs, `prfaas_plan.analytic.throughput.offloads` adds that the remote prefill is modelled."""
+        site = self.pd_sites[0] if site is None else site
+        return (self.remote is not None and self.remote.instances > 0 and site.link is not None
+                and site.link.goodput_bps > 0)
+
     @property
     def uses_remote(self) -> bool:
-        """True when requests can be prefilled remotely."""
-        return self.remote is not None and self.remote.instances > 0 and self.threshold != float("inf")
+        """True when some site can offload and the threshold does not keep everything local."""
+        return any(self.can_offload(s) for s in self.pd_sites) and self.threshold != float("inf")
 
     def chips(self) -> dict[str, int]:
         """Chips per chip profile name."""
@@ -194,7 +202,7 @@ def load_layout(path: str | Path) -> Layout:
             lk = _Fields(raw["link"], f"{p}: sites[{i}].link")
             link = Link(parse_rate_bps(lk.get("bandwidth", str), f"{p}: sites[{i}].link.bandwidth"),
                         lk.get("efficiency", float, TCP_EFFICIENCY, minimum=0.01),
-                        parse_time_s(lk.get("rtt", str, "0.000001"), f"{p}: sites[{i}].link.rtt"),
+                        parse_time_s(lk.get("rtt", str, "1us"), f"{p}: sites[{i}].link.rtt", "ms"),
                         lk.get("usd_per_gbps_month", float, 0.0, minimum=0))
         sites.append(PDSite(s.get("name", str, f"site{i}"),
                             parse_instance(s.get("instance", str), f"{p}: sites[{i}].instance"),

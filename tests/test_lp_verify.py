@@ -116,9 +116,11 @@ def test_the_non_threshold_finding_is_reported(cli, tmp_path):
     assert row["pure_threshold"] is False and row["non_threshold_gain"] > 0.3
     assert row["threshold_rps"] == pytest.approx(row["grid_rps"], rel=0.01)
     assert row["lp_rps"] == pytest.approx(row["bound_rps"], rel=1e-4)
-    assert any(n.startswith("WARNING: routing is NOT a pure threshold") for n in doc["notes"])
+    assert any(w["code"] == "threshold-not-optimal" and w["message"].startswith("routing is NOT a pure threshold")
+               for w in doc["warnings"])
     code, out, err = cli(*args)
-    screened = [n for n in json.loads(out)["notes"] if n.startswith("WARNING: routing by length may not")]
+    screened = [w["message"] for w in json.loads(out)["warnings"] if w["code"] == "threshold-may-not-be-optimal"
+                and w["message"].startswith("routing by length may not")]
     assert code == 0 and len(screened) == 1 and f"up to {row['bound_rps']:.4g} req/s" in screened[0]   # solver-free
 
 
