@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import arithmetic as A
 from ..layout import Layout
-from ..performance.base import DecodeCapacity, PrefillModel
+from ..performance.base import DecodeCapacity, PrefillModel, busy_s  # noqa: F401 (busy_s re-exported)
 from ..profiles import ModelProfile
 
 MODES = ("representative", "exact")
@@ -104,13 +104,6 @@ class Routing:
     remote_s_per_req: np.ndarray   # remote prefill seconds per arriving request (all requests)
     link_bytes_per_req: np.ndarray  # bytes over the link per arriving request
     local_s_per_req: np.ndarray    # local prefill seconds per arriving request
-
-
-def busy_s(prefill: PrefillModel, l) -> np.ndarray:
-    """GPU seconds per request a prefill instance spends at lengths ``l`` (what throughput divides by):
-    the model's ``busy_s`` where it separates busy time from latency (a serving stack's fixed latency does
-    not occupy the instance), else its latency (the paper's Eq. 4 form for measured tables)."""
-    return np.asarray(getattr(prefill, "busy_s", prefill.latency_s)(l), dtype=float)
 
 
 def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "representative",

@@ -46,7 +46,7 @@ def _pct(v) -> str:
 
 
 def _prefill_section(chosen, roof, measured, lengths: list[int], serving: list | None) -> Section:
-    from ..analytic.throughput import busy_s
+    from ..performance.base import busy_s
     from ..performance import source_kind
 
     l = np.asarray(lengths, dtype=float)
