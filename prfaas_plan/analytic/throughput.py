@@ -22,6 +22,7 @@ number of thresholds at once (vectorized), which the optimizer's grid search use
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -62,6 +63,16 @@ class LengthGrid:
     @property
     def mean(self) -> float:
         return float(np.dot(self.lengths, self.weights))
+
+    @cached_property
+    def weight_suffix(self) -> np.ndarray:
+        """``suffix(1)``: probability of each support point or a longer one (computed once per grid)."""
+        return self.suffix(np.ones_like(self.lengths))
+
+    @cached_property
+    def length_suffix(self) -> np.ndarray:
+        """``suffix(lengths)``: partial first moment from each support point up (computed once per grid)."""
+        return self.suffix(self.lengths)
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,7 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
     site = perf.sites[local_site or next(iter(perf.sites))]
     idx = grid.split_index(t)
     l = grid.lengths
-    w_suffix, l_suffix = grid.suffix(np.ones_like(l)), grid.suffix(l)
+    w_suffix, l_suffix = grid.weight_suffix, grid.length_suffix
     total, l_all = w_suffix[0], l_suffix[0]
     w_above = np.clip(w_suffix[idx], 0.0, total)
     p = w_above / total
