@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
+from .stack_option import StackOption
 from .app import app
 from .envelope import emit
 from .options import (
@@ -39,11 +42,12 @@ from .options import (
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes):
+              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes,
+              stack=None):
     from ..planning import scenario
 
     return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price, str(transfer_bytes))
+                    link_efficiency, rtt, link_price, str(transfer_bytes), stack)
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -87,6 +91,7 @@ def size_cmd(
     link_degraded: LinkDegraded = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -108,7 +113,7 @@ def size_cmd(
     slo = parse_ttft_slo(ttft) if ttft is not None else None
     t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes)
+                   link_price, transfer_bytes, stack)
     degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
     answer = answer_size(sc, threshold=t, target_rate=target_rate, load=load, ttft_slo=slo, verify_lp=verify,
                          size_link=size_link, link_degraded_bps=degraded, samples=samples, seed=seed)
@@ -138,6 +143,7 @@ def compare_cmd(
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
@@ -145,7 +151,7 @@ def compare_cmd(
     from ..planning import answer_compare
 
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes)
+                   link_price, transfer_bytes, stack)
     answer = answer_compare(sc, str(basis), load, samples=samples, seed=seed)
     report = compare_report(answer)
     if plot:
