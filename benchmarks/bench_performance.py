@@ -1,4 +1,6 @@
-"""Time the performance model: roofline prefill over 10^5 lengths, decode capacity, and a calibration fit.
+"""Time the performance model: roofline prefill latency and busy time over 10^5 lengths, decode capacity, the
+serving model at a fixed concurrency, and the joint calibration (small set with exact leave-one-out; the
+bundled set in-sample, and with approximate leave-one-out and leave-one-model-out).
 
 Run from the repository root after ``pip install .`` (or with ``PYTHONPATH=.``):
 ``python3 benchmarks/bench_performance.py``. Prints the best of several
@@ -12,9 +14,10 @@ import time
 import numpy as np
 
 from prfaas_plan.performance import RooflinePrefill, decode_capacity, parse_instance, prefill_model
-from prfaas_plan.performance.calibrate import fit_calibration
-from prfaas_plan.performance.measurements import load_measurements, resolve_path
-from prfaas_plan.profiles import get_hardware, get_model
+from prfaas_plan.performance.calibrate import fit_joint
+from prfaas_plan.performance.measurements import BUNDLED_FILES, load_measurements
+from prfaas_plan.performance.serving import serving_at_concurrency
+from prfaas_plan.profiles import get_model
 
 N_LENGTHS = 100_000
 
@@ -35,15 +38,28 @@ def main() -> None:
     for name, inst in (("prfaas-1t", "8xH20"), ("qwen3-235b", "8xH200"), ("mimo-v2-flash", "8xH200"),
                        ("kimi-k3", "8xB200")):
         pm = RooflinePrefill.build(get_model(name), parse_instance(inst))
-        print(f"  {name:14s} {inst:7s} {best_of(lambda: pm.latency_s(lengths)) * 1e3:7.2f} ms")
+        print(f"  {name:14s} {inst:7s} {best_of(lambda: pm.latency_s(lengths)) * 1e3:7.2f} ms latency, "
+              f"{best_of(lambda: pm.busy_s(lengths)) * 1e3:7.2f} ms busy")
     table = prefill_model("prfaas-1t", "8xH200")
     print(f"  measured table (prfaas-1t 8xH200)  {best_of(lambda: table.latency_s(lengths)) * 1e3:7.2f} ms")
     m, inst = get_model("qwen3-235b"), parse_instance("8xH20-3e")
     print(f"decode_capacity (qwen3-235b, 8xH20-3e, 25 ms, 28K context): "
           f"{best_of(lambda: decode_capacity(m, inst, 0.025, 28_000)) * 1e3:.2f} ms")
-    data = load_measurements(resolve_path("paper_kv_throughput_8xh200.csv"))
-    print(f"calibration fit + leave-one-out (h200, 12 points): "
-          f"{best_of(lambda: fit_calibration(get_hardware('h200'), data, 'paper'), 3):.2f} s")
+    m = get_model("deepseek-v3")
+    print(f"serving_at_concurrency (deepseek-v3, 8xH200, 8K in, 1K out, C=64): "
+          f"{best_of(lambda: serving_at_concurrency(m, '8xH200', 8192, 1024, 64)) * 1e3:.2f} ms")
+    small, _ = load_measurements("mooncake_h20_qwen3_235b_pd.csv")
+    print(f"joint fit + exact leave-one-out + leave-one-model-out (mooncake, {len(small)} points): "
+          f"{best_of(lambda: fit_joint(small), 3):.2f} s")
+    points, excluded = [], []
+    for name in BUNDLED_FILES:
+        got, dropped = load_measurements(name)
+        points += got
+        excluded += dropped
+    print(f"joint fit in-sample (bundled, {len(points)} points): "
+          f"{best_of(lambda: fit_joint(points, excluded, loo=False, lomo=False), 1):.2f} s")
+    print(f"joint fit + approximate leave-one-out + leave-one-model-out (bundled): "
+          f"{best_of(lambda: fit_joint(points, excluded), 1):.2f} s")
 
 
 if __name__ == "__main__":

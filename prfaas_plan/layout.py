@@ -52,6 +52,7 @@ class PrefillSite:
     name: str
     instance: Instance
     instances: int
+    stack: str = ""           # serving stack profile of this site ("" = the scenario's)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class PDSite:
     prefill: int
     decode: int
     link: Link | None = None
+    stack: str = ""           # serving stack profile of this site ("" = the scenario's)
 
     @property
     def instances(self) -> int:
@@ -175,8 +177,10 @@ def load_layout(path: str | Path) -> Layout:
           - {name: beijing, instance: 8xH20, prefill: 3, decode: 5,
              link: {bandwidth: 100G, efficiency: 0.95, rtt: 2ms}}
           - {name: shanghai, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 50G}}
+
+    A site (or ``remote``) may name its serving stack profile, ``stack: vllm``; otherwise ``--stack`` holds.
     """
-    from .profiles import _Fields, read_yaml
+    from .profiles import _Fields, get_stack, read_yaml
     from .units import parse_length
 
     p = Path(path)
@@ -188,7 +192,8 @@ def load_layout(path: str | Path) -> Layout:
     if data.get("remote"):
         r = _Fields(data["remote"], f"{p}: remote")
         remote = PrefillSite("remote", parse_instance(r.get("instance", str), f"{p}: remote.instance"),
-                             r.get("instances", int, minimum=0))
+                             r.get("instances", int, minimum=0),
+                             get_stack(r.get("stack", str)).name if r.data.get("stack") else "")
     raw_sites = data.get("sites")
     if not isinstance(raw_sites, list) or not raw_sites:
         raise PlanError(f"{p}: missing field 'sites' (a list of local PD sites)")
@@ -204,7 +209,8 @@ def load_layout(path: str | Path) -> Layout:
                         lk.get("usd_per_gbps_month", float, 0.0, minimum=0))
         sites.append(PDSite(s.get("name", str, f"site{i}"),
                             parse_instance(s.get("instance", str), f"{p}: sites[{i}].instance"),
-                            s.get("prefill", int, minimum=0), s.get("decode", int, minimum=0), link))
+                            s.get("prefill", int, minimum=0), s.get("decode", int, minimum=0), link,
+                            get_stack(s.get("stack", str)).name if raw.get("stack") else ""))
     t_raw = data.get("threshold", "auto")
     if t_raw in ("auto", None):
         threshold = None

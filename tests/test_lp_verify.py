@@ -46,13 +46,14 @@ def _verified(model, remote, local, gbps, tpot_ms):
 def test_badly_scaled_link_no_longer_gives_a_silent_zero():
     # The link row in raw bits (coefficients to 2e10 against 1.19e9 bit/s) made HiGHS reject its own
     # optimum over a 7e-6 absolute violation and report the trivial zero as optimal; the relaxation
-    # gave 20.2 req/s and one prefill instance fewer 20.0.
+    # gave 20.2 req/s and one prefill instance fewer 20.0 (figures of the performance model of the time;
+    # the split the optimum takes moves with the chips' and stacks' constants).
     sc, perf = _scenario("mimo-v2-flash", "96xH200", "104xB200", 1.25, 40)
     lay = prfaas_pd(sc.remote, sc.local, sc.link, 8)
     bins = lp.make_bins(sc.grid, perf)
     res = lp.max_throughput(lay, bins, perf)
     relaxed = lp.max_throughput(lay, bins, perf, integer=False)
-    assert res.status == "optimal" and res.n_prefill == 12
+    assert res.status == "optimal" and res.n_prefill >= 1 and res.lambda_rps > 0
     assert 0.98 * relaxed.lambda_rps <= res.lambda_rps <= relaxed.lambda_rps * (1 + 1e-9)
     v = _verified("mimo-v2-flash", "96xH200", "104xB200", 1.25, 40)
     assert v.lp_rps >= v.threshold_rps * (1 - 1e-6) and v.threshold_rps == pytest.approx(v.grid_rps, rel=0.01)
@@ -82,14 +83,34 @@ def test_random_configurations_exercise_the_link_row():
     # The property above catches a bits-vs-bytes slip in the LP only through configurations where the
     # link binds under the LP's routing; make sure the seeded sample holds some.
     binds = [_verified(m, r, l, g, 40).binding for m, r, l, g in [
-        ("kimi-linear", "64xH100", "40xH100", 12.06), ("prfaas-1t", "48xH100", "16xB200", 2.8),
-        ("deepseek-v3", "112xB200", "40xB200", 4.47)]]
+        ("kimi-linear", "64xH100", "16xB200", 12.06), ("prfaas-1t", "48xH100", "16xB200", 1.5),
+        ("deepseek-v3", "48xH100", "16xB200", 1.5)]]
     assert all("link" in b for b in binds)
 
 
-def test_the_non_threshold_finding_is_reported(cli):
-    code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
-                         "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact", "--verify", "--format", "json")
+EQ4_STACK = """kind: stack
+name: eq4
+engine: test
+versions: "-"
+latency_s: 0.0
+forward_overhead_s: 0.382
+step_overhead_s: 0.0
+prefill_token_budget: 1
+chunked_prefill: false
+wave_fraction: 0.5
+sources: {latency_s: assumed, forward_overhead_s: "assumed: a fixed cost that occupies the instance",
+          step_overhead_s: assumed, prefill_token_budget: "assumed: no batching", wave_fraction: assumed}
+"""
+
+
+def test_the_non_threshold_finding_is_reported(cli, tmp_path):
+    # A fixed per-request cost that occupies the instance (the paper's Eq. 4 form: a 382 ms forward
+    # overhead, no batching) makes short prompts costly per KV byte, and length routing stops being optimal.
+    (tmp_path / "eq4.yaml").write_text(EQ4_STACK)
+    args = ("--profiles", str(tmp_path), "size", "--model", "kimi-linear", "--remote", "64xH100", "--local",
+            "40xH100", "--link", "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact",
+            "--stack", "eq4", "--format", "json")
+    code, out, err = cli(*args[:-2], "--verify", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     row = doc["sections"]["verify"][0]
@@ -98,11 +119,10 @@ def test_the_non_threshold_finding_is_reported(cli):
     assert row["lp_rps"] == pytest.approx(row["bound_rps"], rel=1e-4)
     assert any(w["code"] == "threshold-not-optimal" and w["message"].startswith("routing is NOT a pure threshold")
                for w in doc["warnings"])
-    code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
-                         "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact", "--format", "json")
+    code, out, err = cli(*args)
     screened = [w["message"] for w in json.loads(out)["warnings"] if w["code"] == "threshold-may-not-be-optimal"
                 and w["message"].startswith("routing by length may not")]
-    assert code == 0 and len(screened) == 1 and "13.1 req/s" in screened[0]   # the LP's figure, solver-free
+    assert code == 0 and len(screened) == 1 and f"up to {row['bound_rps']:.4g} req/s" in screened[0]   # solver-free
 
 
 def test_an_lp_above_what_its_routing_carries_is_an_internal_error(monkeypatch, cli):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -321,10 +322,12 @@ def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
 
 
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
-    code, out, err = cli("size", "--model", "qwen3-235b", "--samples", "0", "--format", "json")
+    # mimo-v2-flash at 40G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
+    code, out, err = cli("size", "--model", "mimo-v2-flash", "--link", "40G", "--samples", "0", "--format", "json")
     assert code == 0, err
-    codes = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}
-    assert "representative mode: gain 0.95 (does not pay)" in codes["modes-disagree"]
+    message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
+    gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))
+    assert float(gains["representative"]) < 1 < float(gains["exact"]), message
 
 
 @pytest.mark.parametrize("args,needle", [

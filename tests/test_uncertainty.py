@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,7 +26,7 @@ from prfaas_plan.performance import decode_capacity, prefill_model
 from prfaas_plan.planning import case_study as paper
 from prfaas_plan.planning.confidence import mode_verdicts, plan_error_bars
 from prfaas_plan.planning.plans import compare, scenario_for
-from prfaas_plan.profiles import get_model
+from prfaas_plan.profiles import get_hardware, get_model
 from prfaas_plan.workload import TruncatedLogNormal, paper_workload
 
 GRID = LengthGrid.from_distribution(TruncatedLogNormal(9.9, 1.0, 128, 128_000), 1024)
@@ -35,7 +37,8 @@ TS = threshold_candidates(GRID)
 def test_error_bar_sources():
     m = get_model("qwen3-235b")
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    assert h20.sigma == pytest.approx(np.log1p(0.07) / 0.6745, rel=1e-3)  # LOO median 7.0% in h20.yaml
+    loo = float(re.search(r"LOO ([0-9.]+)%", get_hardware("h20").calibration.source).group(1)) / 100
+    assert h20.sigma == pytest.approx(np.log1p(loo) / 0.6745, rel=1e-3)  # the LOO median h20.yaml records
     assert "leave-one-out" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
     assert decode_error_bar(PAPER.sites["local"].decode, "h20").sigma == 0            # back-solved: given
@@ -158,19 +161,24 @@ def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
     assert not above.stable and above.p90_s == np.inf
 
 
-def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_compute_prior():
+def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prior():
     from dataclasses import replace
 
-    from prfaas_plan.performance.constants import (
-        PRIOR_WIDTH,
-        ChipConstants,
-        prior_calibration,
+    from prfaas_plan.analytic.uncertainty import (
+        GEMM_PRIOR_SIGMA,
+        MEMORY_PRIOR_SIGMA,
+        decode_error_bar,
     )
+    from prfaas_plan.performance.constants import ChipConstants
 
     pm = prefill_model(get_model("qwen3-235b"), "8xH20")
-    prior = replace(pm, constants=ChipConstants(prior_calibration(), "prior"))
-    assert prefill_error_bar(prior, "h20").sigma == PRIOR_WIDTH["compute_efficiency"]
+    calibrated = prefill_error_bar(pm, "h20")
+    assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-out" in calibrated.source
+    default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
+    assert prefill_error_bar(default, "h20").sigma == GEMM_PRIOR_SIGMA
     unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set"),
                                                      "calibrated"))
     bar = prefill_error_bar(unrecorded, "h20")
-    assert bar.sigma == PRIOR_WIDTH["compute_efficiency"] and "records no leave-one-out" in bar.source
+    assert bar.sigma == GEMM_PRIOR_SIGMA and "records no leave-one-out" in bar.source
+    h200_decode = decode_error_bar(decode_capacity(get_model("qwen3-235b"), "8xH200", 0.025, 30_000), "h200")
+    assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "TPOT" in h200_decode.source   # fitted on NVIDIA TPOT

@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from ..layout import Layout
-from ..performance.base import DecodeCapacity, PrefillModel
+from ..performance.base import DecodeCapacity, PrefillModel, busy_s  # noqa: F401 (busy_s re-exported)
 from ..profiles import ModelProfile
 from .transfer import LOGICAL, TransferBytes
 
@@ -144,9 +144,8 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
         l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
     if mode == "exact":
-        t_local = np.asarray(site.prefill.latency_s(l), dtype=float)
-        t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
-                    if perf.remote_prefill is not None else np.full_like(l, np.inf))
+        t_local = busy_s(site.prefill, l)
+        t_remote = busy_s(perf.remote_prefill, l) if perf.remote_prefill is not None else np.full_like(l, np.inf)
         s_kv = perf.transfer_bytes(l, site_name)
         remote = grid.suffix(t_remote)[idx]
         link = grid.suffix(s_kv)[idx]
@@ -155,10 +154,10 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
     else:
         safe_long = np.nan_to_num(l_long, nan=1.0)
         safe_short = np.nan_to_num(l_short, nan=1.0)
-        remote = np.where(p > 0, p * (np.asarray(perf.remote_prefill.latency_s(safe_long), dtype=float)
+        remote = np.where(p > 0, p * (busy_s(perf.remote_prefill, safe_long)
                                       if perf.remote_prefill is not None else np.inf), 0.0)
         link = np.where(p > 0, p * perf.transfer_bytes(safe_long, site_name), 0.0)
-        local = np.where(p < 1, (1 - p) * np.asarray(site.prefill.latency_s(safe_short), dtype=float), 0.0)
+        local = np.where(p < 1, (1 - p) * busy_s(site.prefill, safe_short), 0.0)
     return Routing(t, p, l_long, l_short, remote, link.astype(float), local)
 
 

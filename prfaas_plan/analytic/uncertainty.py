@@ -11,8 +11,8 @@ Method (``docs/methods.md``, "Error bars"):
   from its calibration (key ``prefill:<chip>`` / ``decode:<chip>`` to share draws as below); otherwise a roofline
   prefill takes its chip calibration's leave-one-out error (median absolute relative error ``m`` of the
   leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
-  deviation); a roofline decode capacity, which no measurement here calibrates, the width of the
-  memory-efficiency prior that holds it (`prfaas_plan.performance.constants.PRIOR_WIDTH`); a measured
+  deviation) on TTFT (or saturated prefill busy time); a roofline decode capacity the chip's TPOT
+  leave-one-out error; an uncalibrated chip the width of the calibration prior (`performance/calibrate.py`); a measured
   table `MEASURED_SIGMA`; the paper's given and back-solved inputs none ("given, no error bar").
 - ``n`` seeded samples of the factors scale the per-request prefill seconds and the decode capacity of
   the routing statistics, which are computed once on the threshold grid; every sample's best split
@@ -46,7 +46,9 @@ QUANTILES = (10.0, 50.0, 90.0)
 DEFAULT_SAMPLES = 400
 DEFAULT_SEED = 0
 _MAD_TO_SIGMA = 0.6745   # median |z| of a standard normal
-_LOO = re.compile(r"leave-one-out median ([0-9.]+)%")
+# Widths of the calibration priors on GEMM and memory efficiency (`performance/calibrate.py`, CHIP_PRIORS).
+GEMM_PRIOR_SIGMA = 0.2
+MEMORY_PRIOR_SIGMA = 0.2
 
 
 @dataclass(frozen=True)
@@ -63,21 +65,26 @@ def _given(key: str) -> ErrorBar:
     return ErrorBar(0.0, key, "given, no error bar")
 
 
-def _loo_sigma(constants) -> tuple[float, str]:
-    """Log-width from a chip's calibration: its leave-one-out median error, or the compute prior's width
-    when the constants are priors; borrowed constants keep the lender's error (a lower bound)."""
-    from ..performance.constants import PRIOR_WIDTH
+def _loo_of(source: str, quantities: tuple[str, ...]) -> float | None:
+    """The leave-one-out median |error| (a fraction) a calibration source records for the first of
+    ``quantities`` (``TTFT``, ``BUSY``, ``TPOT``: how `prfaas-plan calibrate` writes it), or None."""
+    for q in quantities:
+        match = re.search(rf"{q} median \|err\| [0-9.]+%, LOO ([0-9.]+)%", source)
+        if match:
+            return float(match.group(1)) / 100.0
+    return None
 
-    cal = constants.calibration
-    match = _LOO.search(cal.source)
-    if constants.origin == "prior" or match is None:
-        w = PRIOR_WIDTH["compute_efficiency"]
-        why = "no calibration" if constants.origin == "prior" else "its calibration records no leave-one-out error"
-        return w, f"compute-efficiency prior width x/ e^{w:g} ({why})"
-    m = float(match.group(1)) / 100.0
+
+def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str) -> tuple[float, str]:
+    """Log-width from a chip's calibration: its leave-one-out median error on ``quantities``, or the
+    calibration prior's width (``prior``) when the chip is uncalibrated or its source records none."""
+    m = _loo_of(constants.calibration.source, quantities) if constants.origin == "calibrated" else None
+    if m is None:
+        why = ("no calibration on serving data" if constants.origin != "calibrated"
+               else "its calibration records no leave-one-out error")
+        return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})"
     sigma = math.log1p(m) / _MAD_TO_SIGMA
-    lender = f" (borrowed from {constants.lender}: a lower bound)" if constants.origin == "borrowed" else ""
-    return sigma, f"calibration leave-one-out median {m:.1%} -> sigma {sigma:.3f}{lender}"
+    return sigma, f"calibration leave-one-out median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}"
 
 
 def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
@@ -88,7 +95,7 @@ def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
     key = f"prefill:{chip_name}"
     constants = getattr(prefill, "constants", None)
     if constants is not None:
-        sigma, why = _loo_sigma(constants)
+        sigma, why = _calibrated_sigma(constants, ("TTFT", "BUSY"), GEMM_PRIOR_SIGMA, "GEMM-efficiency")
         return ErrorBar(sigma, key, f"{chip_name} prefill: {why}")
     if prefill.source.startswith("measured table"):
         return ErrorBar(MEASURED_SIGMA, key, f"{chip_name} prefill: measured table, {MEASURED_SIGMA:.0%} "
@@ -96,19 +103,22 @@ def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
     return _given(key)
 
 
-def decode_error_bar(decode, chip_name: str) -> ErrorBar:
-    """The `ErrorBar` of a decode capacity on ``chip_name`` (see the module docstring)."""
-    from ..performance.constants import PRIOR_WIDTH
-
+def decode_error_bar(decode, chip_name: str, constants=None) -> ErrorBar:
+    """The `ErrorBar` of a decode capacity on ``chip_name``: the chip calibration's TPOT leave-one-out
+    error when ``constants`` (`performance.constants.ChipConstants`) record one, else the memory prior."""
     own = getattr(decode, "error_bar", None)
     if isinstance(own, ErrorBar):
         return own
     key = f"decode:{chip_name}"
     if decode.binding == "given":
         return _given(key)
-    w = PRIOR_WIDTH["memory_efficiency"]
-    return ErrorBar(w, key, f"{chip_name} decode: no decode measurement calibrates it; memory-efficiency "
-                    f"prior width x/ e^{w:g}")
+    if constants is None:
+        from ..performance.constants import chip_constants
+        from ..profiles import get_hardware
+
+        constants = chip_constants(get_hardware(chip_name))
+    sigma, why = _calibrated_sigma(constants, ("TPOT",), MEMORY_PRIOR_SIGMA, "memory-efficiency")
+    return ErrorBar(sigma, key, f"{chip_name} decode: {why}")
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
+from .stack_option import StackOption
 from .app import app
 from .envelope import emit
 from .options import (
@@ -46,12 +49,13 @@ from .options import (
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes, **shapes):
+              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes,
+              stack=None, **shapes):
     """``shapes``: remote_instance_chips, local_instance_chips, weight_dtype, kv_dtype."""
     from ..planning import scenario
 
     return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price, str(transfer_bytes), **shapes)
+                    link_efficiency, rtt, link_price, str(transfer_bytes), stack, **shapes)
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -99,6 +103,7 @@ def size_cmd(
     link_degraded: LinkDegraded = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -118,8 +123,8 @@ def size_cmd(
         if extra:
             raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
         answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
-                               kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), samples=samples, seed=seed,
-                               **questions)
+                               kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), stack=stack, samples=samples,
+                               seed=seed, **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
@@ -127,7 +132,7 @@ def size_cmd(
             return
     else:
         sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
-                       rtt, link_price, transfer_bytes, remote_instance_chips=remote_instance_chips,
+                       rtt, link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                        local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
         answer = answer_size(sc, samples=samples, seed=seed, **questions)
     report = size_report(answer)
@@ -161,6 +166,7 @@ def compare_cmd(
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
@@ -169,7 +175,7 @@ def compare_cmd(
     from ..planning import answer_compare
 
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes, remote_instance_chips=remote_instance_chips,
+                   link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                    local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
     report = compare_report(answer)

@@ -3,8 +3,10 @@
 Two kinds of source share one interface (`PrefillModel.latency_s`, `DecodeCapacity`):
 
 - measured tables, interpolated (`tabulated`), the way the paper used its H200 profile;
-- the calibrated per-operator roofline (`operators` -> `roofline`, `decode`), the planner's own prediction,
-  with per-chip constants (`constants`) fitted to measurements (`measurements`, `calibrate`).
+- the calibrated per-operator roofline (`operators` -> `roofline`, `decode`), the planner's own prediction:
+  chip-only constants (`constants`, seeded by `kernel_seeds`) plus a serving-stack profile
+  (`prfaas_plan.profiles.stack`), fitted jointly on measurements (`measurements`, `calibrate`,
+  `serving` = mean TTFT/TPOT at a fixed concurrency, `profile_text` writes the fitted profiles).
 
 `prefill_model` picks between them; `decode_capacity` sizes a decode instance at a TPOT SLO;
 `kv_throughput` gives ``Phi_kv = S_kv / T_prefill``.

@@ -68,3 +68,10 @@ class DecodeCapacity:
     def requests_per_s(self, output_tokens: float) -> float:
         """Requests per second for a mean output length (tokens)."""
         return self.tokens_per_s / output_tokens
+
+
+def busy_s(prefill: PrefillModel, l) -> np.ndarray:
+    """GPU seconds per request a prefill instance spends at lengths ``l`` (what throughput divides by):
+    the model's ``busy_s`` where it separates busy time from latency (a serving stack's fixed latency does
+    not occupy the instance), else its latency (the paper's Eq. 4 form for measured tables)."""
+    return np.asarray(getattr(prefill, "busy_s", prefill.latency_s)(l), dtype=float)

@@ -1,167 +1,330 @@
-"""Fit a chip's four roofline constants to measured prefill latencies, with leave-one-out errors.
+"""Joint calibration: shared chip efficiencies and per-stack overheads fitted together on measured points.
 
-Method: maximum a-posteriori least squares on log latency (scipy ``least_squares``). Each measured point
-contributes ``log(predicted / measured) / SIGMA_MEASUREMENT``; each constant contributes
-``log(value / prior centre) / prior width`` (`prfaas_plan.performance.constants`), so the data set what it
-can identify and the published priors hold what it cannot (e.g. HBM efficiency from compute-bound prefill
-points). The same physics and constants serve every model on the chip: no per-model constant exists.
-Leave-one-out: each point is predicted by a fit made without it.
+Method (docs/methods.md, "Calibration"): maximum a-posteriori least squares on log time (scipy
+``least_squares``). Every measured TTFT, TPOT and saturated busy time contributes
+``log(predicted / measured) / SIGMA_MEASUREMENT``; every constant contributes ``log(value / prior centre) /
+prior width``. Chip constants (GEMM efficiency per rate class, HBM and scale-up efficiency) are shared by
+every model, stack and concurrency measured on that chip, and their priors are the chip's micro-benchmarks
+(`kernel_seeds`); stack constants (fixed latency, per-forward and per-step overhead) are shared by every
+chip and model measured on that stack. Predictions come from the serving model the planner uses
+(`prfaas_plan.performance.serving`: waves at the measured concurrency), so concurrency > 1 is modelled,
+not excluded. Errors: in-sample, leave-one-out (each measured row predicted by a fit made without it:
+refitted for small sets, one Gauss-Newton step from the full fit beyond `EXACT_LOO_POINTS` rows) and
+leave-one-model-out (each model's rows predicted by a refit made without that model).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import dataclasses
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import PlanError
-from ..profiles import Calibration, HardwareProfile, get_model, hardware_from_dict
+from ..profiles import Calibration, StackProfile, get_hardware, get_stack
+from ..profiles.efficiency import KERNEL_DEFAULTS
 from .base import parse_instance
-from .constants import FIELDS, PRIOR_CENTRE, PRIOR_WIDTH
-from .measurements import Measurement
-from .roofline import RooflinePrefill, UnitTimes, unit_times
+from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
+from .operators import Parallel, pass_work
+from .roofline import OP_CLASSES, unit_times
+from .serving import wait_weights, wave_shape
 
-SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured latency (10%)
-LOWER = {"compute_efficiency": 1e-3, "memory_efficiency": 1e-3, "overhead_s": 1e-6, "comm_efficiency": 1e-3}
-UPPER = {"compute_efficiency": 1.0, "memory_efficiency": 1.0, "overhead_s": 10.0, "comm_efficiency": 1.0}
+SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
+EXACT_LOO_POINTS = 40     # up to this many rows, leave-one-out refits; beyond, the one-step approximation
+LOSS = "soft_l1"          # robust: a point tens of sigmas off (an overloaded run) pulls like a few sigmas
+RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention")
+KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are held loosely
+QUANTITIES = ("ttft", "tpot", "busy")
+# name: (prior centre or None = the chip's seed, log-width, lower bound, upper bound)
+CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
+STACK_PRIORS = {"latency_s": (0.1, 2.0, 1e-4, 5.0), "forward_overhead_s": (0.003, 1.5, 1e-5, 0.5),
+                "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0)}
+
+
+@dataclass(frozen=True)
+class _Params:
+    """Layout of the parameter vector: chip entries ``(chip, name)`` (name ``gemm:bf16``, ``memory``,
+    ``comm``) then stack entries ``(stack, field)``; values are log-constants."""
+
+    keys: tuple[tuple[str, str], ...]
+    centre: np.ndarray
+    width: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def index(self, owner: str, name: str) -> int:
+        return self.keys.index((owner, name))
+
+
+def _params(chips: list[str], stacks: list[str]) -> _Params:
+    keys, centre, width, lo, hi = [], [], [], [], []
+    for chip in chips:
+        seed = chip_seed(chip)
+        for name in [f"gemm:{c}" for c in RATE_CLASSES] + ["memory", "comm"]:
+            kind = name.split(":")[0]
+            c, w, l, h = CHIP_PRIORS[kind]
+            cls = name.split(":")[1] if kind == "gemm" else ""
+            if cls in KERNEL_DEFAULTS:
+                c, w = KERNEL_DEFAULTS[cls], KERNEL_PRIOR_WIDTH
+            elif c is None:
+                c = seed[cls or "comm"]
+            keys.append((chip, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    for stack in stacks:
+        for name, (c, w, l, h) in STACK_PRIORS.items():
+            keys.append((stack, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
+    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi))
+
+
+class _Problem:
+    """Every measured point as forward 'terms' with unit-efficiency operator times, so one evaluation of
+    all predictions is a handful of array operations. Per point: the forward(s) holding its own prompt, a
+    kept-full forward (busy time per prompt) and its decode step (see `prfaas_plan.performance.serving`)."""
+
+    def __init__(self, points: list, params: _Params):
+        rows = {k: [] for k in ("compute", "memory", "link", "latency")}
+        term_chip, term_ovh, term_mult, cls = [], [], [], []
+        class_index = {c: i for i, c in enumerate(RATE_CLASSES)}
+        n = len(points)
+        idx = {k: np.zeros(n, dtype=int) for k in ("own", "busy", "decode", "latency", "wave")}
+        self.concurrency = np.array([float(m.concurrency) for m in points])
+        self.osl = np.array([float(max(m.output_tokens, 2)) for m in points])
+        self.own_prompts = np.ones(n)
+        self.forwards_per_prompt = np.ones(n)
+        self.own_gaps = np.zeros(n)
+
+        def add(works, chip, overhead_key: int, multiplicity: float) -> int:
+            u = unit_times(works, chip)
+            for k in rows:
+                rows[k].append(np.asarray(getattr(u, k), dtype=float).reshape(len(OP_CLASSES)))
+            cls.append([class_index[c] for c in u.rate_class])
+            term_chip.append(params.index(chip.name, "memory") - len(RATE_CLASSES))  # the chip's first entry
+            term_ovh.append(overhead_key)
+            term_mult.append(multiplicity)
+            return len(term_chip) - 1
+
+        for i, m in enumerate(points):
+            inst = parse_instance(m.instance)
+            model = m.model_profile()
+            stack = get_stack(m.stack)
+            par = Parallel(inst.chips, m.moe)
+            fwd = params.index(stack.name, "forward_overhead_s")
+            shape = wave_shape(m.len_tokens, m.concurrency, stack)
+            req, q, ctx, chunks = shape.own
+            idx["own"][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd, chunks)
+            req, q, ctx, chunks = shape.busy
+            idx["busy"][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd, chunks / req)
+            idx["decode"][i] = add(pass_work(model, par, float(m.concurrency), 1.0,
+                                             m.len_tokens + m.output_tokens / 2, "decode"),
+                                   inst.chip, params.index(stack.name, "step_overhead_s"), 1.0)
+            idx["latency"][i] = params.index(stack.name, "latency_s")
+            idx["wave"][i] = params.index(stack.name, "wave_fraction")
+            self.own_prompts[i] = shape.own_prompts
+            self.forwards_per_prompt[i] = shape.busy_per_prompt
+            self.own_gaps[i] = (shape.own[3] - 1.0) if m.concurrency > 1 else 0.0
+        self.idx = idx
+        self.u = {k: np.stack(v) for k, v in rows.items()}
+        self.cls = np.asarray(cls)
+        self.term_chip = np.asarray(term_chip)
+        self.term_ovh = np.asarray(term_ovh)
+        self.term_mult = np.asarray(term_mult)
+        self.measured = {q: np.array([np.nan if getattr(m, f"{q}_s") is None else getattr(m, f"{q}_s")
+                                      for m in points]) for q in QUANTITIES}
+        self.mask = {q: np.isfinite(self.measured[q]) for q in QUANTITIES}
+
+    def predict(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        v = np.exp(x)
+        gemm = v[self.term_chip[:, None] + self.cls]                   # terms x ops
+        memory = v[self.term_chip + len(RATE_CLASSES)][:, None]
+        comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
+        t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
+              + self.u["latency"]).sum(axis=1) + v[self.term_ovh]) * self.term_mult
+        ahead, inside = wait_weights(self.own_prompts, self.concurrency, self.osl, v[self.idx["wave"]])
+        busy, step = t[self.idx["busy"]], t[self.idx["decode"]]
+        steps = ahead * self.forwards_per_prompt + self.own_gaps   # decode steps run between those forwards
+        return {"ttft": v[self.idx["latency"]] + t[self.idx["own"]] + ahead * busy + steps * step,
+                "tpot": t[self.idx["decode"]] + inside * busy, "busy": busy}
+
+
+def _residual_fn(problem: _Problem, params: _Params, keep: np.ndarray):
+    """Residuals (data rows in quantity order, then the priors) and the point each data row belongs to."""
+    masks = {q: problem.mask[q] & keep for q in QUANTITIES}
+    logs = {q: np.log(np.where(problem.mask[q], problem.measured[q], 1.0)) for q in QUANTITIES}
+    owner = np.concatenate([np.flatnonzero(masks[q]) for q in QUANTITIES] + [np.full(len(params.keys), -1)])
+
+    def residuals(x):
+        pred = problem.predict(x)
+        data = [(np.log(pred[q][masks[q]]) - logs[q][masks[q]]) / SIGMA_MEASUREMENT for q in QUANTITIES]
+        return np.concatenate(data + [(x - params.centre) / params.width])
+
+    return residuals, owner
+
+
+def _solve(problem: _Problem, params: _Params, keep: np.ndarray, x0: np.ndarray, full: bool = False):
+    from scipy.optimize import least_squares
+
+    residuals, owner = _residual_fn(problem, params, keep)
+    x0 = np.clip(x0, params.lower + 1e-9, params.upper - 1e-9)
+    res = least_squares(residuals, x0, bounds=(params.lower, params.upper), x_scale=1.0, method="trf",
+                        loss=LOSS, f_scale=1.0)
+    return (res, owner) if full else res.x
+
+
+def _approximate_loo(problem: _Problem, res, owner: np.ndarray, n: int) -> list[np.ndarray]:
+    """Parameters of the fit without each point by one Gauss-Newton step from the full fit (the standard
+    approximation of leave-one-out for least squares; exact for a linear model), with the robust loss's
+    row weights at the optimum."""
+    weight = (1.0 + res.fun ** 2) ** -0.25          # sqrt of soft_l1's rho'(f^2)
+    J = res.jac * weight[:, None]
+    r = res.fun * weight
+    H = J.T @ J
+    out = []
+    for i in range(n):
+        rows = owner == i
+        Ji, ri = J[rows], r[rows]
+        step = np.linalg.lstsq(H - Ji.T @ Ji, Ji.T @ ri, rcond=None)[0]
+        out.append(res.x + step)
+    return out
 
 
 @dataclass(frozen=True)
 class FitPoint:
-    """A measured point with the fitted prediction and the leave-one-out prediction, seconds."""
+    """A measured point with its in-sample, leave-one-out and leave-one-model-out predictions
+    (``{quantity: seconds}``, only for the quantities measured)."""
 
-    measurement: Measurement
-    predicted_s: float
-    loo_predicted_s: float
+    measurement: object
+    predicted: dict = field(hash=False)
+    loo: dict = field(hash=False)
+    lomo: dict = field(hash=False)
 
-    @property
-    def error(self) -> float:
-        """Relative error of the in-sample prediction (fraction; positive = predicted too slow)."""
-        return self.predicted_s / self.measurement.latency_s - 1.0
-
-    @property
-    def loo_error(self) -> float:
-        """Relative error of the prediction made without this point (fraction)."""
-        return self.loo_predicted_s / self.measurement.latency_s - 1.0
+    def error(self, quantity: str, kind: str = "predicted") -> float | None:
+        """Relative error (fraction; positive = predicted too slow) of ``quantity`` under ``kind``
+        (``predicted``, ``loo`` or ``lomo``), or None when not measured."""
+        measured = getattr(self.measurement, f"{quantity}_s")
+        return None if measured is None else getattr(self, kind)[quantity] / measured - 1.0
 
 
 @dataclass(frozen=True)
-class CalibrationFit:
-    """Fitted constants for ``chip`` (``calibration.source`` records the data and errors) and every point."""
+class JointFit:
+    """Fitted constants: ``chips`` (name -> `Calibration`) and ``stacks`` (name -> `StackProfile` with the
+    fitted numbers), every point's predictions, the rows excluded and which constants the data did not
+    identify (left at their prior)."""
 
-    chip: str
-    calibration: Calibration
+    chips: dict = field(hash=False)
+    stacks: dict = field(hash=False)
     points: tuple[FitPoint, ...]
+    excluded: tuple[str, ...]
+    unidentified: tuple[str, ...]
+    loo_done: bool
+    loo_exact: bool = False
 
-    def _stat(self, attr: str, fn) -> float:
-        """``fn`` (median or max) of the points' absolute relative errors ``attr``, as a fraction."""
-        return float(fn([abs(getattr(p, attr)) for p in self.points]))
-
-    @property
-    def median_error(self) -> float:
-        return self._stat("error", np.median)
-
-    @property
-    def max_error(self) -> float:
-        return self._stat("error", np.max)
-
-    @property
-    def loo_median_error(self) -> float:
-        return self._stat("loo_error", np.median)
-
-    @property
-    def loo_max_error(self) -> float:
-        return self._stat("loo_error", np.max)
-
-
-class _Problem:
-    """Unit-efficiency operator times of every measured point, stacked so a fit evaluates all at once."""
-
-    def __init__(self, measurements: list[Measurement], moe: str):
-        stacks = []
-        for m in measurements:
-            inst = parse_instance(m.instance, f"measurement {m.model} {m.instance}")
-            works = RooflinePrefill.build(get_model(m.model), inst, moe).work(float(m.len_tokens))
-            stacks.append(unit_times(works, inst.chip))
-        self.units = UnitTimes(*(np.stack([getattr(u, k) for u in stacks], axis=-1)
-                                 for k in ("compute", "memory", "link", "latency")))
-        self.log_measured = np.log([m.latency_s for m in measurements])
-
-    def predict(self, cal: Calibration) -> np.ndarray:
-        return self.units.seconds(cal) + cal.overhead_s
+    def summary(self, by: str) -> list[dict]:
+        """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack`` or ``model``):
+        in-sample, leave-one-out and leave-one-model-out, as fractions."""
+        groups: dict[str, list[FitPoint]] = {}
+        for p in self.points:
+            key = p.measurement.chip if by == "chip" else getattr(p.measurement, by)
+            groups.setdefault(key, []).append(p)
+        out = []
+        for key, pts in sorted(groups.items()):
+            for q in QUANTITIES:
+                row = {by: key, "quantity": q}
+                for kind in ("predicted", "loo", "lomo"):
+                    errs = [abs(e) for e in (p.error(q, kind) for p in pts) if e is not None]
+                    if not errs:
+                        break
+                    label = {"predicted": "in", "loo": "loo", "lomo": "lomo"}[kind]
+                    row.update({f"{label}_median": float(np.median(errs)), f"{label}_worst": float(max(errs))})
+                    row["points"] = len(errs)
+                if "points" in row:
+                    out.append(row)
+        return out
 
 
-def _calibration(x: np.ndarray, source: str = "") -> Calibration:
-    return Calibration(source=source, **{f: float(v) for f, v in zip(FIELDS, np.exp(x))})
+def _identified(res, owner: np.ndarray, params: _Params) -> set[tuple[str, str]]:
+    """Constants the measured points actually move at the fit: a nonzero column of the data rows' Jacobian
+    (a constant only in memory-bound operators, or on a bound, is not). The others stay at their prior and
+    the report and the written profiles say so."""
+    moved = np.abs(res.jac[owner >= 0]).sum(axis=0) > 1e-6 * len(owner)
+    return {key for key, m in zip(params.keys, moved) if m}
 
 
-def _solve(problem: _Problem, keep: np.ndarray, x0: np.ndarray) -> np.ndarray:
-    from scipy.optimize import least_squares
-
-    centre = np.log([PRIOR_CENTRE[f] for f in FIELDS])
-    width = np.array([PRIOR_WIDTH[f] for f in FIELDS])
-
-    def residuals(x):
-        data = (np.log(problem.predict(_calibration(x))) - problem.log_measured)[keep] / SIGMA_MEASUREMENT
-        return np.concatenate([data, (x - centre) / width])
-
-    bounds = (np.log([LOWER[f] for f in FIELDS]), np.log([UPPER[f] for f in FIELDS]))
-    return least_squares(residuals, np.clip(x0, bounds[0], bounds[1]), bounds=bounds, x_scale=1.0).x
-
-
-def fit_calibration(chip: HardwareProfile, measurements: list[Measurement], data_name: str,
-                    moe: str = "tp") -> CalibrationFit:
-    """Fit ``chip``'s constants to ``measurements`` (each evaluated on its own instance's chip, so an
-    H20-3e measurement can calibrate the H20: the constants are fractions of each chip's own peaks).
-    ``data_name`` names the measurement file in the recorded source."""
-    if len(measurements) < 2:
+def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: bool = True,
+              lomo: bool = True) -> JointFit:
+    """Fit chip and stack constants on ``points`` (`Measurement` rows); ``data_name`` names the files in
+    the recorded sources; ``loo=False`` skips the leave-one-out refits (one per row)."""
+    if len(points) < 2:
         raise PlanError("calibrate: need at least two measurements")
-    problem = _Problem(measurements, moe)
-    n = len(measurements)
-    x0 = np.log([PRIOR_CENTRE[f] for f in FIELDS])
-    x = _solve(problem, np.ones(n, bool), x0)
-    predicted = problem.predict(_calibration(x))
-    loo = np.empty(n)
-    for i in range(n):
-        keep = np.arange(n) != i
-        loo[i] = problem.predict(_calibration(_solve(problem, keep, x)))[i]
-    points = tuple(FitPoint(m, float(p), float(q)) for m, p, q in zip(measurements, predicted, loo))
-    draft = CalibrationFit(chip.name, _calibration(x), points)
-    measured_on = sorted({parse_instance(m.instance).chip.name for m in measurements})
-    models = sorted({m.model for m in measurements})
-    source = (f"fitted by prfaas-plan calibrate on {data_name} ({n} points: {', '.join(models)}; measured on "
-              f"{', '.join(measured_on)}): in-sample median {draft.median_error:.1%} / worst "
-              f"{draft.max_error:.1%}, leave-one-out median {draft.loo_median_error:.1%} / worst "
-              f"{draft.loo_max_error:.1%}; MAP least squares on log latency ({SIGMA_MEASUREMENT:.0%} "
-              f"noise) with published priors")
-    return CalibrationFit(chip.name, _calibration(x, source), points)
+    chips = sorted({m.chip for m in points})
+    stacks = sorted({get_stack(m.stack).name for m in points})
+    params = _params(chips, stacks)
+    problem = _Problem(points, params)
+    n = len(points)
+    res, owner = _solve(problem, params, np.ones(n, bool), params.centre.copy(), full=True)
+    x = res.x
+    pred = problem.predict(x)
+    loo_pred = {q: np.full(n, np.nan) for q in QUANTITIES}
+    if loo:
+        exact = n <= EXACT_LOO_POINTS
+        fits = ([_solve(problem, params, np.arange(n) != i, x) for i in range(n)] if exact
+                else _approximate_loo(problem, res, owner, n))
+        for i, xi in enumerate(fits):
+            p = problem.predict(np.clip(xi, params.lower, params.upper))
+            for q in QUANTITIES:
+                loo_pred[q][i] = p[q][i]
+    lomo_pred = {q: np.full(n, np.nan) for q in QUANTITIES}
+    models = np.array([m.model for m in points])
+    for model in sorted(set(models)) if lomo else ():
+        out = models == model
+        p = problem.predict(_solve(problem, params, ~out, x))
+        for q in QUANTITIES:
+            lomo_pred[q][out] = p[q][out]
+    fit_points = tuple(
+        FitPoint(m, {q: float(pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
+                 {q: float(loo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
+                 {q: float(lomo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]})
+        for i, m in enumerate(points))
+    identified = _identified(res, owner, params)
+    unidentified = tuple(f"{o} {k}" for o, k in params.keys if (o, k) not in identified)
+    draft = JointFit({}, {}, fit_points, tuple(excluded), unidentified, loo, loo and n <= EXACT_LOO_POINTS)
+    v = dict(zip(params.keys, np.exp(x)))
+    chip_fits = {c: _chip_calibration(c, v, identified, draft, data_name) for c in chips}
+    stack_fits = {s: _stack_profile(get_stack(s), v, identified, draft, data_name) for s in stacks}
+    return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact)
 
 
-def _rounded(cal: Calibration) -> dict:
-    """The ``calibration:`` block of a profile: each constant to 4 significant digits, then the source."""
-    return {**{f: float(f"{getattr(cal, f):.4g}") for f in FIELDS}, "source": cal.source}
+def _error_note(fit: JointFit, by: str, key: str) -> str:
+    parts = []
+    for row in fit.summary(by):
+        if row[by] == key:
+            lomo = f", leave-one-model-out {row['lomo_median']:.0%}" if "lomo_median" in row else ""
+            loo = f", LOO {row['loo_median']:.0%}" if "loo_median" in row and fit.loo_done else ""
+            parts.append(f"{row['quantity'].upper()} median |err| {row['in_median']:.0%}{loo}{lomo} "
+                         f"({row['points']} points)")
+    return "; ".join(parts)
 
 
-def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
-    """The chip's profile file with its ``calibration:`` block replaced by ``cal`` (other lines untouched),
-    validated by loading it back."""
-    import yaml
+def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_name: str) -> Calibration:
+    hw = get_hardware(chip)
+    gemm = {c: float(f"{v[(chip, f'gemm:{c}')]:.4g}") for c in RATE_CLASSES
+            if (c in hw.peak_tflops or c in KERNEL_DEFAULTS) and (chip, f"gemm:{c}") in identified}
+    gemm.setdefault("bf16", float(f"{v[(chip, 'gemm:bf16')]:.4g}"))
+    held = [k for k in (f"gemm:{c}" for c in RATE_CLASSES if c in hw.peak_tflops or c in KERNEL_DEFAULTS)
+            if (chip, k) not in identified]
+    held += [k for k in ("memory", "comm") if (chip, k) not in identified]
+    source = (f"fitted by prfaas-plan calibrate jointly with the stacks on {data_name}, priors from {KERNEL_FILE}: "
+              f"{_error_note(fit, 'chip', chip)}"
+              + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
+    return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
+                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source)
 
-    try:
-        lines = Path(chip.path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise PlanError(f"{chip.path}: cannot read ({exc.strerror})") from None
-    kept, skipping = [], False
-    for line in lines:
-        if line.startswith("calibration:"):
-            skipping = True
-            continue
-        if skipping and (line.startswith((" ", "\t")) or not line.strip()):
-            continue
-        skipping = False
-        kept.append(line)
-    block = yaml.safe_dump({"calibration": _rounded(cal)}, sort_keys=False, width=100, allow_unicode=True)
-    text = "\n".join(kept).rstrip("\n") + "\n" + block
-    hardware_from_dict(yaml.safe_load(text), chip.path)
-    return text
+
+def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit, data_name: str) -> StackProfile:
+    values, sources = {}, dict(stack.sources)
+    note = _error_note(fit, "stack", stack.name)
+    for name in STACK_PRIORS:
+        values[name] = float(f"{v[(stack.name, name)]:.4g}")
+        sources[name] = (f"fitted by prfaas-plan calibrate on {data_name} ({note})"
+                         if (stack.name, name) in identified else
+                         "assumed: prior centre, not identified by the calibration data")
+    return dataclasses.replace(stack, sources=sources, **values)

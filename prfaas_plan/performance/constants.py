@@ -1,77 +1,61 @@
-"""The four per-chip constants of the roofline, where they come from, and the priors of their fit.
+"""The chip constants in effect for one chip, and where they come from.
 
-A chip's constants (`prfaas_plan.profiles.Calibration`) are its own when its profile has a
-``calibration:`` block. Otherwise they are borrowed from the closest calibrated chip (by peak BF16 FLOPS
-and HBM bandwidth, on a log scale) and marked *assumed*; with no calibrated chip at all, the published
-priors below are used, also marked assumed.
-
-Priors (centre, log-normal width), used to regularize the fit and as the last-resort defaults:
-
-- compute_efficiency 0.75 (x/ e^0.3): dense GEMMs reach 70-87% of peak on Hopper (``docs/methods.md`` section 2);
-- memory_efficiency 0.85 (x/ e^0.2): decode attention kernels reach ~90% of HBM bandwidth, weight-streaming
-  GEMV somewhat less (``docs/methods.md`` section 2);
-- comm_efficiency 0.7 (x/ e^1.0): NCCL all-reduce bus bandwidth on NVLink, assumed, weakly held;
-- overhead_s 0.05 s (x/ e^2.0): per-request scheduling/launch overhead, assumed, almost free.
+A chip's constants (`prfaas_plan.profiles.Calibration`) are fractions of its own peaks: GEMM efficiency per
+tensor-core rate class, HBM efficiency and scale-up collective efficiency. They are the chip's own when
+its profile has a ``calibration:`` block (fitted by ``prfaas-plan calibrate``, seeded by the chip's
+micro-benchmarks). An uncalibrated chip gets principled defaults, never another chip's fit: its own
+micro-benchmark seeds where ``kernel_efficiency.csv`` has them, else the median over the benchmarked
+chips (`prfaas_plan.performance.kernel_seeds`), so two uncalibrated chips differ only by their peaks.
+Fixed overheads are not chip constants: they belong to the serving stack (`prfaas_plan.profiles.stack`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from ..profiles import Calibration, HardwareProfile, all_hardware
-
-FIELDS = ("compute_efficiency", "memory_efficiency", "overhead_s", "comm_efficiency")
-PRIOR_CENTRE = {"compute_efficiency": 0.75, "memory_efficiency": 0.85, "overhead_s": 0.05, "comm_efficiency": 0.7}
-PRIOR_WIDTH = {"compute_efficiency": 0.3, "memory_efficiency": 0.2, "overhead_s": 2.0, "comm_efficiency": 1.0}
-PRIOR_SOURCE = "assumed: published priors (GEMM ~75% of peak, HBM ~85%, NVLink ~70%, 50 ms overhead)"
+from ..profiles import Calibration, HardwareProfile
+from .kernel_seeds import KERNEL_FILE, chip_seed, kernel_seeds
 
 
 @dataclass(frozen=True)
 class ChipConstants:
-    """Constants in effect for one chip and where they came from.
-
-    ``origin`` is ``"calibrated"`` (the chip's own fit), ``"borrowed"`` (another chip's fit, assumed) or
-    ``"prior"`` (published priors, assumed); ``lender`` names the chip whose fit was borrowed.
-    """
+    """Constants in effect for one chip; ``origin`` is ``"calibrated"`` (its own fit) or ``"default"``
+    (micro-benchmark seeds or their median, assumed)."""
 
     calibration: Calibration
     origin: str
-    lender: str = ""
 
     @property
     def assumed(self) -> bool:
-        """True when the constants were not fitted on this chip."""
+        """True when the constants were not fitted on serving data of this chip."""
         return self.origin != "calibrated"
+
+    def gemm(self, chip: HardwareProfile, dtype: str) -> float:
+        """GEMM efficiency of GEMMs on ``dtype`` weights on ``chip`` (fraction of that rate's peak)."""
+        return self.calibration.gemm_efficiency(chip.rate_class(dtype))
 
     def describe(self, chip: HardwareProfile) -> str:
         """One line: the values and their provenance."""
         c = self.calibration
-        values = (f"compute {c.compute_efficiency:.3g}, memory {c.memory_efficiency:.3g}, "
-                  f"comm {c.comm_efficiency:.3g}, overhead {c.overhead_s * 1e3:.0f} ms")
+        gemm = ", ".join(f"{k} {v:.3g}" for k, v in sorted(c.gemm.items()))
+        values = f"GEMM {gemm}; memory {c.memory:.3g}; scale-up {c.comm:.3g}"
         if self.origin == "calibrated":
             return f"{chip.name} constants ({values}): {c.source}"
-        if self.origin == "borrowed":
-            return (f"{chip.name} constants ASSUMED, borrowed from the closest calibrated chip {self.lender} "
-                    f"({values}; {self.lender}: {c.source})")
         return f"{chip.name} constants ASSUMED ({values}): {c.source}"
 
 
-def prior_calibration() -> Calibration:
-    """The published priors as a `Calibration`."""
-    return Calibration(source=PRIOR_SOURCE, **PRIOR_CENTRE)
-
-
-def _distance(a: HardwareProfile, b: HardwareProfile) -> float:
-    return math.hypot(math.log(a.flops("bf16") / b.flops("bf16")), math.log(a.hbm_tb_s / b.hbm_tb_s))
+def default_calibration(chip: HardwareProfile) -> Calibration:
+    """Principled defaults for an uncalibrated chip (see the module docstring)."""
+    seed = chip_seed(chip.name)
+    own = chip.name in kernel_seeds()
+    gemm = {k: seed[k] for k in ("bf16", "fp8", "fp4") if k in chip.peak_tflops or k == "bf16"}
+    source = (f"assumed: {'its own micro-benchmarks in ' + KERNEL_FILE + ' where present, else ' if own else ''}"
+              f"the median of the chips micro-benchmarked in {KERNEL_FILE}; HBM {seed['memory']:.2f} assumed")
+    return Calibration(gemm=gemm, memory=seed["memory"], comm=seed["comm"], source=source)
 
 
 def chip_constants(chip: HardwareProfile) -> ChipConstants:
-    """The constants in effect for ``chip`` (own, borrowed from the closest calibrated chip, or priors)."""
+    """The constants in effect for ``chip``: its own calibration, else principled defaults."""
     if chip.calibration is not None:
         return ChipConstants(chip.calibration, "calibrated")
-    calibrated = [h for h in all_hardware().values() if h.calibration is not None and h.name != chip.name]
-    if not calibrated:
-        return ChipConstants(prior_calibration(), "prior")
-    lender = min(calibrated, key=lambda h: (_distance(chip, h), h.name))
-    return ChipConstants(lender.calibration, "borrowed", lender.name)
+    return ChipConstants(default_calibration(chip), "default")

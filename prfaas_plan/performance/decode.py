@@ -9,8 +9,9 @@ The batch is capped by two limits:
 - HBM: weights + (KV + state) per request must fit in the engine's share of HBM (`MEM_FRACTION`, the rest
   being activations, CUDA graphs and communication buffers, as SGLang's ``mem_fraction_static``).
 
-No per-step overhead is added: engines replay decode steps as CUDA graphs and schedule the next step
-while the current one runs.
+Each step adds the serving stack's per-step overhead (``step_overhead_s``: scheduling, sampling and launch
+gaps that CUDA-graph replay does not hide), fitted on measured TPOT (docs/methods.md). ``decode_step_s`` is
+the TPOT of a batch at a context; ``decode_capacity`` the largest batch within a TPOT SLO.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, get_model
+from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, StackProfile, get_model, get_stack
 from .base import DecodeCapacity, Instance, parse_instance
 from .constants import ChipConstants, chip_constants
 from .operators import Parallel, kv_bytes_per_token_per_chip, pass_work, state_bytes_per_chip
@@ -61,18 +62,21 @@ def decode_memory(model: ModelProfile | str, instance: Instance | str, context_t
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
 
 
-def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens: float,
-                  moe: str = "tp", constants: ChipConstants | None = None) -> np.ndarray:
-    """Seconds of one decode step of ``batch`` requests (vectorized) at mean context ``context_tokens``."""
+def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens,
+                  moe: str = "tp", constants: ChipConstants | None = None,
+                  stack: StackProfile | str | None = None) -> np.ndarray:
+    """Seconds of one decode step (the TPOT) of ``batch`` requests at mean context ``context_tokens``
+    (both vectorized), the stack's per-step overhead included."""
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
     works = pass_work(model, Parallel(instance.chips, moe), np.asarray(batch, dtype=float), 1.0,
-                      float(context_tokens), "decode")
-    return pass_seconds(works, instance.chip, constants.calibration)
+                      np.asarray(context_tokens, dtype=float), "decode")
+    return pass_seconds(works, instance.chip, constants.calibration) + get_stack(stack).step_overhead_s
 
 
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
-                    moe: str = "tp", constants: ChipConstants | None = None) -> DecodeCapacity:
+                    moe: str = "tp", constants: ChipConstants | None = None,
+                    stack: StackProfile | str | None = None) -> DecodeCapacity:
     """What one decode instance sustains at a TPOT SLO of ``tpot_s`` seconds per token.
 
     ``context_tokens`` is the mean context a request holds while decoding (input + output/2). The batch is
@@ -83,10 +87,11 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
         raise ValueError("tpot_s must be > 0 and context_tokens >= 0")
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
+    stack = get_stack(stack)
     mem = decode_memory(model, instance, context_tokens)
 
     def step(b: int) -> float:
-        return float(decode_step_s(model, instance, b, context_tokens, moe, constants))
+        return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack))
 
     cap = mem.max_batch
     if cap >= 1 and step(1) <= tpot_s:
@@ -104,5 +109,5 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
               f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
-              f"(fits {cap:,}); {constants.describe(instance.chip)}")
+              f"(fits {cap:,}); {constants.describe(instance.chip)}; {stack.describe()}")
     return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)

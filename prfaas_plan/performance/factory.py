@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import PlanError
-from ..profiles import MeasuredPrefill, ModelProfile, get_model
+from ..profiles import MeasuredPrefill, ModelProfile, StackProfile, get_model
 from .base import Instance, PrefillModel, parse_instance
 from .roofline import RooflinePrefill
 from .tabulated import TabulatedPrefill
@@ -34,13 +34,14 @@ def source_kind(pm: PrefillModel) -> str:
 
 
 def prefill_model(model: ModelProfile | str, instance: Instance | str, source: str = "auto",
-                  moe: str = "tp") -> PrefillModel:
+                  moe: str = "tp", stack: StackProfile | str | None = None) -> PrefillModel:
     """``T_prefill(l)`` for one request on one instance.
 
     ``source``: ``"measured"`` uses the model profile's measured table for this instance shape (error if
     there is none), ``"roofline"`` the calibrated roofline, ``"auto"`` the table when one exists and the
-    roofline otherwise. ``moe`` (``"tp"`` or ``"ep"``) sets how the roofline splits routed experts. The
-    returned object's ``.source`` says which was used and with which constants.
+    roofline otherwise. ``moe`` (``"tp"`` or ``"ep"``) sets how the roofline splits routed experts and
+    ``stack`` the serving stack it runs on (default `DEFAULT_STACK`; a measured table already holds its
+    engine). The returned object's ``.source`` says which was used and with which constants.
     """
     if source not in SOURCES:
         raise PlanError(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
@@ -53,4 +54,4 @@ def prefill_model(model: ModelProfile | str, instance: Instance | str, source: s
         have = ", ".join(t.instance for t in model.measured_prefill) or "none"
         raise PlanError(f"--source measured: {model.name} has no measured prefill table for {instance} "
                         f"(tables: {have})")
-    return RooflinePrefill.build(model, instance, moe)
+    return RooflinePrefill.build(model, instance, moe, stack=stack)

@@ -35,14 +35,14 @@ class KVThroughput:
 
 
 def kv_throughput(model: ModelProfile | str, instance: Instance | str, lengths, source: str = "auto",
-                  state_dtype: str | None = None, moe: str = "tp") -> KVThroughput:
+                  state_dtype: str | None = None, moe: str = "tp", stack=None) -> KVThroughput:
     """``Phi_kv`` of ``model`` on ``instance`` at ``lengths`` (tokens). ``state_dtype`` counts recurrent state
     as an engine stores it instead of the profile's dtype (SGLang keeps it in fp32); prefill comes from
-    `prefill_model` with ``source`` and ``moe``."""
+    `prefill_model` with ``source``, ``moe`` and ``stack`` (latency: one request alone, as Table 3 measured)."""
     model = get_model(model)
     counted = with_state_dtype(model, state_dtype, "--state-dtype")
     l = np.asarray(lengths, dtype=np.int64)
-    pm = prefill_model(model, parse_instance(instance), source, moe)
+    pm = prefill_model(model, parse_instance(instance), source, moe, stack)
     s = np.asarray(A.s_kv(counted, l), dtype=float)
     t = np.asarray(pm.latency_s(l.astype(float)), dtype=float)
     return KVThroughput(l, s, t, s * 8 / t / 1e9, pm)

@@ -1,32 +1,40 @@
-"""Prefill measurements to calibrate against: one CSV format, plus converters for the bundled files.
+"""Measured points to calibrate against: one tagged CSV format, plus converters for the bundled files.
+
+Every point is tagged with what produced it: chip and count (``instance``), serving ``stack``, ``model``,
+parallelism (``moe``: tp or ep over the instance's chips), precision (``weight_dtype``/``expert_dtype``
+overrides of the profile) and ``concurrency``; it measures mean ``ttft_s`` and/or ``tpot_s`` at that
+concurrency for ``len_tokens`` input and ``output_tokens`` output tokens, or ``busy_s``: GPU seconds per
+request of a saturated prefill instance (input tokens/s turned into seconds per prompt).
 
 Measurement CSV (``prfaas-plan calibrate --measurements FILE.csv``)
 -------------------------------------------------------------------
-Lines starting with ``#`` are comments. A header row names the columns (any order):
+Lines starting with ``#`` are comments. A header row names the columns (any order; unknown columns are
+errors): ``model``, ``instance`` (``8xH200``), ``len_tokens``, ``stack`` (a stack profile name), then at
+least one of ``ttft_s`` (``latency_s`` is the same at concurrency 1), ``kv_throughput_gbps`` (converted by
+``T = S_kv * 8 / (Phi * 1e9)``), ``tpot_s``, ``busy_s``; optional ``output_tokens``, ``concurrency``
+(default 1), ``moe``, ``weight_dtype``, ``expert_dtype``, ``state_dtype`` (the dtype the engine kept
+recurrent state in, for ``S_kv``) and ``source``.
 
-- ``model``: model profile name or alias, e.g. ``qwen3-235b``;
-- ``instance``: chips as ``COUNTxCHIP``, e.g. ``8xH200``;
-- ``len_tokens``: uncached prompt length, tokens (whole number);
-- ``latency_s``: measured prefill latency of one request, seconds; or instead
-  ``kv_throughput_gbps``: measured ``Phi_kv = S_kv / T_prefill`` in Gbps (1e9 bit/s), converted with
-  ``T = S_kv * 8 / (Phi * 1e9)`` where ``S_kv`` is `prfaas_plan.arithmetic.s_kv` of the profile;
-- ``state_dtype`` (optional): the dtype the serving engine kept recurrent state in while measuring, when it
-  differs from the profile (it changes ``S_kv`` and so the latency a throughput implies);
-- ``source`` (optional): where the row comes from.
+Bundled files are recognised by their header and converted on reading (their headers cite them):
 
-Bundled files are recognised by their header and converted on reading:
-
-- ``paper_kv_throughput_8xh200.csv`` (PrfaaS paper Table 3: ``model,attention,seq_len_tokens,
-  kv_throughput_gbps``): instance 8xH200; measured on SGLang v0.5.9, whose default keeps every
-  linear-attention state (GDN, KDA and Lightning alike) in fp32 (``mamba2_state_dtype`` falls back to
-  float32 unless the config or ``SGLANG_MAMBA_SSM_DTYPE`` says otherwise), so ``state_dtype = fp32``;
-- ``mooncake_h20_qwen3_235b_pd.csv`` (``prompt_len_tokens,ttft_ms,...,transfer_ms,...``): Qwen3-235B-A22B on
-  8xH20-3e, latency = (TTFT - KV transfer) / 1000.
+- ``nvidia_silicon_sample_subset.csv``: NVIDIA aiconfigurator 0.12 TTFT/TPOT at concurrency 4-512, stacks
+  ``sglang``, ``vllm``, ``trtllm`` by backend; fp8 rows run every GEMM in fp8; int4 rows (Kimi-K2.5) keep
+  routed experts in int4 (W4A16) and the rest bf16, as that checkpoint ships;
+- ``paper_kv_throughput_8xh200.csv`` (PrfaaS paper Table 3): 8xH200, stack ``paper-sglang``, concurrency
+  1, recurrent state in fp32 as SGLang v0.5.9 keeps it;
+- ``paper_internal_1t_8xh200.csv`` (paper Table 5): prfaas-1t on 8xH200, stack ``paper-vllm``, the lengths
+  as the model profile's measured table reads them;
+- ``mooncake_h20_qwen3_235b_pd.csv``: Qwen3-235B on 8xH20-3e, stack ``mooncake-sglang-pd``, TTFT minus the
+  KV transfer, requests one at a time;
+- ``lmsys_antgroup_h20_deepseek_r1.csv``: the saturated prefill row as ``busy_s`` on 8xH20, stack
+  ``antgroup-sglang-h20``; its decode rows are excluded (attention-DP16 + EP16 over two nodes with MTP
+  speculative decoding: not modelled), and `load_measurements` says so.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,31 +42,61 @@ from pathlib import Path
 from .._data import REFERENCE_DIR
 from .. import arithmetic as A
 from ..errors import PlanError
-from ..profiles import get_model
+from ..profiles import get_model, get_stack
 from .base import parse_instance
 from .kv_throughput import with_state_dtype
 
 PAPER_HEADER = ("model", "attention", "seq_len_tokens", "kv_throughput_gbps")
+TABLE5_HEADER = ("seq_len_label", "kv_cache_mib", "prefill_latency_s", "kv_throughput_gbps")
 MOONCAKE_KEYS = ("prompt_len_tokens", "ttft_ms", "transfer_ms")
+NVIDIA_KEYS = ("prfaas_model", "backend", "concurrency", "ttft_ms", "tpot_ms")
+LMSYS_KEYS = ("phase", "gpus", "parallel", "isl", "throughput_tok_s")
 PAPER_SOURCE = "arXiv 2604.15039 Table 3 (8xH200, SGLang v0.5.9)"
 MOONCAKE_SOURCE = "Mooncake SGLang PD benchmark, Qwen3-235B-A22B on 8xH20-3e (TP8, bf16, no chunked prefill)"
 SGLANG_STATE_DTYPE = "fp32"
+GENERIC_COLUMNS = ("model", "instance", "len_tokens", "stack", "ttft_s", "latency_s", "kv_throughput_gbps",
+                   "tpot_s", "busy_s", "output_tokens", "concurrency", "moe", "weight_dtype", "expert_dtype",
+                   "state_dtype", "source")
 
 PAPER_FILE = "paper_kv_throughput_8xh200.csv"
+BUNDLED_FILES = ("nvidia_silicon_sample_subset.csv", PAPER_FILE, "paper_internal_1t_8xh200.csv",
+                 "mooncake_h20_qwen3_235b_pd.csv", "lmsys_antgroup_h20_deepseek_r1.csv")
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """One measured prefill latency: ``model`` (profile name) on ``instance`` (``COUNTxCHIP``) at
-    ``len_tokens`` tokens took ``latency_s`` seconds. ``derived`` says how the latency was obtained when
-    it was not measured directly."""
+    """One measured point (seconds, tokens); see the module docstring for the tags. At least one of
+    ``ttft_s``, ``tpot_s`` and ``busy_s`` is set; ``derived`` says how a value was obtained when it was not
+    measured directly."""
 
     model: str
     instance: str
+    stack: str
     len_tokens: int
-    latency_s: float
     source: str
+    output_tokens: int = 0
+    concurrency: int = 1
+    moe: str = "tp"
+    weight_dtype: str = ""
+    expert_dtype: str = ""
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    busy_s: float | None = None
     derived: str = ""
+
+    @property
+    def chip(self) -> str:
+        """The chip profile's name."""
+        return parse_instance(self.instance).chip.name
+
+    def model_profile(self):
+        """The model profile as measured: its weight and expert dtypes overridden by the row's precision."""
+        model = get_model(self.model)
+        if not (self.weight_dtype or self.expert_dtype):
+            return model
+        return dataclasses.replace(model, weight_dtype=self.weight_dtype or model.weight_dtype,
+                                   expert_dtype=self.expert_dtype or self.weight_dtype or model.expert_dtype,
+                                   measured_prefill=())
 
 
 def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, state_dtype: str = "",
@@ -81,33 +119,88 @@ def _number(row: dict, key: str, where: str, cast=float):
     return value
 
 
+def _optional(row: dict, key: str, where: str, cast=float):
+    return _number(row, key, where, cast) if row.get(key) else None
+
+
 def _generic(row: dict, where: str, default_source: str) -> Measurement:
-    for key in ("model", "instance", "len_tokens"):
+    for key in ("model", "instance", "len_tokens", "stack"):
         if not row.get(key):
             raise PlanError(f"{where}: missing column '{key}'")
     model = get_model(row["model"]).name
     parse_instance(row["instance"], f"{where}: instance")
+    stack = get_stack(row["stack"]).name
     length = _number(row, "len_tokens", where, int)
-    source = row.get("source") or default_source
-    if row.get("latency_s"):
-        return Measurement(model, row["instance"], length, _number(row, "latency_s", where), source)
-    if row.get("kv_throughput_gbps"):
-        latency, note = latency_from_kv_throughput(model, length, _number(row, "kv_throughput_gbps", where),
+    moe = row.get("moe") or "tp"
+    if moe not in ("tp", "ep"):
+        raise PlanError(f"{where}: moe must be tp or ep, not {moe!r}")
+    ttft, derived = _optional(row, "ttft_s", where) or _optional(row, "latency_s", where), ""
+    if ttft is None and row.get("kv_throughput_gbps"):
+        ttft, derived = latency_from_kv_throughput(model, length, _number(row, "kv_throughput_gbps", where),
                                                    (row.get("state_dtype") or "").lower(), where)
-        return Measurement(model, row["instance"], length, latency, source, note)
-    raise PlanError(f"{where}: each row needs 'latency_s' or 'kv_throughput_gbps'")
+    tpot, busy = _optional(row, "tpot_s", where), _optional(row, "busy_s", where)
+    if ttft is None and tpot is None and busy is None:
+        raise PlanError(f"{where}: each row needs ttft_s (or latency_s / kv_throughput_gbps), tpot_s or busy_s")
+    output = _optional(row, "output_tokens", where, int) or 0
+    if tpot is not None and output < 2:
+        raise PlanError(f"{where}: tpot_s needs output_tokens >= 2")
+    return Measurement(model, row["instance"], stack, length, row.get("source") or default_source, output,
+                       _optional(row, "concurrency", where, int) or 1, moe, (row.get("weight_dtype") or "").lower(),
+                       (row.get("expert_dtype") or "").lower(), ttft, tpot, busy, derived)
 
 
-def _convert(header: list[str], row: dict, where: str, default_source: str) -> Measurement:
+def _nvidia(row: dict, where: str) -> Measurement:
+    int4 = row["precision"] == "int4"
+    return _generic({"model": row["prfaas_model"], "instance": f"{row['gpus']}x{row['chip']}",
+                     "stack": row["backend"], "len_tokens": row["isl"], "output_tokens": row["osl"],
+                     "concurrency": row["concurrency"], "moe": "ep" if int(row["moe_ep"]) > 1 else "tp",
+                     "weight_dtype": "bf16" if int4 else row["precision"],
+                     "expert_dtype": "int4" if int4 else row["precision"],
+                     "ttft_s": repr(float(row["ttft_ms"]) / 1e3), "tpot_s": repr(float(row["tpot_ms"]) / 1e3),
+                     "source": f"NVIDIA aiconfigurator 0.12 silicon sample ({row['backend']} "
+                               f"{row['backend_version']}, {row['system']})"}, where, "")
+
+
+def _convert(header: list[str], row: dict, where: str, default_source: str, defaults: dict) -> Measurement | str:
+    """A `Measurement`, or a string saying why the row is excluded."""
     if tuple(header) == PAPER_HEADER:
-        row = {"model": row["model"], "instance": "8xH200", "len_tokens": row["seq_len_tokens"],
-               "kv_throughput_gbps": row["kv_throughput_gbps"], "state_dtype": SGLANG_STATE_DTYPE,
-               "source": PAPER_SOURCE}
+        row = {"model": row["model"], "instance": "8xH200", "stack": "paper-sglang",
+               "len_tokens": row["seq_len_tokens"], "kv_throughput_gbps": row["kv_throughput_gbps"],
+               "state_dtype": SGLANG_STATE_DTYPE, "source": PAPER_SOURCE}
+    elif tuple(header) == TABLE5_HEADER:
+        table = get_model("prfaas-1t").measured_prefill[0]
+        label = row["seq_len_label"].upper()
+        lengths = dict(zip(("1K", "8K", "32K", "128K"), table.lengths))
+        if label not in lengths:
+            raise PlanError(f"{where}: unknown length label {label!r}")
+        row = {"model": "prfaas-1t", "instance": table.instance, "stack": "paper-vllm",
+               "len_tokens": str(int(lengths[label])), "latency_s": row["prefill_latency_s"],
+               "source": "arXiv 2604.15039 Table 5 (8xH200, in-house vLLM); lengths as the prfaas-1t profile reads them"}
     elif all(k in header for k in MOONCAKE_KEYS):
-        ttft = _number(row, "ttft_ms", where)
-        transfer = _number(row, "transfer_ms", where)
-        row = {"model": "qwen3-235b", "instance": "8xH20-3e", "len_tokens": row["prompt_len_tokens"],
-               "latency_s": repr((ttft - transfer) / 1e3), "source": MOONCAKE_SOURCE}
+        ttft, transfer = _number(row, "ttft_ms", where), _number(row, "transfer_ms", where)
+        row = {"model": "qwen3-235b", "instance": "8xH20-3e", "stack": "mooncake-sglang-pd",
+               "len_tokens": row["prompt_len_tokens"], "latency_s": repr((ttft - transfer) / 1e3),
+               "source": MOONCAKE_SOURCE}
+    elif all(k in header for k in NVIDIA_KEYS):
+        return _nvidia(row, where)
+    elif all(k in header for k in LMSYS_KEYS):
+        if row["phase"] != "prefill":
+            return (f"{where}: lmsys H20 {row['phase']} row excluded: {row['parallel']} over "
+                    f"{row['gpus']} GPUs with MTP speculative decoding is not modelled")
+        per_s = _number(row, "throughput_tok_s", where)
+        isl = _number(row, "isl", where, int)
+        row = {"model": "deepseek-v3", "instance": f"{row['gpus']}xH20", "stack": "antgroup-sglang-h20",
+               "len_tokens": str(isl), "busy_s": repr(isl / per_s),
+               "source": "lmsys blog 2025-09-26 (SGLang + Ant Group, DeepSeek-R1 on 8xH20-96G): "
+                         f"{per_s:g} input tokens/s saturated"}
+        m = _generic(row, where, "")
+        return Measurement(**{**m.__dict__, "derived": f"busy = {isl} tokens / {per_s:g} tokens/s"})
+    else:
+        unknown = sorted(set(header) - set(GENERIC_COLUMNS))
+        if unknown:
+            raise PlanError(f"{where}: unknown column(s) {', '.join(unknown)} (expected some of "
+                            f"{', '.join(GENERIC_COLUMNS)})")
+        row = {**{k: v for k, v in defaults.items() if v}, **{k: v for k, v in row.items() if v}}
     return _generic(row, where, default_source)
 
 
@@ -127,8 +220,10 @@ def paper_kv_throughput() -> dict[tuple[str, int], float]:
     return {(r["model"], int(r["seq_len_tokens"])): float(r["kv_throughput_gbps"]) for r in csv.DictReader(rows)}
 
 
-def load_measurements(path: str | Path) -> list[Measurement]:
-    """Read a measurement CSV (or one of the bundled reference files) into `Measurement` rows."""
+def load_measurements(path: str | Path, defaults: dict | None = None) -> tuple[list[Measurement], list[str]]:
+    """Read a measurement CSV (or one of the bundled reference files): the points, and one line per row
+    excluded with the reason. ``defaults`` fills columns a user file leaves out or blank (``stack``, ``moe``,
+    ``weight_dtype``: the CLI's options); bundled files carry their own tags."""
     path = resolve_path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -140,12 +235,13 @@ def load_measurements(path: str | Path) -> list[Measurement]:
     if len(lines) < 2:
         raise PlanError(f"{path}: expected a header row and at least one measurement")
     header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
-    out = []
+    points, excluded = [], []
     for lineno, line in lines[1:]:
         values = next(csv.reader(io.StringIO(line)))
-        where = f"{path}:{lineno}"
+        where = f"{path.name}:{lineno}"
         if len(values) != len(header):
             raise PlanError(f"{where}: expected {len(header)} columns ({','.join(header)}), got {len(values)}")
         row = {k: v.strip() for k, v in zip(header, values)}
-        out.append(_convert(header, row, where, default_source=path.name))
-    return out
+        got = _convert(header, row, where, path.name, defaults or {})
+        (excluded if isinstance(got, str) else points).append(got)
+    return points, excluded

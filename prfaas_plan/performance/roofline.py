@@ -1,9 +1,15 @@
-"""Roofline time of a forward pass and the calibrated roofline prefill model.
+"""Roofline time of a forward pass, and the prefill model of one instance on one serving stack.
 
 Each operator class takes ``max(FLOPs / achieved FLOP/s, HBM bytes / achieved HBM bandwidth)`` seconds on
-the busiest chip; collectives take ``bytes / achieved scale-up bandwidth + calls x latency``; a prefill
-request adds a fixed overhead. Operators run one after another (no overlap). Achieved rates are the
-chip's peaks times its calibration constants (`prfaas_plan.performance.constants`).
+the busiest chip; collectives take ``bytes / achieved scale-up bandwidth + calls x latency``. Operators run
+one after another (no overlap). Achieved rates are the chip's peaks times its constants
+(`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency.
+
+The serving stack (`prfaas_plan.profiles.stack`) adds what the chip does not: a fixed per-request latency
+(TTFT only, the GPU is free meanwhile), a busy overhead per prefill forward, and how prompts are packed into
+forwards (short ones batched up to the token budget, long ones chunked). So a prefill has two times
+(docs/methods.md, "Busy time and latency"): ``latency_s`` (one request alone: TTFT-equivalent) and
+``busy_s`` (GPU seconds per request when the instance is kept full: what throughput divides by).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..profiles import Calibration, HardwareProfile, ModelProfile
+from ..profiles import Calibration, HardwareProfile, ModelProfile, StackProfile, get_stack
 from .base import Instance
 from .constants import ChipConstants, chip_constants
 from .operators import OpWork, Parallel, pass_work
@@ -20,33 +26,47 @@ from .operators import OpWork, Parallel, pass_work
 LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
 OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", "moe_routed", "moe_shared",
               "lm_head", "elementwise", "comm_tp", "comm_ep")
+# Attention cores are not GEMMs: their kernels (flash attention, chunked linear attention) reach their own
+# fraction of the bf16 tensor-core peak, a chip constant of its own (`prfaas_plan.profiles.Calibration`).
+KERNEL_CLASS = {"attn_full": "attention", "attn_swa": "attention", "attn_linear": "linear_attention"}
+
+
+def efficiency_class(chip: HardwareProfile, w: OpWork) -> str:
+    """The efficiency class of an operator: its kernel class, or its GEMMs' tensor-core rate class."""
+    return KERNEL_CLASS.get(w.name) or chip.rate_class(w.dtype)
 
 
 @dataclass(frozen=True)
 class UnitTimes:
     """Seconds of every operator class (rows, in `OP_CLASSES` order) at 100% efficiency on one chip:
-    ``compute`` (FLOPs / peak), ``memory`` (bytes / HBM bandwidth), ``link`` (bytes / scale-up bandwidth)
-    and ``latency`` (collective calls x `LINK_LATENCY_S`). Trailing axes are the pass shape."""
+    ``compute`` (FLOPs / peak of the class's rate, ``rate_class`` per row), ``memory`` (bytes / HBM
+    bandwidth), ``link`` (bytes / scale-up bandwidth) and ``latency`` (collective calls x `LINK_LATENCY_S`).
+    Trailing axes are the pass shape."""
 
     compute: np.ndarray
     memory: np.ndarray
     link: np.ndarray
     latency: np.ndarray
+    rate_class: tuple[str, ...]
+
+    def _gemm(self, cal: Calibration) -> np.ndarray:
+        eff = np.array([cal.gemm_efficiency(c) for c in self.rate_class])
+        return eff.reshape((-1,) + (1,) * (self.compute.ndim - 1))
 
     def seconds_by_op(self, cal: Calibration) -> np.ndarray:
         """Seconds of each operator class with the efficiencies of ``cal``."""
-        return (np.maximum(self.compute / cal.compute_efficiency, self.memory / cal.memory_efficiency)
-                + self.link / cal.comm_efficiency + self.latency)
+        return (np.maximum(self.compute / self._gemm(cal), self.memory / cal.memory)
+                + self.link / cal.comm + self.latency)
 
     def seconds(self, cal: Calibration) -> np.ndarray:
-        """Total seconds of the pass (no per-request overhead)."""
+        """Total seconds of the pass."""
         return self.seconds_by_op(cal).sum(axis=0)
 
     def bounds(self, cal: Calibration) -> np.ndarray:
         """What binds each operator class: ``compute``, ``memory``, ``link`` or ``-`` (absent)."""
-        c = self.compute / cal.compute_efficiency
-        m = self.memory / cal.memory_efficiency
-        k = self.link / cal.comm_efficiency + self.latency
+        c = self.compute / self._gemm(cal)
+        m = self.memory / cal.memory
+        k = self.link / cal.comm + self.latency
         return np.where(k > 0, "link", np.where((c == 0) & (m == 0), "-", np.where(c >= m, "compute", "memory")))
 
 
@@ -54,73 +74,110 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     """Stack the work of one pass into `UnitTimes` on ``chip``."""
     shape = np.broadcast_shapes(*(np.shape(x) for w in works for x in (w.flops, w.hbm_bytes, w.link_bytes)))
     arrays = {k: np.zeros((len(OP_CLASSES),) + shape) for k in ("compute", "memory", "link", "latency")}
+    classes = ["bf16"] * len(OP_CLASSES)
     for w in works:
         i = OP_CLASSES.index(w.name)
+        classes[i] = efficiency_class(chip, w)
         arrays["compute"][i] = np.asarray(w.flops) / chip.flops(w.dtype)
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
         arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9)
         arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
-    return UnitTimes(**arrays)
+    return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
 def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -> np.ndarray:
-    """Total seconds of the operators of one pass (no per-request overhead).
+    """Total seconds of the operators of one pass (no overheads).
 
     The same roofline as ``unit_times(works, chip).seconds(cal)``, accumulated operator by operator so that
     10^5 lengths cost a few dozen array operations instead of a stacked copy per operator class.
     """
-    hbm = chip.hbm_tb_s * 1e12 * cal.memory_efficiency
-    link = chip.scaleup_gb_s * 1e9 * cal.comm_efficiency
+    hbm = chip.hbm_tb_s * 1e12 * cal.memory
+    link = chip.scaleup_gb_s * 1e9 * cal.comm
     total = 0.0
     for w in works:
         if np.any(w.flops) or np.any(w.hbm_bytes):
-            total = total + np.maximum(w.flops / (chip.flops(w.dtype) * cal.compute_efficiency), w.hbm_bytes / hbm)
+            rate = chip.flops(w.dtype) * cal.gemm_efficiency(efficiency_class(chip, w))
+            total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if np.any(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
     return np.asarray(total, dtype=float)
 
 
+def prefill_shape(l, stack: StackProfile, batched: bool):
+    """How a prompt of ``l`` tokens (array) is packed into forwards on ``stack``: ``(requests per forward,
+    tokens per forward per request, context before each chunk, forwards per request)``.
+
+    Alone (``batched=False``): a chunked stack splits a prompt longer than its budget into
+    ``ceil(l / budget)`` equal chunks (mean context before a chunk: half the rest), one request per
+    forward. Kept full (``batched=True``): short prompts share a forward, ``budget / l`` of them, and a
+    chunked prompt's last chunk shares its forward with the next prompt (``l / budget`` forwards).
+    """
+    l = np.asarray(l, dtype=float)
+    budget = float(stack.prefill_token_budget)
+    if stack.chunked_prefill:
+        chunks = np.maximum(1.0, l / budget) if batched else np.maximum(1.0, np.ceil(l / budget))
+    else:
+        chunks = np.ones_like(l)
+    q = l / chunks
+    requests = np.maximum(1.0, budget / np.maximum(l, 1.0)) if batched else np.ones_like(l)
+    return requests, q, (l - q) / 2.0, chunks
+
+
 @dataclass(frozen=True)
 class RooflinePrefill:
-    """``T_prefill(l)`` of one request on one instance from the calibrated per-operator roofline.
+    """Prefill of one request on one instance: the calibrated per-operator roofline plus the stack.
 
-    ``constants`` defaults to the chip's own, borrowed or prior constants (see `chip_constants`).
+    ``constants`` defaults to the chip's own (or default) constants (see `chip_constants`).
     """
 
     model: ModelProfile
     instance: Instance
     parallel: Parallel
     constants: ChipConstants
+    stack: StackProfile
 
     @classmethod
-    def build(cls, model: ModelProfile, instance: Instance, moe: str = "tp",
-              constants: ChipConstants | None = None) -> "RooflinePrefill":
+    def build(cls, model: ModelProfile, instance: Instance, moe: str = "tp", constants: ChipConstants | None = None,
+              stack: StackProfile | str | None = None) -> "RooflinePrefill":
         """The roofline prefill model with default parallelism (TP over the instance's chips)."""
-        return cls(model, instance, Parallel(instance.chips, moe), constants or chip_constants(instance.chip))
+        return cls(model, instance, Parallel(instance.chips, moe), constants or chip_constants(instance.chip),
+                   get_stack(stack))
 
     @property
     def source(self) -> str:
         """Where the numbers come from (shown to the user)."""
         return (f"roofline {self.instance} ({self.parallel}) on the {self.model.name} architecture"
                 f"{' (reconstruction)' if self.model.reconstruction else ''}; "
-                f"{self.constants.describe(self.instance.chip)}")
+                f"{self.constants.describe(self.instance.chip)}; {self.stack.describe()}")
 
     def work(self, l) -> list[OpWork]:
-        """Operator work of prefilling ``l`` tokens (one request, no cached prefix)."""
+        """Operator work of prefilling ``l`` tokens in one forward (one request, no cached prefix)."""
         return pass_work(self.model, self.parallel, 1.0, np.asarray(l, dtype=float), 0.0, "prefill")
 
+    def _forwards_s(self, l, batched: bool) -> np.ndarray:
+        requests, q, context, chunks = prefill_shape(l, self.stack, batched)
+        works = pass_work(self.model, self.parallel, requests, q, context, "prefill")
+        forward = pass_seconds(works, self.instance.chip, self.constants.calibration) + self.stack.forward_overhead_s
+        return forward * chunks / requests
+
+    def busy_s(self, l) -> np.ndarray:
+        """GPU seconds per request of ``l`` tokens when the instance is kept full (throughput's cost):
+        short prompts batched up to the stack's token budget; no fixed latency."""
+        return self._forwards_s(l, batched=True)
+
     def latency_s(self, l) -> np.ndarray:
-        """Seconds to prefill ``l`` uncached tokens (vectorized over any array of lengths)."""
-        cal = self.constants.calibration
-        return pass_seconds(self.work(l), self.instance.chip, cal) + cal.overhead_s
+        """Seconds from arrival to first token of one request alone (TTFT-equivalent): the stack's fixed
+        latency plus its forwards."""
+        return self.stack.latency_s + self._forwards_s(l, batched=False)
 
     def breakdown(self, l) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per operator class: (seconds, binding bound) at length(s) ``l``; classes absent from the model are
-        left out, the fixed per-request overhead is the last entry."""
+        """Per operator class: (seconds, binding bound) of one unchunked forward at length(s) ``l``; classes
+        absent from the model are left out; the stack's per-forward overhead and fixed latency come last."""
         cal = self.constants.calibration
         u = unit_times(self.work(l), self.instance.chip)
         seconds, bounds = u.seconds_by_op(cal), u.bounds(cal)
         out = {name: (seconds[i], bounds[i]) for i, name in enumerate(OP_CLASSES) if np.any(bounds[i] != "-")}
         shape = np.shape(np.asarray(l))
-        out["overhead"] = (np.full(shape, cal.overhead_s), np.full(shape, "fixed"))
+        out["forward overhead"] = (np.full(shape, self.stack.forward_overhead_s), np.full(shape, "stack"))
+        out["fixed latency"] = (np.full(shape, self.stack.latency_s), np.full(shape, "stack"))
         return out

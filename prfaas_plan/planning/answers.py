@@ -273,13 +273,15 @@ class LayoutAnswer:
 def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
                     workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, mode: str = "exact",
                     weight_dtype: str | None = None, kv_dtype: str | None = None,
-                    transfer_bytes: str = DEFAULTS.transfer_bytes) -> Scenario:
+                    transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None) -> Scenario:
     """The `Scenario` of a layout file: the file's own sites, instance shapes and first site's link (its
-    rtt too); the model (dtypes overridden as `with_dtypes`), SLO, workload, input level and mode as given."""
+    rtt too); the model (dtypes overridden as `with_dtypes`), SLO, workload, input level, mode and stack (of
+    the sites that name none) as given."""
     from ..profiles import get_model
     from ..units import parse_tpot_s
     from ..workload import resolve_workload
     from ..analytic.transfer import POLICIES
+    from ..profiles import get_stack
     from .scenario import INPUT_LEVELS, MODES, check_choice, with_dtypes
 
     check_choice(inputs, INPUT_LEVELS, "--inputs")
@@ -291,7 +293,8 @@ def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEF
     local = f"{site.instance.chips * site.instances}x{site.instance.chip.name.upper()}"
     profile, notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
     return scenario_for(profile, remote, local, site.link, site.instance.chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, r.instance.chips if r is not None else None)
+                        resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name,
+                        r.instance.chips if r is not None else None)
 
 
 def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
@@ -310,8 +313,8 @@ def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
 def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
                   workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, *, mode: str = "exact",
                   weight_dtype: str | None = None, kv_dtype: str | None = None,
-                  transfer_bytes: str = DEFAULTS.transfer_bytes, samples: int = 400, seed: int = 0,
-                  **questions) -> SizeAnswer | LayoutAnswer:
+                  transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, samples: int = 400,
+                  seed: int = 0, **questions) -> SizeAnswer | LayoutAnswer:
     """Plan the layout file at ``path``. One PD site: the full `answer_size` (``questions`` are its
     follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split, rtt and threshold (when
     not ``auto``) kept. Several PD sites: every site's routing and split by the linear program (no
@@ -321,7 +324,7 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
     from ..layout import load_layout
 
     lay = load_layout(path)
-    sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes)
+    sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes, stack)
     if len(lay.pd_sites) == 1:
         # the planner's name for the one local site, so its baselines (error bars, modes) share the inputs
         lay = replace(lay, pd_sites=(replace(lay.pd_sites[0], name="local"),))

@@ -30,6 +30,7 @@ REMOTE = "32xH200"
 LOCAL = "64xH20"
 HOMOGENEOUS = "96xH20"
 LINK = "100G"
+STACK = "paper-vllm"   # the paper's in-house vLLM (its Table 5 engine) on both sites of the predicted level
 INSTANCE_CHIPS = 8
 OUTPUT_TOKENS = 1024
 LOADED_SHARE = 0.8   # the loaded P90 TTFT figure: both layouts at this fraction of homogeneous PD's Lambda_max
@@ -81,11 +82,11 @@ def h20_prediction_error(context_tokens: float) -> list[dict]:
     backsolved, paper_decode = backsolved_h20()
     h20 = parse_instance(f"{INSTANCE_CHIPS}xH20")
     model = get_model(MODEL)
-    predicted = prefill_model(model, h20, source="roofline")
+    predicted = prefill_model(model, h20, source="roofline", stack=STACK)
     rows = [{"quantity": "prefill_latency_s", "len_tokens": int(l), "backsolved": t,
              "predicted": float(predicted.latency_s(l)), "ratio": float(predicted.latency_s(l)) / t}
             for l, t in zip(backsolved.lengths, backsolved.latencies_s)]
-    cap = decode_capacity(model, h20, TPOT_S, context_tokens)
+    cap = decode_capacity(model, h20, TPOT_S, context_tokens, stack=STACK)
     rows.append({"quantity": "decode_tokens_per_s", "len_tokens": int(round(context_tokens)),
                  "backsolved": paper_decode.tokens_per_s, "predicted": cap.tokens_per_s,
                  "ratio": cap.tokens_per_s / paper_decode.tokens_per_s})
@@ -103,10 +104,14 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
 
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
+    from ..profiles import get_stack
+
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     model, notes = with_dtypes(get_model(MODEL), weight_dtype, kv_dtype)
+    if inputs == "predicted":
+        notes += (f"both sites on the paper's engine: {get_stack(STACK).describe()}",)
     return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), local_chips, TPOT_S, mode,
-                        inputs, paper_workload(), notes, "logical", remote_chips)
+                        inputs, paper_workload(), notes, "logical", STACK, remote_chips)
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

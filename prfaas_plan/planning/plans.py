@@ -225,7 +225,8 @@ def size_layout(layout: Layout, sc: Scenario):
     perf = layout_perf(layout, sc)
     by_instance = {}
     for s in layout.pd_sites:
-        if str(s.instance) not in by_instance:
-            by_instance[str(s.instance)] = make_bins(sc.grid, perf, site=s.name)
-    bins = {s.name: by_instance[str(s.instance)] for s in layout.pd_sites}
+        key = (str(s.instance), s.stack or sc.stack)
+        if key not in by_instance:
+            by_instance[key] = make_bins(sc.grid, perf, site=s.name)
+    bins = {s.name: by_instance[(str(s.instance), s.stack or sc.stack)] for s in layout.pd_sites}
     return max_throughput(layout, bins, perf), perf

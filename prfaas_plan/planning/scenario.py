@@ -17,7 +17,7 @@ from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
-from ..profiles import ModelProfile
+from ..profiles import DEFAULT_STACK, ModelProfile
 
 GRID_POINTS = 8192
 MODES = ("representative", "exact")
@@ -66,6 +66,7 @@ class Scenario:
     workload_name: str
     notes: tuple[str, ...] = field(default=())
     transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
+    stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
     remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
 
     @property
@@ -79,7 +80,8 @@ class Scenario:
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
                  mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
-                 transfer: str = DEFAULT_POLICY, remote_instance_chips: int | None = None) -> Scenario:
+                 transfer: str = DEFAULT_POLICY, stack: str = DEFAULT_STACK,
+                 remote_instance_chips: int | None = None) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV).
     ``instance_chips`` is the local instance's shape, and the remote's unless ``remote_instance_chips``."""
@@ -89,7 +91,7 @@ def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, insta
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
     notes = tuple(notes) + (wl_note, TransferBytes(transfer, instance_chips).describe(model))
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, notes, transfer, remote_instance_chips)
+                    workload.name, notes, transfer, stack, remote_instance_chips)
 
 
 def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
@@ -137,7 +139,7 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
              inputs: str = DEFAULTS.inputs, link_efficiency: float = DEFAULTS.link_efficiency,
              rtt: str | None = None,
              link_price: float = DEFAULTS.link_price_usd_per_gbps_month,
-             transfer_bytes: str = DEFAULTS.transfer_bytes, *,
+             transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, *,
              remote_instance_chips: int | None = None, local_instance_chips: int | None = None,
              weight_dtype: str | None = None, kv_dtype: str | None = None) -> Scenario:
     """A `Scenario` from the values a user types: ``link`` a rate such as ``"100G"``, ``tpot`` such as
@@ -159,11 +161,18 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
         raise PlanError(f"--link-price {link_price:g}: expected a non-negative price")
     lk = Link(parse_rate_bps(link, "--link"), link_efficiency, parse_time_s(rtt, "--rtt", "ms") if rtt else 0.0,
               link_price)
+    from ..profiles import get_stack
+
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
     notes = dtype_notes + (() if rtt else (RTT_NOTE,))
+    prof = get_stack(stack)
+    if stack is None:
+        notes += (f"default stack: {DEFAULT_STACK} (pass --stack to choose another serving stack)",)
+    notes += (prof.describe() if inputs == "predicted" else
+              f"stack {prof.name} not used for --inputs paper: the paper's tables already hold its engine",)
     return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, remote_chips)
+                        resolve_workload(workload), notes, transfer_bytes, prof.name, remote_chips)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -173,19 +182,21 @@ def _paper_only(model: ModelProfile, instance: Instance) -> None:
         raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
 
 
-def instance_prefill(model: ModelProfile, instance: Instance, inputs: str) -> PrefillModel:
-    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20) or ``predicted``
-    (measured table where the model has one, else the calibrated roofline)."""
+def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
+                     stack: str = DEFAULT_STACK) -> PrefillModel:
+    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20: the paper's Eq. 4
+    form, latency = busy time) or ``predicted`` (measured table where the model has one, else the calibrated
+    roofline on serving ``stack``)."""
     if inputs == "paper":
         _paper_only(model, instance)
         return given.measured_h200() if instance.chip.name == "h200" else given.backsolved_h20()[0]
     from ..performance import prefill_model
 
-    return prefill_model(model, instance)
+    return prefill_model(model, instance, stack=stack)
 
 
 def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                    inputs: str) -> DecodeCapacity:
+                    inputs: str, stack: str = DEFAULT_STACK) -> DecodeCapacity:
     """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
     cannot decode there at all is a `PlanError`."""
     if inputs == "paper":
@@ -195,7 +206,7 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
         return given.backsolved_h20()[1]
     from ..performance import decode_capacity
 
-    decode = decode_capacity(model, instance, tpot_s, context_tokens)
+    decode = decode_capacity(model, instance, tpot_s, context_tokens, stack=stack)
     if decode.batch <= 0:
         if decode.binding == "slo":
             raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
@@ -211,10 +222,11 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     context = sc.context_tokens
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "--remote")
-    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs),
+    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack),
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack),
                     TransferBytes(sc.transfer, l_inst.chips))
-    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
+    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack), {"local": site},
+                      sc.output_tokens)
 
 
 def prfaas_layout(sc: Scenario) -> Layout:
@@ -236,16 +248,18 @@ def naive_layout(sc: Scenario) -> Layout:
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     """Per-instance performance of every site of a (possibly multi-site) layout."""
     context = sc.context_tokens
-    by_instance: dict[str, SitePerf] = {}   # sites of one instance shape share its performance
+    by_instance: dict[tuple, SitePerf] = {}   # sites of one instance shape and stack share it
     sites = {}
     for site in layout.pd_sites:
-        key = str(site.instance)
+        stack = site.stack or sc.stack
+        key = (str(site.instance), stack)
         if key not in by_instance:
-            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs),
+            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack),
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs,
+                                                        stack),
                                         TransferBytes(sc.transfer, site.instance.chips))
         sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:
-        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
+        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs, layout.remote.stack or sc.stack)
     return PerfInputs(sc.model, remote, sites, sc.output_tokens)

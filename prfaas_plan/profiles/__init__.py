@@ -21,6 +21,7 @@ from .schema import (
                      Price,
                      dtype_bytes,
 )
+from .stack import DEFAULT_STACK, StackProfile, all_stacks, get_stack
 from .store import (
     add_profile_dir,
     all_hardware,
@@ -36,5 +37,6 @@ __all__ = [
     "ATTENTION_KINDS", "DTYPE_BYTES", "GROWING_KINDS", "RECURRENT_KINDS", "WINDOW_KINDS", "AttentionGroup",
     "Calibration", "HardwareProfile", "MeasuredPrefill", "MoE", "ModelProfile", "Price", "dtype_bytes",
     "_Fields", "hardware_from_dict", "model_from_dict", "add_profile_dir", "all_hardware", "all_models",
-    "get_hardware", "get_model", "profile_dirs", "read_yaml", "reset_profile_dirs",
+    "get_hardware", "get_model", "profile_dirs", "read_yaml", "reset_profile_dirs", "DEFAULT_STACK", "StackProfile",
+    "all_stacks", "get_stack",
 ]

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import PlanError
+from .efficiency import calibration_from_dict
 from .schema import (
     _ATTN_FIELDS,
     ATTENTION_KINDS,
     AttentionGroup,
-    Calibration,
     HardwareProfile,
     MeasuredPrefill,
     ModelProfile,
@@ -212,14 +212,7 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
                       p.get("note", str, "price indication"))
     calibration = None
     if data.get("calibration"):
-        c = _Fields(data["calibration"], f"{path}: calibration")
-        calibration = Calibration(
-            compute_efficiency=c.get("compute_efficiency", float, minimum=0),
-            memory_efficiency=c.get("memory_efficiency", float, minimum=0),
-            overhead_s=c.get("overhead_s", float, minimum=0),
-            comm_efficiency=c.get("comm_efficiency", float, 0.8, minimum=0),
-            source=c.get("source", str),
-        )
+        calibration = calibration_from_dict(data["calibration"], f"{path}: calibration")
     sources = data.get("sources", {})
     if not isinstance(sources, dict) or not sources:
         raise PlanError(f"{path}: missing field 'sources' (where every number comes from)")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PlanError
+from .efficiency import Calibration
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "mxfp4": 0.5, "int4": 0.5}
 
@@ -160,22 +161,6 @@ class Price:
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """Per-chip efficiency constants of the performance model (see `prfaas_plan.performance`).
-
-    ``compute_efficiency`` and ``memory_efficiency`` are achieved fractions of peak FLOPS and HBM
-    bandwidth; ``overhead_s`` is a fixed per-request prefill overhead in seconds; ``comm_efficiency`` the
-    achieved fraction of scale-up bandwidth.
-    """
-
-    compute_efficiency: float
-    memory_efficiency: float
-    overhead_s: float
-    comm_efficiency: float
-    source: str
-
-
-@dataclass(frozen=True)
 class HardwareProfile:
     """One accelerator chip. FLOPS are dense (no sparsity), per chip."""
 
@@ -200,7 +185,9 @@ class HardwareProfile:
         (W4A16): kernels dequantize to bf16, so they compute at the bf16 rate, except fp4 formats on a
         chip with native fp4 tensor cores. fp16 runs at the bf16 rate.
         """
+        return self.peak_tflops[self.rate_class(dtype)] * 1e12
+
+    def rate_class(self, dtype: str) -> str:
+        """The ``peak_tflops`` key (tensor-core rate class) GEMMs on ``dtype`` weights run at (see `flops`)."""
         key = {"fp16": "bf16", "int8": "fp8", "int4": "bf16", "fp4": "fp4", "mxfp4": "fp4"}.get(dtype, dtype)
-        if key not in self.peak_tflops:
-            key = "bf16"
-        return self.peak_tflops[key] * 1e12
+        return key if key in self.peak_tflops else "bf16"

@@ -87,8 +87,8 @@ def _profile_kind(data: dict, path: Path, default: str) -> str:
         parent = path.parent.name
         kind = "model" if parent in ("models", "model_profiles") else (
             "hardware" if parent in ("hardware", "hardware_profiles") else default)
-    if kind not in ("model", "hardware"):
-        raise PlanError(f"{path}: field 'kind' must be 'model' or 'hardware', not {kind!r}")
+    if kind not in ("model", "hardware", "stack"):
+        raise PlanError(f"{path}: field 'kind' must be 'model', 'hardware' or 'stack', not {kind!r}")
     return kind
 
 
@@ -104,6 +104,8 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile]]:
         for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
             data = read_yaml(path)
             kind = _profile_kind(data, path, default)
+            if kind == "stack":
+                continue  # serving stacks are loaded by profiles/stack.py
             if kind == "model":
                 prof = model_from_dict(data, str(path))
                 models[prof.name] = prof

@@ -1,0 +1,48 @@
+"""Profile files with fitted constants written in: a chip's ``calibration:`` block, a stack's numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import PlanError
+from ..profiles import Calibration, HardwareProfile, StackProfile, hardware_from_dict
+from ..profiles.stack import KEYS, stack_from_dict
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
+    """The chip's profile file with its ``calibration:`` block replaced by ``cal`` (other lines untouched),
+    validated by loading it back."""
+    import yaml
+
+    kept, skipping = [], False
+    for line in _read(chip.path).splitlines():
+        if line.startswith("calibration:"):
+            skipping = True
+            continue
+        if skipping and (line.startswith((" ", "\t")) or not line.strip()):
+            continue
+        skipping = False
+        kept.append(line)
+    block = {"calibration": {"gemm_efficiency": dict(sorted(cal.gemm.items())), "memory_efficiency": cal.memory,
+                             "comm_efficiency": cal.comm, "source": cal.source}}
+    text = "\n".join(kept).rstrip("\n") + "\n" + yaml.safe_dump(block, sort_keys=False, width=110, allow_unicode=True)
+    hardware_from_dict(yaml.safe_load(text), chip.path)
+    return text
+
+
+def stack_profile_text(stack: StackProfile) -> str:
+    """A stack profile file holding ``stack``'s numbers and sources, validated by loading it back."""
+    import yaml
+
+    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources")}
+    text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources}, sort_keys=False, width=110,
+                          allow_unicode=True)
+    stack_from_dict(yaml.safe_load(text), stack.path)
+    return text

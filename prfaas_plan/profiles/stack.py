@@ -1,0 +1,130 @@
+"""Serving-stack profiles: what the engine adds to the chip's roofline, as data (``stack_profiles/*.yaml``).
+
+A stack profile (``kind: stack``) holds, each number with its source (or ``assumed: why``) under ``sources:``:
+
+- ``engine`` and ``versions``: the serving engine and the version range the numbers describe;
+- ``latency_s``: fixed per-request latency (HTTP, tokenization, scheduling, first-token detokenization) that
+  adds to TTFT but does not occupy the GPU, so it does not lower throughput;
+- ``forward_overhead_s``: GPU-busy overhead of one prefill forward (launches, scheduling between forwards);
+- ``step_overhead_s``: GPU-busy overhead of one decode step (what the roofline of the step lacks);
+- ``prefill_token_budget``: tokens one prefill forward carries: short prompts are batched up to it, and with
+  ``chunked_prefill: true`` longer prompts are split into chunks of it;
+- ``wave_fraction``: in a closed-loop benchmark at fixed concurrency, the share of the other in-flight
+  requests whose prompts arrive together with one (1 = lockstep waves, 0 = evenly staggered); it describes
+  the measuring harness and is used only to predict such benchmarks (`prfaas_plan.performance.serving`).
+
+Bundled profiles live in ``stack_profiles/`` at the top of the repository (installed as
+``prfaas_plan/stack_profiles``); user folders (``--profiles``, ``PRFAAS_PLAN_PROFILES``) may add more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .._data import PACKAGE_DIR
+from ..errors import PlanError, closest_names
+
+DEFAULT_STACK = "sglang"
+NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "prefill_token_budget", "wave_fraction")
+KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources") + NUMBERS
+
+
+@dataclass(frozen=True)
+class StackProfile:
+    """One serving stack (seconds, tokens); see the module docstring for every field."""
+
+    name: str
+    engine: str
+    versions: str
+    description: str
+    latency_s: float
+    forward_overhead_s: float
+    step_overhead_s: float
+    prefill_token_budget: int
+    chunked_prefill: bool
+    wave_fraction: float
+    sources: dict[str, str] = field(hash=False, compare=False)
+    path: str = ""
+
+    def describe(self) -> str:
+        """One line: the values and where they come from."""
+        src = self.sources
+        return (f"stack {self.name} ({self.engine} {self.versions}): fixed latency {self.latency_s * 1e3:.0f} ms, "
+                f"{self.forward_overhead_s * 1e3:.1f} ms per prefill forward, {self.step_overhead_s * 1e3:.1f} ms "
+                f"per decode step ({src['latency_s']}); prefill budget {self.prefill_token_budget:,} tokens"
+                f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})")
+
+
+def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
+    """Validate a stack profile mapping (unknown keys are errors; every number needs a source)."""
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping")
+    unknown = sorted(set(map(str, data)) - set(KEYS))
+    if unknown:
+        raise PlanError(f"{path}: unknown field(s) {', '.join(unknown)}")
+    for key in ("name", "engine", "versions", "sources") + NUMBERS:
+        if key not in data or data[key] is None:
+            raise PlanError(f"{path}: missing field '{key}'")
+    sources = data["sources"]
+    if not isinstance(sources, dict):
+        raise PlanError(f"{path}: sources must map each number to where it comes from")
+    values = {}
+    for key in NUMBERS:
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise PlanError(f"{path}: {key} must be a number >= 0, not {v!r}")
+        if not str(sources.get(key, "")).strip():
+            raise PlanError(f"{path}: sources.{key} missing (say where the number comes from, or 'assumed: why')")
+        values[key] = float(v)
+    if values["wave_fraction"] > 1:
+        raise PlanError(f"{path}: wave_fraction must be between 0 and 1")
+    if values["prefill_token_budget"] < 1:
+        raise PlanError(f"{path}: prefill_token_budget must be at least 1 token")
+    chunked = data.get("chunked_prefill", True)
+    if not isinstance(chunked, bool):
+        raise PlanError(f"{path}: chunked_prefill must be true or false")
+    return StackProfile(name=str(data["name"]).lower(), engine=str(data["engine"]), versions=str(data["versions"]),
+                        description=str(data.get("description", "")), latency_s=values["latency_s"],
+                        forward_overhead_s=values["forward_overhead_s"], step_overhead_s=values["step_overhead_s"],
+                        prefill_token_budget=int(values["prefill_token_budget"]), chunked_prefill=chunked,
+                        wave_fraction=values["wave_fraction"],
+                        sources={str(k): str(v) for k, v in sources.items()}, path=path)
+
+
+def _stack_dirs() -> list[Path]:
+    from .store import _user_dirs
+
+    bundled = [d for d in (PACKAGE_DIR / "stack_profiles", PACKAGE_DIR.parent / "stack_profiles") if d.is_dir()][:1]
+    return bundled + _user_dirs()
+
+
+@lru_cache(maxsize=None)
+def _load_stacks(dirs: tuple[Path, ...]) -> dict[str, StackProfile]:
+    from .store import read_yaml
+
+    out: dict[str, StackProfile] = {}
+    for folder in dirs:
+        for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
+            data = read_yaml(path)
+            if data.get("kind") == "stack" or (data.get("kind") is None and path.parent.name == "stack_profiles"):
+                prof = stack_from_dict(data, str(path))
+                out[prof.name] = prof
+    return out
+
+
+def all_stacks() -> dict[str, StackProfile]:
+    """Every known serving-stack profile by name (bundled, then user folders; later folders win)."""
+    return _load_stacks(tuple(_stack_dirs()))
+
+
+def get_stack(name: str | StackProfile | None) -> StackProfile:
+    """A stack profile by name (case-insensitive); ``None`` is the default stack `DEFAULT_STACK`."""
+    if isinstance(name, StackProfile):
+        return name
+    key = str(name or DEFAULT_STACK).strip().lower()
+    stacks = all_stacks()
+    if key not in stacks:
+        raise PlanError(f"--stack {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
+    return stacks[key]
