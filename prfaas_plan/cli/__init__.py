@@ -59,5 +59,9 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    from ..profiles.store import broken_profiles
+
+    for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
+        print(f"warning: skipped profile {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, get_model
+from ..profiles import ModelProfile, get_model
 from .base import DecodeCapacity, Instance, parse_instance
 from .constants import ChipConstants, chip_constants
 from .operators import Parallel, kv_bytes_per_token_per_chip, pass_work, state_bytes_per_chip
@@ -54,9 +54,9 @@ def decode_memory(model: ModelProfile | str, instance: Instance | str, context_t
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
     per_request = state_bytes_per_chip(model, tp)
-    for g in model.groups(*GROWING_KINDS):
+    for g in model.cached_as("growing"):
         per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, tp)
-    for g in model.groups(*WINDOW_KINDS):
+    for g in model.cached_as("window"):
         per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, tp)
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PlanError
+from .kinds import KINDS
 
 CONFIG = "config.json"
 _REQUIRED = object()
@@ -421,7 +422,7 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     attention, ffn = _ARCHITECTURES[model_type](r, n)
     profile["attention"] = attention
     profile["ffn"] = ffn
-    recurrent = any(g["kind"] in ("kda", "gated_deltanet") for g in attention)
+    recurrent = any(KINDS[g["kind"]].cache == "recurrent" for g in attention)
     profile["dtypes"] = _dtypes(r, recurrent)
     origin = f" ({Path(source).name})" if source else ""
     profile["sources"] = {"architecture": f"Hugging Face {CONFIG}{origin}, model_type {model_type}, "

@@ -1,0 +1,145 @@
+"""The validation layer of every input file: strict pydantic models, and their errors as one line.
+
+Each input schema (model, hardware and layout profiles, HF configs) is a `Strict` pydantic model:
+unknown keys are errors (with the closest known key suggested), types are strict (no ``"5"`` for 5, no
+``5`` for a list), floats must be finite and physical ranges are declared on the field. `check` runs
+a model on a mapping and turns the first `pydantic.ValidationError` into a `PlanError` naming the
+file, the key path and the offending value, in one line — pydantic's own multi-line text never
+reaches the user.
+
+Import cost: pydantic itself is already loaded by typer at start-up; the schema classes are built the
+first time a file of their kind is read (`functools.cache` on their factories).
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import PlanError, closest_names
+
+# Caps on element counts in a profile: far beyond any published model, low enough that exact int64
+# arithmetic on them (KV bytes of a whole context, FLOPs) cannot overflow. Raise them here if a real
+# architecture ever needs more.
+MAX_LAYERS = 4096
+MAX_DIM = 1 << 20          # hidden size, head dims, ranks, FFN widths (1,048,576)
+MAX_HEADS = 1 << 16
+MAX_EXPERTS = 1 << 16
+MAX_VOCAB = 1 << 24
+MAX_CONTEXT = 1 << 30      # = units.MAX_TOKENS
+
+PositiveInt = Annotated[int, Field(ge=1)]
+Count = Annotated[int, Field(ge=0)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class Strict(BaseModel):
+    """Base of every input schema: unknown keys rejected, strict types, no NaN or infinity."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+def _value_text(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _loc_text(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _known_keys(schema: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the mapping at ``loc`` (a key path into ``schema``), for a did-you-mean hint."""
+    current: Any = schema
+    for part in loc:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if isinstance(part, int) or part not in current.model_fields:
+                return []
+            current = current.model_fields[part].annotation
+        else:
+            if isinstance(part, str) and not isinstance(current, type):
+                # a union member name pydantic puts in the path (e.g. 'LayerRange')
+                for arg in typing.get_args(current):
+                    if getattr(arg, "__name__", None) == part:
+                        current = arg
+                        break
+                else:
+                    return []
+                continue
+            args = [a for a in typing.get_args(current) if a is not type(None)]
+            current = args[-1] if args else None
+    while not (isinstance(current, type) and issubclass(current, BaseModel)):
+        args = [a for a in typing.get_args(current) if a is not type(None)]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if models:
+            current = models[0]
+        elif args:
+            current = args[-1]
+        else:
+            return []
+    return [f.alias or name for name, f in current.model_fields.items()]
+
+
+def _union_branch(loc: tuple) -> tuple:
+    """Drop the names pydantic inserts for union members (``'list[int]'``, ``'LayerRange'``)."""
+    return tuple(p for p in loc if isinstance(p, int) or not (p[:1].isupper() or "[" in p or p in
+                                                            ("str", "int", "float", "bool", "function-after")))
+
+
+def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix: tuple = ()) -> str:
+    """One line for the first problem pydantic found: ``FILE: KEY: PROBLEM, not VALUE``."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    raw_loc = tuple(first["loc"])
+    loc = prefix + _union_branch(raw_loc)
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        known = _known_keys(schema, _union_branch(raw_loc)[:-1])
+        key = str(loc[-1])
+        parent = _loc_text(loc[:-1])
+        under = f" under {parent}" if parent else ""
+        hint = f"; {closest_names(key, known)}" if known else ""
+        return f"{where}: unknown key {key!r}{under}{hint}{more}"
+    if first["type"] == "missing":
+        missing = [e for e in errors if e["type"] == "missing"]
+        names = ", ".join(repr(_loc_text(prefix + _union_branch(tuple(e["loc"])))) for e in missing)
+        rest = len(errors) - len(missing)
+        more = f" (and {rest} more problem{'s' if rest > 1 else ''})" if rest else ""
+        return f"{where}: missing field{'s' if len(missing) > 1 else ''} {names}{more}"
+    msg = first["msg"]
+    msg = msg[0].lower() + msg[1:]
+    msg = msg.replace("input should be", "must be").replace("value error, ", "")
+    return f"{where}: {_loc_text(loc) or 'file'} {msg}, not {_value_text(first.get('input'))}{more}"
+
+
+def check(schema: type[BaseModel], data: Any, where: str, prefix: tuple = ()):
+    """Validate ``data`` against ``schema``; a `PlanError` of one line on the first problem."""
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise PlanError(error_line(exc, schema, where, prefix)) from None
+    except RecursionError:
+        raise PlanError(f"{where}: nested too deeply") from None
+
+
+def finite_number(text: str, what: str) -> float:
+    """A finite float from a text field of a CSV/JSON row; `PlanError` naming ``what`` otherwise."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError, OverflowError):
+        raise PlanError(f"{what}: expected a number, not {_value_text(text)}") from None
+    if not math.isfinite(value):
+        raise PlanError(f"{what}: expected a finite number, not {_value_text(text)}")
+    return value
