@@ -34,6 +34,24 @@ MAX_TOKENS = 2**30          # 1,073,741,824 tokens (1024m)
 MAX_CHIPS = 1_000_000
 
 
+def parse_finite(text: str, what: str, minimum: float | None = None, positive: bool = False,
+                 maximum: float | None = None) -> float:
+    """A finite float from a text field (a CSV cell); `PlanError` naming ``what`` and the text otherwise."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError, OverflowError):
+        raise PlanError(f"{what}: expected a number, not {str(text)[:40]!r}") from None
+    if not math.isfinite(value):
+        raise PlanError(f"{what}: expected a finite number, not {str(text)[:40]!r}")
+    if positive and value <= 0:
+        raise PlanError(f"{what}: must be positive, not {str(text)[:40]!r}")
+    if minimum is not None and value < minimum:
+        raise PlanError(f"{what}: must be >= {minimum:g}, not {str(text)[:40]!r}")
+    if maximum is not None and value > maximum:
+        raise PlanError(f"{what}: must be at most {maximum:g}, not {str(text)[:40]!r}")
+    return value
+
+
 def parse_length(text: str | int, what: str = "length") -> int:
     """Parse a token length (``32k``, ``131072``, ``1.5k``) into a positive int number of tokens."""
     if isinstance(text, (int,)) and not isinstance(text, bool):
@@ -104,8 +122,8 @@ def parse_tpot_s(text: str, what: str = "--tpot") -> float:
     m = re.fullmatch(_NUMBER + r"\s*(tok/s|tokens/s|tps)", s)
     if m:
         speed = float(m.group(1))
-        if speed <= 0:
-            raise PlanError(f"{what} {text!r}: expected a positive speed")
+        if not (math.isfinite(speed) and speed > 0):
+            raise PlanError(f"{what} {text!r}: expected a positive, finite speed")
         return 1.0 / speed
     return parse_time_s(text, what)
 

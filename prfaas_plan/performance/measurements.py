@@ -33,8 +33,9 @@ from pathlib import Path
 
 from .._data import REFERENCE_DIR
 from .. import arithmetic as A
-from ..errors import PlanError
+from ..errors import PlanError, closest_names
 from ..profiles import get_model
+from ..units import parse_finite, parse_length
 from .base import parse_instance
 from .kv_throughput import with_state_dtype
 
@@ -45,6 +46,7 @@ MOONCAKE_SOURCE = "Mooncake SGLang PD benchmark, Qwen3-235B-A22B on 8xH20-3e (TP
 SGLANG_STATE_DTYPE = "fp32"
 
 PAPER_FILE = "paper_kv_throughput_8xh200.csv"
+MAX_MEASUREMENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,12 @@ def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, st
     return s_kv * 8 / (gbps * 1e9), note
 
 
-def _number(row: dict, key: str, where: str, cast=float):
-    try:
-        value = cast(row[key])
-    except (KeyError, TypeError, ValueError):
-        raise PlanError(f"{where}: column '{key}' must be a number, not {row.get(key)!r}") from None
-    if not value > 0:
-        raise PlanError(f"{where}: column '{key}' must be positive, not {row.get(key)!r}")
-    return value
+GENERIC_COLUMNS = ("model", "instance", "len_tokens", "latency_s", "kv_throughput_gbps", "state_dtype", "source")
+MAX_LATENCY_S = 1e5  # a prefill measured in more than a day is not a prefill measurement
+
+
+def _number(row: dict, key: str, where: str) -> float:
+    return parse_finite(row.get(key), f"{where}: column '{key}'", positive=True)
 
 
 def _generic(row: dict, where: str, default_source: str) -> Measurement:
@@ -87,10 +87,15 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
             raise PlanError(f"{where}: missing column '{key}'")
     model = get_model(row["model"]).name
     parse_instance(row["instance"], f"{where}: instance")
-    length = _number(row, "len_tokens", where, int)
+    if not row["len_tokens"].isdigit():
+        raise PlanError(f"{where}: column 'len_tokens' must be a whole number of tokens, not {row['len_tokens']!r}")
+    length = parse_length(row["len_tokens"], f"{where}: column 'len_tokens'")
     source = row.get("source") or default_source
     if row.get("latency_s"):
-        return Measurement(model, row["instance"], length, _number(row, "latency_s", where), source)
+        latency = _number(row, "latency_s", where)
+        if latency > MAX_LATENCY_S:
+            raise PlanError(f"{where}: column 'latency_s' {row['latency_s']!r} is more than {MAX_LATENCY_S:g} s")
+        return Measurement(model, row["instance"], length, latency, source)
     if row.get("kv_throughput_gbps"):
         latency, note = latency_from_kv_throughput(model, length, _number(row, "kv_throughput_gbps", where),
                                                    (row.get("state_dtype") or "").lower(), where)
@@ -106,6 +111,8 @@ def _convert(header: list[str], row: dict, where: str, default_source: str) -> M
     elif all(k in header for k in MOONCAKE_KEYS):
         ttft = _number(row, "ttft_ms", where)
         transfer = _number(row, "transfer_ms", where)
+        if transfer >= ttft:
+            raise PlanError(f"{where}: transfer_ms {transfer:g} is not below ttft_ms {ttft:g}")
         row = {"model": "qwen3-235b", "instance": "8xH20-3e", "len_tokens": row["prompt_len_tokens"],
                "latency_s": repr((ttft - transfer) / 1e3), "source": MOONCAKE_SOURCE}
     return _generic(row, where, default_source)
@@ -140,6 +147,14 @@ def load_measurements(path: str | Path) -> list[Measurement]:
     if len(lines) < 2:
         raise PlanError(f"{path}: expected a header row and at least one measurement")
     header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
+    generic = tuple(header) != PAPER_HEADER and not all(k in header for k in MOONCAKE_KEYS)
+    for column in header if generic else ():
+        if column not in GENERIC_COLUMNS:
+            raise PlanError(f"{path}:{lines[0][0]}: unknown column {column!r}; "
+                            f"{closest_names(column, GENERIC_COLUMNS)}")
+    if len(lines) - 1 > MAX_MEASUREMENTS:
+        raise PlanError(f"{path}: {len(lines) - 1:,} measurements, more than the cap of {MAX_MEASUREMENTS:,} "
+                        "(calibration fits a handful of constants; thin the file)")
     out = []
     for lineno, line in lines[1:]:
         values = next(csv.reader(io.StringIO(line)))

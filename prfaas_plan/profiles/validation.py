@@ -13,7 +13,6 @@ first time a file of their kind is read (`functools.cache` on their factories).
 
 from __future__ import annotations
 
-import math
 import typing
 from typing import Annotated, Any
 
@@ -118,10 +117,28 @@ def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix
         rest = len(errors) - len(missing)
         more = f" (and {rest} more problem{'s' if rest > 1 else ''})" if rest else ""
         return f"{where}: missing field{'s' if len(missing) > 1 else ''} {names}{more}"
-    msg = first["msg"]
-    msg = msg[0].lower() + msg[1:]
-    msg = msg.replace("input should be", "must be").replace("value error, ", "")
-    return f"{where}: {_loc_text(loc) or 'file'} {msg}, not {_value_text(first.get('input'))}{more}"
+    return f"{where}: {_loc_text(loc) or 'file'} {_phrase(first)}, not {_value_text(first.get('input'))}{more}"
+
+
+_PHRASES = {
+    "greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}",
+    "less_than": "must be < {lt}", "less_than_equal": "must be <= {le}",
+    "too_short": "must have at least {min_length} item(s)", "too_long": "must have at most {max_length} items",
+    "string_too_short": "must not be empty", "string_too_long": "must be at most {max_length} characters",
+    "int_type": "must be a whole number", "int_from_float": "must be a whole number",
+    "float_type": "must be a number", "string_type": "must be a string", "bool_type": "must be true or false",
+    "list_type": "must be a list", "dict_type": "must be a mapping", "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping", "finite_number": "must be a finite number",
+    "literal_error": "must be {expected}",
+}
+
+
+def _phrase(error: dict) -> str:
+    template = _PHRASES.get(error["type"])
+    if template is None:
+        msg = error["msg"]
+        return (msg[0].lower() + msg[1:]).replace("input should be", "must be").replace("value error, ", "")
+    return template.format(**{k: v for k, v in (error.get("ctx") or {}).items()})
 
 
 def check(schema: type[BaseModel], data: Any, where: str, prefix: tuple = ()):
@@ -132,14 +149,3 @@ def check(schema: type[BaseModel], data: Any, where: str, prefix: tuple = ()):
         raise PlanError(error_line(exc, schema, where, prefix)) from None
     except RecursionError:
         raise PlanError(f"{where}: nested too deeply") from None
-
-
-def finite_number(text: str, what: str) -> float:
-    """A finite float from a text field of a CSV/JSON row; `PlanError` naming ``what`` otherwise."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError, OverflowError):
-        raise PlanError(f"{what}: expected a number, not {_value_text(text)}") from None
-    if not math.isfinite(value):
-        raise PlanError(f"{what}: expected a finite number, not {_value_text(text)}")
-    return value
