@@ -32,6 +32,10 @@ _NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
 # or ``100000000xH200`` is an error rather than a plan built on float overflow.
 MAX_TOKENS = 2**30          # 1,073,741,824 tokens (1024m)
 MAX_CHIPS = 1_000_000
+# Link rates: any rate a network link can have is valid; a link too slow to offload anything gives a
+# plan that offloads nothing (with a warning), never an error. 1 bit/s .. 1 Pbit/s.
+MIN_LINK_BPS = 1.0
+MAX_LINK_BPS = 1e15
 
 
 def parse_finite(text: str, what: str, minimum: float | None = None, positive: bool = False,
@@ -99,6 +103,10 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
             value *= 8.0
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"{what} {text!r}: expected a positive rate")
+    if value < MIN_LINK_BPS:
+        raise PlanError(f"{what} {text!r}: below {MIN_LINK_BPS:g} bit/s, not a network link (write 1k for 1 kbit/s)")
+    if value > MAX_LINK_BPS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_LINK_BPS / 1e12:g} Tbit/s")
     return value
 
 

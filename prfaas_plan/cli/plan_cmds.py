@@ -251,10 +251,6 @@ def size_cmd(
     plan = size(sc)
     if plan.best.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
-    if plan.best.p_remote < 1e-3 and plan.best.bounds["link"] < plan.best.bounds["remote_prefill"]:
-        raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
-                        f"limits offload to {plan.best.p_remote:.2%} of requests (local-only carries {plan.best.lambda_max:.3g} req/s); "
-                        f"use a larger --link or compare against homogeneous PD")
     sections = [Section("plan", f"PrfaaS-PD plan for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
                         [_plan_row("prfaas-pd", plan, sc)], SIZE_COLUMNS),
                 Section("stages", "Stage bounds at the optimum (system requests/s)", _stage_rows(plan),
@@ -292,6 +288,12 @@ def _warnings(plan, sc) -> list[str]:
     ev, perf = plan.best, plan.perf
     out = []
     util = ev.stage_utilization
+    if ev.layout.remote is not None and ev.p_remote < 1e-3 and ev.bounds["link"] <= ev.bounds["remote_prefill"]:
+        # Any positive link is a valid input (units.MIN_LINK_BPS is the floor: 1 bit/s); one too slow to carry
+        # offloaded KV gives a plan that offloads (almost) nothing, said here rather than refused.
+        out.append(f"WARNING: the {sc.link.bandwidth_bps / 1e9:g} Gbps link limits offload to {ev.p_remote:.2%} of "
+                   f"requests: this plan is in effect homogeneous PD on the local cluster; a larger --link "
+                   f"is needed for PrfaaS to help")
     if ev.layout.remote is not None and util["remote_prefill"] < 0.10:
         out.append(f"WARNING: the remote prefill cluster is only {util['remote_prefill']:.0%} utilized at the "
                    f"optimum ({ev.p_remote:.1%} of requests offloaded): it adds little here")

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._data import TRACES_DIR
 from ..errors import PlanError
+from ..units import MAX_TOKENS
 
 BUNDLED_TRACE = TRACES_DIR / "mooncake_conversation_trace.jsonl"
 """The Mooncake conversation trace shipped with the package (12,031 Kimi requests, Apache-2.0)."""
@@ -104,22 +105,28 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# A token count beyond the planner's length cap, a timestamp beyond 2^53 ms (exact in float64; 285,000
+# years) or a block id outside int64 is a corrupt line, not a request.
+MAX_TIMESTAMP_MS = 2**53
+INT64 = (-(2**63), 2**63 - 1)
+
+
 def _whole(value, path: Path, line: int, key: str, minimum: int) -> int:
-    """A JSON number that must be a whole number >= minimum."""
+    """A JSON number that must be a whole number of tokens in [minimum, MAX_TOKENS]."""
     ok = (isinstance(value, int) and not isinstance(value, bool)) or \
         (isinstance(value, float) and value.is_integer())
-    if not ok or value < minimum:
+    if not ok or not minimum <= value <= MAX_TOKENS:
         raise PlanError(f"{_where(path, line)}: {key} = {_short(value)}: expected a whole number of tokens "
-                        f">= {minimum}")
+                        f"from {minimum} to {MAX_TOKENS:,}")
     return int(value)
 
 
 def _timestamp(value, path: Path, line: int, previous: float | None) -> float:
     """A timestamp in ms (int or float >= 0, not earlier than the previous one) -> seconds."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_TIMESTAMP_MS
     if not ok:
         raise PlanError(f"{_where(path, line)}: timestamp = {_short(value)}: expected a time in "
-                        f"milliseconds >= 0")
+                        f"milliseconds from 0 to 2^53")
     seconds = value / 1000.0
     if previous is not None and seconds < previous:
         raise PlanError(f"{_where(path, line)}: timestamp {value} is earlier than the line before: expected "
@@ -168,9 +175,10 @@ def iter_mooncake(path: str | Path) -> Iterator[TraceRecord]:
                             f"{', '.join(JSONL_FIELDS)}")
         previous = _timestamp(obj["timestamp"], path, number, previous)
         hash_ids = obj["hash_ids"]
-        if not isinstance(hash_ids, list) or (hash_ids and set(map(type, hash_ids)) != {int}):
+        if not isinstance(hash_ids, list) or (hash_ids and (set(map(type, hash_ids)) != {int}
+                                                             or min(hash_ids) < INT64[0] or max(hash_ids) > INT64[1])):
             raise PlanError(f"{_where(path, number)}: hash_ids = {_short(hash_ids)}: expected a list of "
-                            f"integer block ids")
+                            f"integer block ids (64-bit)")
         seen = True
         yield TraceRecord(number, previous, _whole(obj["input_length"], path, number, "input_length", 1),
                           _whole(obj["output_length"], path, number, "output_length", 0), tuple(hash_ids))
@@ -180,7 +188,7 @@ def iter_mooncake(path: str | Path) -> Iterator[TraceRecord]:
 
 def _csv_int(text: str, path: Path, line: int, key: str, minimum: int) -> int:
     try:
-        value = float(text)
+        value = int(text) if text.strip().isdigit() else float(text)
     except ValueError:
         raise PlanError(f"{_where(path, line)}: {key} = {_short(text)}: expected a whole number of tokens "
                         f">= {minimum}") from None
