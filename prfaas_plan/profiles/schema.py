@@ -20,6 +20,17 @@ WINDOW_KINDS = kinds_with("window")        # KV capped at a window
 RECURRENT_KINDS = kinds_with("recurrent")  # fixed-size state per request
 
 
+# Caps on element counts in a profile: far beyond any published model, low enough that exact int64
+# arithmetic on them (KV bytes of a whole context, FLOPs) cannot overflow. Raise them here if a real
+# architecture ever needs more.
+MAX_LAYERS = 4096
+MAX_DIM = 1 << 20          # hidden size, head dims, ranks, FFN widths (1,048,576)
+MAX_HEADS = 1 << 16
+MAX_EXPERTS = 1 << 16
+MAX_VOCAB = 1 << 24
+MAX_CONTEXT = 1 << 30      # = units.MAX_TOKENS
+
+
 def dtype_bytes(name: str, where: str) -> float:
     """Bytes per element of a dtype name (``bf16`` -> 2); `PlanError` naming ``where`` if unknown."""
     try:

@@ -20,15 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import PlanError, closest_names
 
-# Caps on element counts in a profile: far beyond any published model, low enough that exact int64
-# arithmetic on them (KV bytes of a whole context, FLOPs) cannot overflow. Raise them here if a real
-# architecture ever needs more.
-MAX_LAYERS = 4096
-MAX_DIM = 1 << 20          # hidden size, head dims, ranks, FFN widths (1,048,576)
-MAX_HEADS = 1 << 16
-MAX_EXPERTS = 1 << 16
-MAX_VOCAB = 1 << 24
-MAX_CONTEXT = 1 << 30      # = units.MAX_TOKENS
+from .schema import MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_VOCAB  # noqa: F401
 
 PositiveInt = Annotated[int, Field(ge=1)]
 Count = Annotated[int, Field(ge=0)]
