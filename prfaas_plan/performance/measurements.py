@@ -85,7 +85,10 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
     for key in ("model", "instance", "len_tokens"):
         if not row.get(key):
             raise PlanError(f"{where}: missing column '{key}'")
-    model = get_model(row["model"]).name
+    try:
+        model = get_model(row["model"]).name
+    except PlanError as exc:
+        raise PlanError(f"{where}: {exc}") from None
     parse_instance(row["instance"], f"{where}: instance")
     if not row["len_tokens"].isdigit():
         raise PlanError(f"{where}: column 'len_tokens' must be a whole number of tokens, not {row['len_tokens']!r}")

@@ -2,9 +2,10 @@
 
 A kind is a stateless rule object; the numbers live in the profile's `AttentionGroup` (element counts,
 0-based layers). Every module that needs a per-kind figure asks ``group.rule`` instead of branching on
-the kind's name, so adding a kind is adding one class here and registering it (see `register`):
-``docs/extending.md`` walks through it. The formulas and their sources are in ``docs/methods.md``
-("KV and state bytes", "FLOPs"); counting conventions are in `prfaas_plan.arithmetic`.
+the kind's name, so adding a kind is adding one class and registering it (see `register`): declare
+its cache class and fields, override the rules that apply (the defaults are "none"), and profiles may
+name it; ``tests/test_kinds.py`` adds one that way. The formulas and their sources are in
+``docs/methods.md``; counting conventions are in `prfaas_plan.arithmetic`.
 
 Cache classes (``cache``):
 
@@ -314,13 +315,3 @@ def register(kind: type[AttentionKind]) -> type[AttentionKind]:
 
 for _kind in (GQA, MLA, SWA, KDA, GatedDeltaNet, Lightning):
     register(_kind)
-
-
-def kinds_with(cache: str) -> tuple[str, ...]:
-    """Names of the registered kinds of one cache class (``"growing"``, ``"window"``, ``"recurrent"``)."""
-    return tuple(name for name, kind in KINDS.items() if kind.cache == cache)
-
-
-def rule(name: str) -> AttentionKind:
-    """The rules of a registered kind (KeyError for an unknown name; profiles validate names first)."""
-    return KINDS[name]

@@ -24,42 +24,6 @@ from .schema import (
 )
 
 
-class _Fields:
-    """Typed access to one mapping of a profile, raising `PlanError` that names file and field."""
-
-    def __init__(self, data: Any, where: str):
-        if not isinstance(data, dict):
-            raise PlanError(f"{where}: expected a mapping")
-        self.data = data
-        self.where = where
-
-    def get(self, key: str, typ: type, default: Any = ..., minimum: float | None = None) -> Any:
-        if key not in self.data or self.data[key] is None:
-            if default is ...:
-                raise PlanError(f"{self.where}: missing field '{key}'")
-            return default
-        value = self.data[key]
-        try:
-            if typ is int:
-                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                    raise ValueError
-                value = int(value)
-            elif typ is float:
-                if isinstance(value, bool):
-                    raise ValueError
-                value = float(value)
-            elif typ is bool:
-                if not isinstance(value, bool):
-                    raise ValueError
-            elif typ is str:
-                value = str(value)
-        except (TypeError, ValueError):
-            raise PlanError(f"{self.where}: field '{key}' must be {typ.__name__}, not {value!r}") from None
-        if minimum is not None and value < minimum:
-            raise PlanError(f"{self.where}: field '{key}' must be >= {minimum}, not {value!r}")
-        return value
-
-
 @functools.cache
 def _model_schemas():
     """The pydantic schemas of a model profile (built on first use; see `validation`)."""
@@ -67,8 +31,8 @@ def _model_schemas():
 
     from pydantic import Field, StringConstraints
 
-    from .validation import (MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_LAYERS, MAX_VOCAB, Count,
-                             NonNegative, Strict)
+    from .schema import MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_LAYERS, MAX_VOCAB
+    from .validation import NonNegative, Strict
 
     Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
     OptDim = Annotated[int, Field(ge=0, le=MAX_DIM)]
@@ -274,43 +238,80 @@ def _check_magnitudes(m: ModelProfile) -> None:
                         "dimensions this large are not a real model (check num_kv_heads/head_dim/layers)")
 
 
+@functools.cache
+def _hardware_schema():
+    """The pydantic schema of a hardware profile (built on first use; see `validation`)."""
+    from typing import Literal
+
+    from pydantic import Field, StringConstraints
+
+    from .validation import Efficiency, NonNegative, Strict
+
+    def bounded(high: float, low_exclusive: bool = True):
+        return Annotated[float, Field(gt=0, le=high, allow_inf_nan=False)] if low_exclusive else \
+            Annotated[float, Field(ge=0, le=high, allow_inf_nan=False)]
+
+    Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+    Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
+
+    class PriceDoc(Strict):
+        purchase_usd: NonNegative
+        cloud_usd_per_hour: NonNegative
+        note: Text = "price indication"
+
+    class CalibrationDoc(Strict):
+        compute_efficiency: Efficiency
+        memory_efficiency: Efficiency
+        overhead_s: bounded(1e3, low_exclusive=False)
+        comm_efficiency: Efficiency = 0.8
+        source: Text
+
+    class HardwareDoc(Strict):
+        kind: Literal["hardware"] | None = None
+        name: Name
+        display_name: Name | None = None
+        aliases: Annotated[list[Name], Field(max_length=100)] = []
+        peak_tflops: Annotated[dict[Annotated[str, StringConstraints(to_lower=True)], bounded(1e6)],
+                               Field(min_length=1)]
+        hbm_gb: bounded(1e6)
+        hbm_tb_s: bounded(1e4)
+        scaleup_gb_s: bounded(1e6)
+        nic_gbps: bounded(1e6, low_exclusive=False) = 0.0
+        power_w: bounded(1e6, low_exclusive=False) = 0.0
+        price: PriceDoc | None = None
+        calibration: CalibrationDoc | None = None
+        sources: Annotated[dict[str, str], Field(min_length=1)]
+
+    return HardwareDoc
+
+
 def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
     """Validate a hardware profile mapping into a `HardwareProfile`."""
-    f = _Fields(data, path)
-    tf = _Fields(data.get("peak_tflops"), f"{path}: peak_tflops")
-    peak = {str(k).lower(): tf.get(k, float, minimum=0) for k in tf.data}
-    if "bf16" not in peak:
+    from .validation import check
+
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping")
+    doc = check(_hardware_schema(), data, path)
+    for dtype in doc.peak_tflops:
+        if dtype not in DTYPE_BYTES:
+            raise PlanError(f"{path}: peak_tflops: unknown dtype {dtype!r}; {closest_names(dtype, DTYPE_BYTES)}")
+    if "bf16" not in doc.peak_tflops:
         raise PlanError(f"{path}: peak_tflops: missing field 'bf16'")
-    price = None
-    if data.get("price"):
-        p = _Fields(data["price"], f"{path}: price")
-        price = Price(p.get("purchase_usd", float, minimum=0), p.get("cloud_usd_per_hour", float, minimum=0),
-                      p.get("note", str, "price indication"))
-    calibration = None
-    if data.get("calibration"):
-        c = _Fields(data["calibration"], f"{path}: calibration")
-        calibration = Calibration(
-            compute_efficiency=c.get("compute_efficiency", float, minimum=0),
-            memory_efficiency=c.get("memory_efficiency", float, minimum=0),
-            overhead_s=c.get("overhead_s", float, minimum=0),
-            comm_efficiency=c.get("comm_efficiency", float, 0.8, minimum=0),
-            source=c.get("source", str),
-        )
-    sources = data.get("sources", {})
-    if not isinstance(sources, dict) or not sources:
-        raise PlanError(f"{path}: missing field 'sources' (where every number comes from)")
+    price = Price(doc.price.purchase_usd, doc.price.cloud_usd_per_hour, doc.price.note) if doc.price else None
+    calibration = Calibration(**doc.calibration.model_dump()) if doc.calibration else None
+    name = doc.name.lower()
     return HardwareProfile(
-        name=f.get("name", str).lower(),
-        display_name=f.get("display_name", str, f.get("name", str)),
-        peak_tflops=peak,
-        hbm_gb=f.get("hbm_gb", float, minimum=0.001),
-        hbm_tb_s=f.get("hbm_tb_s", float, minimum=0.001),
-        scaleup_gb_s=f.get("scaleup_gb_s", float, minimum=0.001),
-        nic_gbps=f.get("nic_gbps", float, 0.0, minimum=0),
-        power_w=f.get("power_w", float, 0.0, minimum=0),
+        name=name,
+        display_name=doc.display_name or doc.name,
+        peak_tflops=dict(doc.peak_tflops),
+        hbm_gb=doc.hbm_gb,
+        hbm_tb_s=doc.hbm_tb_s,
+        scaleup_gb_s=doc.scaleup_gb_s,
+        nic_gbps=doc.nic_gbps,
+        power_w=doc.power_w,
         price=price,
         calibration=calibration,
-        aliases=tuple(str(a).lower() for a in data.get("aliases", []) or []),
-        sources={str(k): str(v) for k, v in sources.items()},
+        aliases=tuple(a.lower() for a in doc.aliases),
+        sources=dict(doc.sources),
         path=path,
     )

@@ -11,13 +11,7 @@ from ..errors import PlanError
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "mxfp4": 0.5, "int4": 0.5}
 
-from .kinds import KINDS, AttentionKind, kinds_with
-
-# Kept for callers that list kinds by cache class; the registry in `kinds` is the source of truth.
-ATTENTION_KINDS = tuple(KINDS)
-GROWING_KINDS = kinds_with("growing")      # block-level KV that grows with the prompt
-WINDOW_KINDS = kinds_with("window")        # KV capped at a window
-RECURRENT_KINDS = kinds_with("recurrent")  # fixed-size state per request
+from .kinds import KINDS, AttentionKind
 
 
 # Caps on element counts in a profile: far beyond any published model, low enough that exact int64
@@ -25,7 +19,6 @@ RECURRENT_KINDS = kinds_with("recurrent")  # fixed-size state per request
 # architecture ever needs more.
 MAX_LAYERS = 4096
 MAX_DIM = 1 << 20          # hidden size, head dims, ranks, FFN widths (1,048,576)
-MAX_HEADS = 1 << 16
 MAX_EXPERTS = 1 << 16
 MAX_VOCAB = 1 << 24
 MAX_CONTEXT = 1 << 30      # = units.MAX_TOKENS

@@ -7,12 +7,14 @@ a model on a mapping and turns the first `pydantic.ValidationError` into a `Plan
 file, the key path and the offending value, in one line — pydantic's own multi-line text never
 reaches the user.
 
-Import cost: pydantic itself is already loaded by typer at start-up; the schema classes are built the
-first time a file of their kind is read (`functools.cache` on their factories).
+Import cost: this module (and with it ``pydantic.main``) is imported only when a file is validated, and
+the schema classes are built the first time a file of their kind is read (`functools.cache` on their
+factories); the start-up cost is measured by ``benchmarks/bench_cli.py``.
 """
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Annotated, Any
 
@@ -20,12 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import PlanError, closest_names
 
-from .schema import MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_VOCAB  # noqa: F401
-
-PositiveInt = Annotated[int, Field(ge=1)]
-Count = Annotated[int, Field(ge=0)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
@@ -51,53 +47,60 @@ def _loc_text(loc: tuple) -> str:
     return out
 
 
-def _known_keys(schema: type[BaseModel], loc: tuple) -> list[str]:
-    """Field names of the mapping at ``loc`` (a key path into ``schema``), for a did-you-mean hint."""
+def _strip(annotation: Any) -> Any:
+    """``Annotated[X, ...]`` -> X and ``X | None`` -> X; other annotations unchanged."""
+    while True:
+        if typing.get_origin(annotation) is Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        args = typing.get_args(annotation)
+        if _is_union(annotation) and type(None) in args:
+            rest = [a for a in args if a is not type(None)]
+            if len(rest) == 1:
+                annotation = rest[0]
+                continue
+        return annotation
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _walk(schema: type[BaseModel], loc: tuple) -> tuple[tuple, Any]:
+    """The user's key path for pydantic's ``loc`` (without the tags pydantic inserts for the members of
+    a union, such as ``'list[int]'`` or ``'LayerRange'``), and the annotation found at its end."""
+    clean: list = []
     current: Any = schema
     for part in loc:
+        current = _strip(current)
+        if _is_union(current):  # this part names the union member that failed: not a key of the file
+            members = [a for a in typing.get_args(current) if a is not type(None)]
+            current = next((m for m in members if getattr(_strip(m), "__name__", None) == part), None)
+            continue
+        clean.append(part)
         if isinstance(current, type) and issubclass(current, BaseModel):
-            if isinstance(part, int) or part not in current.model_fields:
-                return []
-            current = current.model_fields[part].annotation
+            field = current.model_fields.get(part) if isinstance(part, str) else None
+            current = field.annotation if field is not None else None
+        elif typing.get_origin(current) is list:
+            current = typing.get_args(current)[0]
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
         else:
-            if isinstance(part, str) and not isinstance(current, type):
-                # a union member name pydantic puts in the path (e.g. 'LayerRange')
-                for arg in typing.get_args(current):
-                    if getattr(arg, "__name__", None) == part:
-                        current = arg
-                        break
-                else:
-                    return []
-                continue
-            args = [a for a in typing.get_args(current) if a is not type(None)]
-            current = args[-1] if args else None
-    while not (isinstance(current, type) and issubclass(current, BaseModel)):
-        args = [a for a in typing.get_args(current) if a is not type(None)]
-        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-        if models:
-            current = models[0]
-        elif args:
-            current = args[-1]
-        else:
-            return []
-    return [f.alias or name for name, f in current.model_fields.items()]
-
-
-def _union_branch(loc: tuple) -> tuple:
-    """Drop the names pydantic inserts for union members (``'list[int]'``, ``'LayerRange'``)."""
-    return tuple(p for p in loc if isinstance(p, int) or not (p[:1].isupper() or "[" in p or p in
-                                                            ("str", "int", "float", "bool", "function-after")))
+            current = None
+    return tuple(clean), _strip(current)
 
 
 def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix: tuple = ()) -> str:
     """One line for the first problem pydantic found: ``FILE: KEY: PROBLEM, not VALUE``."""
     errors = exc.errors(include_url=False)
     first = errors[0]
-    raw_loc = tuple(first["loc"])
-    loc = prefix + _union_branch(raw_loc)
+    loc_in_schema, _ = _walk(schema, tuple(first["loc"]))
+    loc = prefix + loc_in_schema
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     if first["type"] == "extra_forbidden":
-        known = _known_keys(schema, _union_branch(raw_loc)[:-1])
+        _, parent_schema = _walk(schema, loc_in_schema[:-1])
+        known = (list(parent_schema.model_fields) if isinstance(parent_schema, type)
+                 and issubclass(parent_schema, BaseModel) else [])
         key = str(loc[-1])
         parent = _loc_text(loc[:-1])
         under = f" under {parent}" if parent else ""
@@ -105,7 +108,7 @@ def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix
         return f"{where}: unknown key {key!r}{under}{hint}{more}"
     if first["type"] == "missing":
         missing = [e for e in errors if e["type"] == "missing"]
-        names = ", ".join(repr(_loc_text(prefix + _union_branch(tuple(e["loc"])))) for e in missing)
+        names = ", ".join(repr(_loc_text(prefix + _walk(schema, tuple(e["loc"]))[0])) for e in missing)
         rest = len(errors) - len(missing)
         more = f" (and {rest} more problem{'s' if rest > 1 else ''})" if rest else ""
         return f"{where}: missing field{'s' if len(missing) > 1 else ''} {names}{more}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
