@@ -1,8 +1,10 @@
-"""The one exception type that reaches the user as a single line.
+"""The exception types that reach the user as a single line.
 
 Anything that is the user's fault (bad flag, unknown profile, malformed file, infeasible target) raises
-`PlanError`; the CLI prints ``error: <message>`` to stderr and exits with code 2. Any other exception is
-a bug in prfaas-plan.
+`PlanError`; the CLI prints ``error: <message>`` to stderr and exits with code 2. A result that fails
+prfaas-plan's own cross-checks (an optimizer disagreeing with its bound, a solver failing inside)
+raises `InternalError`: ``internal error: <message>`` and exit code 3, so a wrong number is never
+printed as an answer. Any other exception is a bug in prfaas-plan.
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ class PlanError(Exception):
     """A user-facing error: the message is one line naming the input and what was expected."""
 
     exit_code = 2
+
+
+class InternalError(Exception):
+    """prfaas-plan's own check failed: the message names the check, the figures and (for a solver
+    failure) the solver's status. Not the user's fault; exit code 3."""
+
+    exit_code = 3
 
 
 def closest_names(name: str, candidates: Iterable[str], n: int = 3) -> str:

@@ -1,33 +1,43 @@
-"""The general formulation: per-length-bin routing and instance counts as a linear program (cvxpy).
+"""The general formulation: per-length-bin routing and instance counts as linear programs (HiGHS).
 
-Variables: for each length bin ``b`` the request rates ``r_b`` prefilled remotely and ``s_b`` locally
-(requests/s, ``r_b + s_b = Lambda * w_b``), the system rate ``Lambda``, and optionally the instance
-counts and the link bandwidth. Constraints are the stage capacities of `prfaas_plan.analytic.throughput` in the
-distribution-exact mode (bin costs are the exact expectations of prefill time and KV bytes within
-each bin). Three problems share them:
+Variables: for each length bin ``b`` the request rate ``r_b`` prefilled remotely (requests/s; the
+rest of the bin, ``Lambda * w_b - r_b``, is prefilled locally), the system rate ``Lambda``, and
+optionally the instance counts. Constraints are the stage capacities of
+`prfaas_plan.analytic.throughput` in the distribution-exact mode (bin costs are the exact
+expectations of prefill time and KV bytes within each bin). Three problems share them:
 
 - `max_throughput`: fixed hardware, maximize ``Lambda`` (the local prefill/decode split may be a
-  variable, integer by a mixed-integer solve with HiGHS);
+  variable, integer by a mixed-integer solve);
 - `min_cost`: a target rate, minimize the hardware price (integer counts);
 - `min_link`: the smallest link goodput keeping ``Lambda`` within a fraction of its optimum.
 
-Each reports whether the optimal routing is a pure threshold (remote fraction non-decreasing in
+Every capacity row is written as a *utilization* (load / capacity <= 1, or instance-seconds per second
+against an instance count), so all coefficients are of order one. Written in raw units the link row
+holds bits (1e8-1e10 per request) against a goodput of ~1e9 bit/s: HiGHS's absolute feasibility
+tolerance (1e-6) is then 1e-15 of the row, the MIP rejects its own optimum over rounding noise and
+ends "optimal" at the trivial zero (docs/methods.md, section 4). The programs are solved by HiGHS
+through `scipy.optimize.milp`, whose ``disp`` option keeps the solver silent.
+
+Each result says whether the optimal routing is a pure threshold (remote fraction non-decreasing in
 length, at most one split bin), which tests the paper's threshold policy.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import arithmetic as A
-from ..errors import PlanError
+from ..errors import InternalError, PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs
+
+MIP_TIME_LIMIT_S = 3.0      # integer solves stop here and report the best answer with its proven gap
+MIP_REL_GAP = 1e-4          # HiGHS's default relative optimality gap for integer programs
+MIP_MAX_SITES = 8           # larger layouts stop at the priced rounding and its proven gap
 
 
 @dataclass(frozen=True)
@@ -60,13 +70,17 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     nb = labels[-1] + 1
     weight = np.bincount(labels, w, nb)
     keep = weight > 0
-    agg = lambda v: (np.bincount(labels, w * v, nb)[keep] / weight[keep])  # noqa: E731
+    agg = lambda v: (np.bincount(labels, w * v, nb)[keep] / weight[keep])
     return Bins(agg(l), weight[keep], agg(t_remote), agg(t_local), agg(kv))
 
 
 @dataclass(frozen=True)
 class LPResult:
-    """Solution of one of the programs. Rates in requests/s, counts in instances, link in bit/s."""
+    """Solution of one of the programs. Rates in requests/s, counts in instances, link in bit/s.
+
+    ``bound_rps`` is a proven upper bound on the optimum of `max_throughput` (the solver's dual bound,
+    equal to ``lambda_rps`` for a continuous program); ``gap`` is ``1 - lambda_rps / bound_rps``.
+    """
 
     status: str
     lambda_rps: float
@@ -82,6 +96,18 @@ class LPResult:
     egress_bps: float = 0.0           # mean KV traffic over the link at lambda_rps, bit/s
     reference_rps: float = float("nan")  # min_link: the unconstrained-link optimum it keeps a share of
     sites: tuple = ()                 # per-site results of a multi-site layout
+    bound_rps: float = float("nan")
+    gap: float = 0.0
+    method: str = ""                  # how the integer answer was reached (for the report)
+    routed_rps: np.ndarray = field(default_factory=lambda: np.zeros(0))  # r_b, requests/s per bin
+
+
+class _Solved(NamedTuple):
+    x: np.ndarray | None      # None when HiGHS ended without a solution
+    value: float
+    bound: float              # proven bound on the optimum (the value itself for a continuous program)
+    status: str
+    duals: np.ndarray         # continuous programs: d(value)/d(upper side) per row (nan elsewhere)
 
 
 def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol: float = 1e-4):
@@ -100,112 +126,271 @@ def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol
     return True, float(lengths[first - 1]) if first > 0 else 0.0
 
 
-@contextmanager
-def _quiet_stdout():
-    """HiGHS prints a banner from C++ straight to file descriptor 1; keep it out of our reports."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
+# ----------------------------------------------------------------------------------------------------
+# A small sparse program builder over scipy.optimize.milp (HiGHS)
 
 
-def _solve(problem) -> str:
-    """Solve with HiGHS and return cvxpy's status; ``solver_failed`` when HiGHS ends without any
-    solution (status unknown, e.g. on absurd magnitudes), so callers report it as they do infeasibility."""
-    import cvxpy as cp
+class _Program:
+    """Variables with bounds and integrality, sparse rows ``lo <= a.x <= hi``, one linear objective."""
 
-    try:
-        with _quiet_stdout():
-            problem.solve(solver=cp.HIGHS)
-    except cp.error.SolverError as exc:  # pragma: no cover - solver installation problem
-        raise PlanError(f"LP solver failed: {exc}") from None
-    except ValueError as exc:  # cvxpy cannot unpack a solution HiGHS did not produce
-        if "invalid solution" not in str(exc):
-            raise
-        return "solver_failed"
-    return problem.status
+    def __init__(self) -> None:
+        self.lb: list[np.ndarray] = []
+        self.ub: list[np.ndarray] = []
+        self.integer: list[np.ndarray] = []
+        self.n = 0
+        self.rows: list[tuple[np.ndarray, np.ndarray, float, float]] = []
+
+    def var(self, size: int = 1, lb: float = 0.0, ub: float = math.inf, integer: bool = False) -> np.ndarray:
+        idx = np.arange(self.n, self.n + size)
+        self.n += size
+        self.lb.append(np.full(size, lb, dtype=float))
+        self.ub.append(np.full(size, ub, dtype=float))
+        self.integer.append(np.full(size, int(integer)))
+        return idx
+
+    def bound(self, idx, lb=None, ub=None) -> None:
+        """Tighten variable bounds (after all variables are declared)."""
+        lbs, ubs = np.concatenate(self.lb), np.concatenate(self.ub)
+        if lb is not None:
+            lbs[idx] = lb
+        if ub is not None:
+            ubs[idx] = ub
+        self.lb, self.ub = [lbs], [ubs]
+
+    def row(self, idx, coef, lo: float = -math.inf, hi: float = math.inf) -> None:
+        self.rows.append((np.asarray(idx, dtype=int).ravel(), np.asarray(coef, dtype=float).ravel(), lo, hi))
+
+    def solve(self, objective: list, maximize: bool, time_limit_s: float | None = None,
+              mip_rel_gap: float = MIP_REL_GAP) -> _Solved:
+        """Solve for ``objective``, a list of (variable indices, coefficients), with HiGHS: a
+        continuous program through `scipy.optimize.linprog` (which gives the rows' duals), an integer
+        one through `scipy.optimize.milp`; both silent (scipy's ``disp`` defaults to off)."""
+        from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+        from scipy.sparse import csr_matrix, vstack
+
+        sign = -1.0 if maximize else 1.0
+        c = np.zeros(self.n)
+        for idx, coef in objective:
+            c[idx] += sign * coef
+        lo = np.array([r[2] for r in self.rows])
+        hi = np.array([r[3] for r in self.rows])
+        indptr = np.concatenate([[0], np.cumsum([len(r[0]) for r in self.rows])])
+        a = csr_matrix((np.concatenate([r[1] for r in self.rows]), np.concatenate([r[0] for r in self.rows]),
+                        indptr), shape=(len(self.rows), self.n))
+        lb, ub = np.concatenate(self.lb), np.concatenate(self.ub)
+        integrality = np.concatenate(self.integer)
+        duals = np.full(len(self.rows), np.nan)
+        if integrality.any():
+            options = {"disp": False, "mip_rel_gap": mip_rel_gap}
+            if time_limit_s is not None:
+                options["time_limit"] = time_limit_s
+            res = milp(c, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(a, lo, hi),
+                       options=options)
+        else:
+            eq = lo == hi
+            upper = ~eq & np.isfinite(hi)
+            lower = ~eq & np.isfinite(lo)
+            a_ub = vstack([a[upper], -a[lower]]).tocsr()
+            b_ub = np.concatenate([hi[upper], -lo[lower]])
+            res = linprog(c, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
+                          A_eq=a[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
+                          bounds=np.column_stack([lb, ub]), method="highs")
+            if res.x is not None and upper.any():
+                duals[np.flatnonzero(upper)] = sign * np.asarray(res.ineqlin.marginals)[:int(upper.sum())]
+        status = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded"}.get(res.status, "solver_failed")
+        if res.x is None:
+            return _Solved(None, math.nan, math.nan, status, duals)
+        value = sign * float(res.fun)
+        bound = getattr(res, "mip_dual_bound", None) if integrality.any() else None
+        bound = value if bound is None else sign * float(bound)
+        return _Solved(np.asarray(res.x), value, bound, status, duals)
 
 
-def _common(bins: Bins):
-    import cvxpy as cp
+def _no_solution(what: str, status: str) -> InternalError:
+    return InternalError(f"{what}: HiGHS ended without a solution (status {status}) on a program that "
+                         "always has one")
 
+
+# ----------------------------------------------------------------------------------------------------
+# The programs
+
+
+@dataclass(frozen=True)
+class _SiteVars:
+    lam: int
+    r: np.ndarray
+    n_p: int | None        # index of the split variable, None when the split is fixed
+    bins: Bins
+    n_total: int
+    n_prefill: float       # fixed split (when n_p is None)
+    goodput_bps: float
+
+
+def _site_rows(prog: _Program, bins: Bins, dec_rps: float, n_total: int, goodput_bps: float, remote: bool,
+               n_p_var: int | None, n_prefill_fixed: float, threshold: float | None) -> tuple[int, np.ndarray]:
+    """Rows of one PD site; returns (lambda index, r indices). Local prefill is in instance-seconds per
+    second against the prefill count, decode as a share of the decode pool, the link as a share of
+    its goodput (``goodput_bps`` inf: no link row, 0 or no ``remote``: nothing routed remotely)."""
     nb = len(bins.weight)
-    lam = cp.Variable(nonneg=True)
-    r = cp.Variable(nb, nonneg=True)
-    s = cp.Variable(nb, nonneg=True)
-    cons = [r + s == lam * bins.weight]
-    return lam, r, s, cons
+    lam = int(prog.var()[0])
+    r = prog.var(nb)
+    for b in range(nb):  # the remote share of a bin is at most the bin: r_b <= Lambda * w_b
+        prog.row([r[b], lam], [1.0, -bins.weight[b]], hi=0.0)
+    # local prefill: sum_b T_l,b (Lambda w_b - r_b) <= N_p
+    local_idx = [lam, *r]
+    local_coef = [float(bins.local_s @ bins.weight), *(-bins.local_s)]
+    if n_p_var is None:
+        prog.row(local_idx, local_coef, hi=n_prefill_fixed)
+    else:
+        prog.row(local_idx + [n_p_var], local_coef + [-1.0], hi=0.0)
+    # decode: Lambda / (decode req/s per instance) + N_p <= N_total
+    if n_p_var is None:
+        prog.row([lam], [1.0 / dec_rps], hi=n_total - n_prefill_fixed)
+    else:
+        prog.row([lam, n_p_var], [1.0 / dec_rps, 1.0], hi=float(n_total))
+    if not remote or goodput_bps <= 0:
+        prog.bound(r, ub=0.0)
+    elif math.isfinite(goodput_bps):
+        prog.row(r, bins.kv_bytes * 8.0 / goodput_bps, hi=1.0)
+    if threshold is not None:  # a pinned threshold routes by length, not by the program
+        short = np.flatnonzero(bins.length <= threshold)
+        prog.bound(r[short], ub=0.0)
+        for b in np.flatnonzero(bins.length > threshold):
+            prog.row([r[b], lam], [1.0, -bins.weight[b]], lo=0.0, hi=0.0)
+    return lam, r
+
+
+def _remote_rows(prog: _Program, site_vars, n_remote: int) -> None:
+    """The remote prefill site shared by every PD site, as a utilization: sum T_r,b r_b / N_r <= 1."""
+    idx = [v.r for v in site_vars]
+    coef = [np.where(np.isfinite(v.bins.remote_s), v.bins.remote_s, 0.0) / n_remote for v in site_vars]
+    prog.row(np.concatenate(idx), np.concatenate(coef), hi=1.0)
+
+
+def _build_max(layout: Layout, bins, perf: PerfInputs, free_split: bool, integer: bool, fixed_splits=None):
+    prog = _Program()
+    n_r = layout.remote.instances if layout.remote is not None else 0
+    site_vars = []
+    for i, site in enumerate(layout.pd_sites):
+        b = bins[site.name] if isinstance(bins, dict) else bins
+        dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
+        goodput = site.link.goodput_bps if site.link is not None else 0.0
+        n_p = None
+        fixed = site.prefill if fixed_splits is None else fixed_splits[i]
+        if free_split and fixed_splits is None:
+            n_p = int(prog.var(1, 0.0, float(site.instances), integer=integer)[0])
+        lam, r = _site_rows(prog, b, dec_rps, site.instances, goodput, n_r > 0, n_p, fixed, layout.threshold)
+        site_vars.append(_SiteVars(lam, r, n_p, b, site.instances, fixed, goodput))
+    remote_row = None
+    if n_r > 0:
+        _remote_rows(prog, site_vars, n_r)
+        remote_row = len(prog.rows) - 1
+    return prog, site_vars, remote_row
+
+
+def _site_result(x, v: _SiteVars, n_remote, status) -> LPResult:
+    lam = float(x[v.lam])
+    r = np.clip(x[v.r], 0.0, None)
+    n_p = float(np.round(x[v.n_p], 9)) if v.n_p is not None else float(v.n_prefill)
+    frac = np.divide(r, lam * v.bins.weight, out=np.zeros_like(r), where=lam * v.bins.weight > 0)
+    is_t, t = _threshold_shape(frac, v.bins.length, v.bins.weight)
+    egress = float((v.bins.kv_bytes * 8.0) @ r)
+    return LPResult(status, lam, frac, v.bins.length, float(n_remote), n_p, v.n_total - n_p, v.goodput_bps, 0.0,
+                    is_t, t, egress, routed_rps=r)
+
+
+def _solve_max(layout, bins, perf, free_split, integer, fixed_splits=None, time_limit_s=None):
+    """Solve `_build_max`; returns (site results, total rate, proven bound, status, remote price), the
+    price being the value (req/s) of the whole remote site's capacity at the margin (continuous only)."""
+    prog, site_vars, remote_row = _build_max(layout, bins, perf, free_split, integer, fixed_splits)
+    sol = prog.solve([([v.lam for v in site_vars], 1.0)], True, time_limit_s)
+    if sol.x is None:
+        raise _no_solution(f"layout {layout.name!r}: throughput program", sol.status)
+    n_r = layout.remote.instances if layout.remote is not None else 0
+    sites = tuple(_site_result(sol.x, v, n_r, sol.status) for v in site_vars)
+    price = float(sol.duals[remote_row]) if remote_row is not None and np.isfinite(sol.duals[remote_row]) else 0.0
+    return sites, sol.value, sol.bound, sol.status, max(price, 0.0)
+
+
+def _lagrangian_splits(layout: Layout, bins, perf: PerfInputs, relaxed: tuple, price: float):
+    """Integer splits and a proven bound from the relaxation's price on the shared remote site.
+
+    With the remote row priced at ``price`` (req/s per unit of remote utilization) the sites separate:
+    site ``i`` maximizes ``Lambda_i - price * U_i`` (``U_i`` its share of the remote site's capacity)
+    for its own split. That value is concave in the split (an LP's optimum in its right-hand side) and
+    the relaxation's split maximizes it, so the best integer split is the relaxed one rounded down or
+    up. Returns (splits, bound) with ``bound = price + sum_i max(...)`` >= the integer optimum (weak
+    duality)."""
+    n_r = layout.remote.instances if layout.remote is not None else 0
+    splits, bound = [], price if n_r > 0 else 0.0
+    for site, rs in zip(layout.pd_sites, relaxed):
+        b = bins[site.name] if isinstance(bins, dict) else bins
+        dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
+        remote_s = np.where(np.isfinite(b.remote_s), b.remote_s, 0.0)
+        goodput = site.link.goodput_bps if site.link is not None else 0.0
+        lo, hi = math.floor(rs.n_prefill + 1e-9), math.ceil(rs.n_prefill - 1e-9)
+        best = (-math.inf, lo)
+        for n_p in sorted({lo, hi}):
+            prog = _Program()
+            lam, r = _site_rows(prog, b, dec_rps, site.instances, goodput, n_r > 0, None, float(n_p),
+                                layout.threshold)
+            objective = [(lam, 1.0)] + ([(r, -price * remote_s / n_r)] if n_r > 0 else [])
+            sol = prog.solve(objective, True)
+            if sol.x is None:
+                raise _no_solution(f"layout {layout.name!r}: site {site.name!r} split", sol.status)
+            best = max(best, (sol.value, n_p))
+        bound += best[0]
+        splits.append(best[1])
+    return splits, bound
 
 
 def max_throughput(layout: Layout, bins: Bins | dict[str, Bins], perf: PerfInputs, free_split: bool = True,
-                   integer: bool = True) -> LPResult:
+                   integer: bool = True, time_limit_s: float = MIP_TIME_LIMIT_S,
+                   mip_max_sites: int = MIP_MAX_SITES) -> LPResult:
     """Maximize the total rate over the layout's PD sites (several sites share the remote prefill site,
     each over its own link); each site's local split is a variable when ``free_split``.
 
     ``bins`` may be one `Bins` (every site alike) or one per site name (sites with different chips).
     The result's top-level fields describe the first site plus the total rate; ``sites`` has one
     result per site.
+
+    With integer splits: the continuous relaxation (an upper bound and a price on the remote site),
+    integer splits and a Lagrangian bound from that price (`_lagrangian_splits`), the routing of those
+    splits (a feasible answer); then, for layouts of at most ``mip_max_sites`` sites whose gap is still
+    open, the mixed-integer program within ``time_limit_s``. The best feasible answer is returned with
+    ``bound_rps`` the tightest proven bound. An integer answer above a bound, or a MIP reported optimal
+    below the feasible answer, is an `InternalError`.
     """
-    import cvxpy as cp
-
-    n_r = layout.remote.instances if layout.remote is not None else 0
-    remote_load = 0
-    cons: list = []
-    per_site = []
-    for site in layout.pd_sites:
-        b = bins[site.name] if isinstance(bins, dict) else bins
-        dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-        lam, r, s, site_cons = _common(b)
-        cons += site_cons
-        goodput = site.link.goodput_bps if site.link is not None else 0.0
-        if free_split:
-            n_p = cp.Variable(integer=integer, nonneg=True)
-            cons.append(n_p <= site.instances)
-        else:
-            n_p = site.prefill
-        n_d = site.instances - n_p
-        if n_r == 0 or goodput == 0:
-            cons.append(r == 0)
-        else:
-            remote_load = remote_load + np.where(np.isfinite(b.remote_s), b.remote_s, 0.0) @ r
-            cons.append((b.kv_bytes * 8.0) @ r <= goodput)
-        cons += [b.local_s @ s <= n_p, lam <= n_d * dec_rps]
-        if layout.threshold is not None:  # a pinned threshold routes by length, not by the program
-            remote_bins = b.length > layout.threshold
-            if remote_bins.any():
-                cons.append(s[np.flatnonzero(remote_bins)] == 0)
-            if (~remote_bins).any():
-                cons.append(r[np.flatnonzero(~remote_bins)] == 0)
-        per_site.append((lam, r, b, n_p, n_d, goodput))
-    if n_r > 0 and not isinstance(remote_load, int):
-        cons.append(remote_load <= n_r)
-    total = sum(p[0] for p in per_site)
-    prob = cp.Problem(cp.Maximize(total), cons)
-    status = _solve(prob)
-    if status not in ("optimal", "optimal_inaccurate"):
-        raise PlanError(f"layout {layout.name!r}: no feasible routing ({status})")
-    sites = tuple(_result(status, lam, r, b, n_r, n_p, n_d, g, 0.0) for lam, r, b, n_p, n_d, g in per_site)
-    return replace(sites[0], lambda_rps=_value(total), sites=sites)
-
-
-def _value(v) -> float:
-    return float(v.value) if hasattr(v, "value") else float(v)
-
-
-def _result(status, lam, r, bins, n_r, n_p, n_d, goodput, cost) -> LPResult:
-    lam_v = _value(lam)
-    x = np.divide(np.asarray(r.value, dtype=float), lam_v * bins.weight,
-                  out=np.zeros_like(bins.weight), where=lam_v * bins.weight > 0)
-    is_t, t = _threshold_shape(x, bins.length, bins.weight)
-    egress = float((bins.kv_bytes * 8.0) @ np.asarray(r.value, dtype=float))
-    return LPResult(status, lam_v, x, bins.length, _value(n_r), _value(n_p), _value(n_d), _value(goodput),
-                    _value(cost), is_t, t, egress)
+    what = f"layout {layout.name!r}"
+    relaxed, relaxed_value, _, _, price = _solve_max(layout, bins, perf, free_split, False)
+    if not (free_split and integer):
+        return replace(relaxed[0], lambda_rps=relaxed_value, sites=relaxed, bound_rps=relaxed_value, gap=0.0,
+                       method="linear program")
+    splits, lagrangian = _lagrangian_splits(layout, bins, perf, relaxed, price)
+    sites, value, _, _, _ = _solve_max(layout, bins, perf, True, True, splits)
+    tol = 1e-6 * max(relaxed_value, 1.0)
+    bound = min(relaxed_value, lagrangian)
+    method = "relaxation, priced rounding and its routing (linear programs, HiGHS)"
+    if value > bound + tol:
+        raise InternalError(f"{what}: a feasible plan ({value:.6g} req/s) exceeds the proven bound ({bound:.6g} "
+                            f"req/s: relaxation {relaxed_value:.6g}, Lagrangian {lagrangian:.6g})")
+    if 1.0 - value / max(bound, 1e-300) > MIP_REL_GAP and len(layout.pd_sites) <= mip_max_sites:
+        mip_sites, mip_value, mip_bound, status, _ = _solve_max(layout, bins, perf, True, True,
+                                                                time_limit_s=time_limit_s)
+        if mip_value > bound + tol:
+            raise InternalError(f"{what}: the integer program ({mip_value:.6g} req/s) exceeds the proven bound "
+                                f"({bound:.6g} req/s)")
+        if status == "optimal" and mip_value < value - tol:
+            raise InternalError(f"{what}: HiGHS reports an optimal integer plan of {mip_value:.6g} req/s below a "
+                                f"feasible {value:.6g} req/s")
+        if mip_value > value:
+            sites, value = mip_sites, mip_value
+            method = "mixed-integer program (HiGHS)" + (" at its time limit" if status == "time_limit" else "")
+        if math.isfinite(mip_bound):
+            bound = min(bound, mip_bound)
+    bound = max(bound, value)
+    gap = 1.0 - value / bound if bound > 0 else 0.0
+    return replace(sites[0], lambda_rps=value, sites=sites, bound_rps=bound, gap=gap, method=method)
 
 
 def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, remote_price: float,
@@ -213,68 +398,71 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
     """Cheapest integer counts (remote instances, local prefill, local decode) serving ``target_rps``.
 
     Prices are per instance (any unit, e.g. USD); ``max_*`` cap the counts (None: uncapped).
+    Costs are optimized in units of one local instance's price so the objective is of order one.
     """
-    import cvxpy as cp
-
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-    lam, r, s, cons = _common(bins)
-    cons.append(lam == target_rps)
-    n_r = cp.Variable(integer=True, nonneg=True)
-    n_p = cp.Variable(integer=True, nonneg=True)
-    n_d = cp.Variable(integer=True, nonneg=True)
+    nb = len(bins.weight)
+    prog = _Program()
+    r = prog.var(nb)
+    n_r = int(prog.var(1, 0.0, math.inf if max_remote is None else float(max_remote), integer=True)[0])
+    n_p = int(prog.var(1, integer=True)[0])
+    n_d = int(prog.var(1, integer=True)[0])
     goodput = site.link.goodput_bps if site.link is not None else 0.0
-    remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
+    prog.bound(r, ub=bins.weight * target_rps)      # the remote share of a bin is at most the bin
     if layout.remote is None or goodput == 0:
-        cons += [r == 0, n_r == 0]
+        prog.bound(r, ub=0.0)
+        prog.bound([n_r], ub=0.0)
     else:
-        cons += [remote_s @ r <= n_r, (bins.kv_bytes * 8.0) @ r <= goodput]
-    cons += [bins.local_s @ s <= n_p, target_rps <= n_d * dec_rps]
-    if max_remote is not None:
-        cons.append(n_r <= max_remote)
+        remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
+        prog.row([*r, n_r], [*remote_s, -1.0], hi=0.0)
+        prog.row(r, bins.kv_bytes * 8.0 / goodput, hi=1.0)
+    # local prefill: sum_b T_l,b (target w_b - r_b) <= N_p
+    prog.row([*r, n_p], [*(-bins.local_s), -1.0], hi=-float(bins.local_s @ bins.weight) * target_rps)
+    prog.row([n_d], [1.0], lo=math.ceil(target_rps / dec_rps * (1 - 1e-12)))
     if max_local is not None:
-        cons.append(n_p + n_d <= max_local)
-    cost = remote_price * n_r + local_price * (n_p + n_d)
-    prob = cp.Problem(cp.Minimize(cost), cons)
-    status = _solve(prob)
-    if status not in ("optimal", "optimal_inaccurate"):
+        prog.row([n_p, n_d], [1.0, 1.0], hi=float(max_local))
+    scale = local_price if local_price > 0 else 1.0
+    x, value, _, status, _ = prog.solve([(n_r, remote_price / scale), ([n_p, n_d], local_price / scale)], False,
+                                        MIP_TIME_LIMIT_S)
+    if status == "infeasible":
         raise PlanError(f"target rate {target_rps:g} req/s cannot be served by layout {layout.name!r} "
                         f"within the given limits ({status})")
-    return _result(status, lam, r, bins, n_r, n_p, n_d, goodput, cost)
+    if x is None:
+        raise _no_solution(f"layout {layout.name!r}: cost program", status)
+    rr = np.clip(x[r], 0.0, None)
+    frac = np.divide(rr, target_rps * bins.weight, out=np.zeros_like(rr), where=bins.weight > 0)
+    is_t, t = _threshold_shape(frac, bins.length, bins.weight)
+    return LPResult(status, float(target_rps), frac, bins.length, float(round(x[n_r])), float(round(x[n_p])),
+                    float(round(x[n_d])), goodput, value * scale, is_t, t, float((bins.kv_bytes * 8.0) @ rr),
+                    routed_rps=rr)
 
 
 def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float = 0.95) -> LPResult:
     """Smallest link goodput (bit/s) keeping Lambda >= ``keep_fraction`` of its unconstrained-link
     optimum, for the layout's hardware with a free local split (continuous relaxation)."""
-    import cvxpy as cp
-
     if layout.remote is None:
         raise PlanError(f"layout {layout.name!r} has no remote site: there is no link to size")
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-    remote_s = np.where(np.isfinite(bins.remote_s), bins.remote_s, 0.0)
 
-    def program(link_var):
-        lam, r, s, cons = _common(bins)
-        n_p = cp.Variable(nonneg=True)
-        cons += [n_p <= site.instances, remote_s @ r <= layout.remote.instances,
-                 bins.local_s @ s <= n_p, lam <= (site.instances - n_p) * dec_rps]
-        if link_var is not None:
-            cons.append((bins.kv_bytes * 8.0) @ r <= link_var)
-        return lam, r, n_p, cons
+    def program():
+        prog = _Program()
+        n_p = int(prog.var(1, 0.0, float(site.instances))[0])
+        lam, r = _site_rows(prog, bins, dec_rps, site.instances, math.inf, True, n_p, 0.0, layout.threshold)
+        v = _SiteVars(lam, r, n_p, bins, site.instances, 0.0, math.inf)
+        _remote_rows(prog, [v], layout.remote.instances)
+        return prog, v
 
-    lam, r, n_p, cons = program(None)
-    best = cp.Problem(cp.Maximize(lam), cons)
-    status = _solve(best)
-    if status not in ("optimal", "optimal_inaccurate"):
-        raise PlanError(f"layout {layout.name!r}: no throughput optimum to size the link against ({status})")
-    target = keep_fraction * float(lam.value)
-    g = cp.Variable(nonneg=True)
-    lam2, r2, n_p2, cons2 = program(g)
-    cons2.append(lam2 >= target)
-    prob = cp.Problem(cp.Minimize(g), cons2)
-    status = _solve(prob)
-    if status not in ("optimal", "optimal_inaccurate"):
-        raise PlanError(f"layout {layout.name!r}: no smallest link found ({status})")
-    sized = _result(status, lam2, r2, bins, layout.remote.instances, n_p2, site.instances - _value(n_p2), g, 0.0)
-    return replace(sized, reference_rps=float(lam.value))
+    prog, v = program()
+    x, best, _, status, _ = prog.solve([(v.lam, 1.0)], True)
+    if x is None:
+        raise _no_solution(f"layout {layout.name!r}: link sizing reference", status)
+    # The smallest link load (Gbit/s, order one) keeping Lambda >= keep * best.
+    prog, v = program()
+    prog.row([v.lam], [1.0], lo=keep_fraction * best)
+    x, g_gbps, _, status, _ = prog.solve([(v.r, bins.kv_bytes * 8.0 / 1e9)], False)
+    if x is None:
+        raise _no_solution(f"layout {layout.name!r}: link sizing", status)
+    sized = _site_result(x, replace(v, goodput_bps=g_gbps * 1e9), layout.remote.instances, status)
+    return replace(sized, reference_rps=float(best), bound_rps=sized.lambda_rps)

@@ -1,13 +1,14 @@
 """Command-line interface: ``prfaas-plan COMMAND``.
 
-`main` turns every user error (`PlanError`, bad flags) into one line on stderr and exit code 2.
+`main` turns every user error (`PlanError`, bad flags) into one line on stderr and exit code 2, and a
+failed internal check (`InternalError`) into one line and exit code 3.
 """
 
 from __future__ import annotations
 
 import sys
 
-from ..errors import PlanError
+from ..errors import InternalError, PlanError
 
 # Each module registers its commands on `app` when imported.
 from . import (
@@ -45,6 +46,9 @@ def run(argv: list[str] | None = None) -> int:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except InternalError as exc:
+        print(f"internal error: {exc} (please report this)", file=sys.stderr)
         return exc.exit_code
     except click.exceptions.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx else str(exc))

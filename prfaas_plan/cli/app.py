@@ -2,7 +2,7 @@
 
 Command modules import `app` from here and register themselves with ``@app.command()``. They parse,
 call the Python API and render a `Report`; they compute nothing themselves. Heavy libraries (scipy,
-cvxpy, pandas, matplotlib) are imported inside the command bodies so that start-up stays fast.
+scipy, pandas, matplotlib) are imported inside the command bodies so that start-up stays fast.
 """
 
 from __future__ import annotations

@@ -268,9 +268,14 @@ def size_cmd(
         sections.append(_slo_section(sc, plan, ttft))
     if verify:
         sections.append(_verify_section(sc, plan))
+    else:
+        from ..analytic.verify import screen
+
+        routing_note = screen(plan.layout, sc.grid, plan.perf, plan.best)
     if size_link is not None:
         sections.append(_link_section(sc, plan, size_link))
-    notes = _warnings(plan, sc) + list(sc.notes) + _perf_notes(plan) + [INSTANCE_NOTE,
+    notes = _warnings(plan, sc) + ([routing_note] if not verify and routing_note else []) + list(sc.notes) + \
+        _perf_notes(plan) + [INSTANCE_NOTE,
         f"link {sc.link.bandwidth_bps / 1e9:g} Gbps at {sc.link.efficiency:.0%} goodput; " + (
             "it would not bind at this throughput even with every request offloaded"
             if plan.link_bind_threshold is None else
@@ -347,6 +352,8 @@ def _size_layout_file(path: str, model, workload, tpot, inputs: str, fmt: str) -
                for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
                               "length bins per site (exact mode), integer local splits",
+                              f"{res.method}: total {res.lambda_rps:.3f} req/s, proven optimality gap "
+                              f"{res.gap:.2%} (upper bound {res.bound_rps:.3f} req/s)",
                               "threshold routing False: the optimal routing is not a pure threshold, or not "
                               "unique because a stage other than prefill binds",
                               f"remote prefill: {perf.remote_prefill.source}" if perf.remote_prefill else
@@ -388,23 +395,25 @@ def _slo_section(sc, plan, slo: str) -> Section:
 
 
 def _verify_section(sc, plan) -> Section:
-    """The grid optimum against the linear program over per-bin routing fractions (exact mode)."""
-    from ..analytic.lp import make_bins, max_throughput
-    from ..analytic.search import grid_search
+    """The grid optimum against the linear program over per-bin routing (exact mode), explained."""
+    from ..analytic.verify import verify
 
-    grid_exact = plan.best if sc.mode == "exact" else grid_search(plan.layout, sc.grid, plan.perf, "exact").best
-    res = max_throughput(plan.layout, make_bins(sc.grid, plan.perf), plan.perf)
-    row = {"grid_rps": grid_exact.lambda_max, "lp_rps": res.lambda_rps,
-           "difference": res.lambda_rps / grid_exact.lambda_max - 1 if grid_exact.lambda_max else None,
-           "grid_split": f"{grid_exact.n_prefill}P+{grid_exact.n_decode}D",
-           "lp_split": f"{res.n_prefill:.0f}P+{res.n_decode:.0f}D",
-           "pure_threshold": res.is_threshold, "lp_threshold_tokens": res.threshold_tokens,
-           "grid_threshold_tokens": grid_exact.threshold}
-    cols = [Column("grid_rps", "grid req/s", ".4f"), Column("lp_rps", "LP req/s", ".4f"),
+    v = verify(plan.layout, sc.grid, plan.perf, plan.best)
+    res, g = v.lp, v.grid_plan
+    row = {"grid_rps": v.grid_rps, "threshold_rps": v.threshold_rps, "lp_rps": v.lp_rps, "bound_rps": v.bound_rps,
+           "optimality_gap": v.gap, "difference": v.lp_vs_grid, "non_threshold_gain": v.non_threshold_gain,
+           "grid_split": f"{g.n_prefill}P+{g.n_decode}D", "lp_split": f"{res.n_prefill:.0f}P+{res.n_decode:.0f}D",
+           "pure_threshold": v.threshold_optimal, "lp_routing_is_threshold": v.lp_is_threshold,
+           "lp_threshold_tokens": res.threshold_tokens, "grid_threshold_tokens": g.threshold,
+           "lp_binding_stages": "+".join(v.binding), "lp_remote_tokens": v.remote_ranges}
+    cols = [Column("grid_rps", "grid req/s", ".4f"), Column("threshold_rps", "best threshold on bins req/s", ".4f"),
+            Column("lp_rps", "LP req/s", ".4f"), Column("bound_rps", "LP bound req/s", ".4f"),
             Column("difference", "LP vs grid", "+.2%"), Column("grid_split", "grid split"),
             Column("lp_split", "LP split"), Column("pure_threshold", "threshold routing optimal"),
-            Column("grid_threshold_tokens", "grid t", _tok), Column("lp_threshold_tokens", "LP t", _tok)]
-    return Section("verify", "Grid search vs linear program (exact mode, 128 length bins)", [row], cols)
+            Column("lp_binding_stages", "LP binds"), Column("lp_remote_tokens", "LP offloads (tokens)")]
+    notes = [("" if v.threshold_optimal else "WARNING: ") + v.explanation,
+             f"LP: {res.method}; proven optimality gap {v.gap:.2%} (bound {v.bound_rps:.4f} req/s)"]
+    return Section("verify", "Grid search vs linear program (exact mode, 128 length bins)", [row], cols, notes)
 
 
 def _link_section(sc, plan, keep: float) -> Section:

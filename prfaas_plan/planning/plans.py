@@ -214,10 +214,14 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
     """Per-instance performance of every site of a (possibly multi-site) layout."""
     context = sc.context_tokens
+    by_instance: dict[str, SitePerf] = {}   # sites of one instance shape share its performance
     sites = {}
     for site in layout.pd_sites:
-        sites[site.name] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+        key = str(site.instance)
+        if key not in by_instance:
+            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+        sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:
         remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
@@ -230,5 +234,9 @@ def size_layout(layout: Layout, sc: Scenario):
     from ..analytic.lp import make_bins, max_throughput
 
     perf = layout_perf(layout, sc)
-    bins = {s.name: make_bins(sc.grid, perf, site=s.name) for s in layout.pd_sites}
+    by_instance = {}
+    for s in layout.pd_sites:
+        if str(s.instance) not in by_instance:
+            by_instance[str(s.instance)] = make_bins(sc.grid, perf, site=s.name)
+    bins = {s.name: by_instance[str(s.instance)] for s in layout.pd_sites}
     return max_throughput(layout, bins, perf), perf
