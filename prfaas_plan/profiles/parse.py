@@ -29,17 +29,15 @@ def _model_schemas():
     """The pydantic schemas of a model profile (built on first use; see `validation`)."""
     from typing import Literal
 
-    from pydantic import Field, StringConstraints
+    from pydantic import Field, create_model
 
     from .schema import MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_LAYERS, MAX_VOCAB
-    from .validation import NonNegative, Strict
+    from .validation import LowerName, Name, NonNegative, Strict, Text
 
     Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
     OptDim = Annotated[int, Field(ge=0, le=MAX_DIM)]
     Layer = Annotated[int, Field(ge=0, lt=MAX_LAYERS)]
-    Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-    Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
-    DType = Annotated[str, StringConstraints(to_lower=True)]
+    DType = LowerName
 
     class LayerRange(Strict):
         start: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
@@ -109,7 +107,6 @@ def _model_schemas():
             fields[f] = (OptDim, 0)
         if kind.gated:
             fields["output_gate"] = (bool, False)
-        from pydantic import create_model
         return create_model(f"{type(kind).__name__}Group", __base__=Strict, **fields)
 
     return ModelDoc, functools.cache(group_schema)
@@ -243,16 +240,14 @@ def _hardware_schema():
     """The pydantic schema of a hardware profile (built on first use; see `validation`)."""
     from typing import Literal
 
-    from pydantic import Field, StringConstraints
+    from pydantic import Field
 
-    from .validation import Efficiency, NonNegative, Strict
+    from .validation import Efficiency, LowerName, Name, NonNegative, Strict, Text
 
     def bounded(high: float, low_exclusive: bool = True):
         return Annotated[float, Field(gt=0, le=high, allow_inf_nan=False)] if low_exclusive else \
             Annotated[float, Field(ge=0, le=high, allow_inf_nan=False)]
 
-    Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-    Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
 
     class PriceDoc(Strict):
         purchase_usd: NonNegative
@@ -271,7 +266,7 @@ def _hardware_schema():
         name: Name
         display_name: Name | None = None
         aliases: Annotated[list[Name], Field(max_length=100)] = []
-        peak_tflops: Annotated[dict[Annotated[str, StringConstraints(to_lower=True)], bounded(1e6)],
+        peak_tflops: Annotated[dict[LowerName, bounded(1e6)],
                                Field(min_length=1)]
         hbm_gb: bounded(1e6)
         hbm_tb_s: bounded(1e4)

@@ -18,10 +18,13 @@ import types
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ..errors import PlanError, closest_names
 
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]   # sources, notes
+LowerName = Annotated[str, StringConstraints(to_lower=True)]                # dtype names
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 
