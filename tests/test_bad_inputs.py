@@ -376,6 +376,7 @@ CASES.update({
                                            "--prefill-instances"),
     "opt-link-efficiency-7.5": cli_case(["size", "--link-efficiency", "7.5"], "--link-efficiency 7.5"),
     "opt-rtt-1e400": cli_case(["size", "--rtt", "1e400s"], "--rtt '1e400s'"),
+    "opt-block-size-huge": cli_case(["workload", "describe", "--block-size", str(10**20)], "--block-size"),
 })
 
 
