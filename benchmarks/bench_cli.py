@@ -1,4 +1,5 @@
-"""Cold-start wall time of the planner's main commands (median of several fresh processes).
+"""Cold-start wall time of every command (median of several fresh processes), and as a ratio to a
+baseline measured the same way: a process that only imports numpy (the floor any command pays).
 
 Run: python3 benchmarks/bench_cli.py [--repeat 5]
 Each run is a new Python process, so imports, profile loading and the optimizer are all counted.
@@ -19,16 +20,26 @@ COMMANDS = {
     "reproduce --inputs paper": ["reproduce", "--inputs", "paper"],
     "reproduce --inputs predicted": ["reproduce", "--inputs", "predicted"],
     "models": ["models"],
+    "hardware": ["hardware"],
+    "show kimi-linear": ["show", "kimi-linear"],
+    "kv kimi-linear": ["kv", "--model", "kimi-linear"],
+    "rates kimi-linear": ["rates", "--model", "kimi-linear"],
+    "kv-throughput kimi-linear": ["kv-throughput", "--model", "kimi-linear"],
+    "workload describe": ["workload", "describe"],
+    "simulate --duration 60": ["simulate", "--duration", "60"],
+    "validate": ["validate"],
 }
+BASELINE = [sys.executable, "-c", "import numpy"]
 
 
-def time_command(args: list[str], repeat: int) -> tuple[float, int]:
-    """Median wall seconds of ``prfaas-plan ARGS`` over ``repeat`` fresh processes, and the exit code."""
+def time_command(args: list[str], repeat: int, argv: list[str] | None = None) -> tuple[float, int]:
+    """Median wall seconds of ``prfaas-plan ARGS`` (or of ``argv``) over ``repeat`` fresh processes, and the
+    exit code."""
     times = []
     code = 0
     for _ in range(repeat):
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", "from prfaas_plan.cli import main; main()", *args],
+        proc = subprocess.run(argv or [sys.executable, "-c", "from prfaas_plan.cli import main; main()", *args],
                               capture_output=True, text=True)
         times.append(time.perf_counter() - start)
         code = proc.returncode
@@ -39,10 +50,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     opts = parser.parse_args()
-    print(f"{'command':36s} {'median s':>9s} {'exit':>5s}")
+    base, _ = time_command([], opts.repeat, BASELINE)
+    print(f"baseline (python -c 'import numpy'): {base:.3f} s")
+    print(f"{'command':36s} {'median s':>9s} {'x base':>7s} {'exit':>5s}")
     for name, args in COMMANDS.items():
         median, code = time_command(args, opts.repeat)
-        print(f"{name:36s} {median:9.3f} {code:5d}")
+        print(f"{name:36s} {median:9.3f} {median / base:7.1f} {code:5d}", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .errors import PlanError
 from .performance.base import Instance, parse_instance
 from .units import parse_rate_bps, parse_time_s
 
-TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (PrfaaS brief section 6)
+TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (``docs/methods.md`` section 3)
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,18 @@ class Layout:
         if self.remote is not None and self.remote.instances < 0:
             raise PlanError(f"layout {self.name!r}: negative remote instance count")
 
+    def can_offload(self, site: PDSite | None = None) -> bool:
+        """True when requests arriving at ``site`` (default: the first PD site) can be prefilled remotely:
+        a remote site with instances and a link to it. The one structural offload test; with performance
+        inputs, `prfaas_plan.analytic.throughput.offloads` adds that the remote prefill is modelled."""
+        site = self.pd_sites[0] if site is None else site
+        return (self.remote is not None and self.remote.instances > 0 and site.link is not None
+                and site.link.goodput_bps > 0)
+
     @property
     def uses_remote(self) -> bool:
-        """True when requests can be prefilled remotely."""
-        return self.remote is not None and self.remote.instances > 0 and self.threshold != float("inf")
+        """True when some site can offload and the threshold does not keep everything local."""
+        return any(self.can_offload(s) for s in self.pd_sites) and self.threshold != float("inf")
 
     def chips(self) -> dict[str, int]:
         """Chips per chip profile name."""
@@ -184,7 +192,7 @@ def load_layout(path: str | Path) -> Layout:
         if s.link is not None:
             lk = s.link
             link = Link(parse_rate_bps(lk.bandwidth, f"{p}: sites[{i}].link.bandwidth"), lk.efficiency,
-                        parse_time_s(lk.rtt, f"{p}: sites[{i}].link.rtt"), lk.usd_per_gbps_month)
+                        parse_time_s(lk.rtt, f"{p}: sites[{i}].link.rtt", "ms"), lk.usd_per_gbps_month)
         sites.append(PDSite(s.name or f"site{i}", parse_instance(s.instance, f"{p}: sites[{i}].instance"),
                             s.prefill, s.decode, link))
     chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
@@ -217,7 +225,7 @@ def _layout_schema():
     class LinkDoc(Strict):
         bandwidth: Text | float
         efficiency: Efficiency = TCP_EFFICIENCY
-        rtt: Text | float = "0.000001"
+        rtt: Text | float = "1us"
         usd_per_gbps_month: NonNegative = 0.0
 
     class SiteDoc(Strict):

@@ -6,7 +6,8 @@ One convention, checked at the boundary:
   ``32000`` is taken literally. ``1m`` = 1,048,576.
 - link rates are bits per second, decimal: ``100G`` = ``100Gbps`` = 1e11 bit/s; ``12.5GB/s`` is bytes
   per second and converted (x 8).
-- times: ``25ms``, ``4s``, ``1.5min``; a bare number is seconds.
+- times: ``25ms``, ``4s``, ``1.5min``; a bare number in text is refused with a hint (``25`` -> "did you
+  mean 25ms?"), a Python float is seconds.
 - instance shapes: ``8xH200`` = 8 chips of profile ``h200``; ``32xH200`` in a layout is 4 instances of
   8 when the instance size is 8.
 - sanity caps: a length is at most ``MAX_TOKENS`` (2^30) tokens, a chip count at most ``MAX_CHIPS``.
@@ -110,14 +111,17 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
     return value
 
 
-def parse_time_s(text: str | float, what: str = "time") -> float:
-    """Parse a duration into seconds: ``25ms``, ``4s``, ``2min``, ``0.5``."""
+def parse_time_s(text: str | float, what: str = "time", hint_unit: str = "s") -> float:
+    """Parse a duration into seconds: ``25ms``, ``4s``, ``2min``; a float is taken as seconds. Text
+    without a unit is a `PlanError` suggesting ``hint_unit`` (``--tpot 25``: "did you mean 25ms?")."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         m = re.fullmatch(_NUMBER + r"\s*(ms|us|s|min|h|)", str(text).strip().lower())
         if not m:
             raise PlanError(f"{what} {text!r}: expected a duration such as 25ms, 4s or 2min")
+        if not m.group(2):
+            raise PlanError(f"{what} {text!r}: give a unit (ms, s, min); did you mean {m.group(1)}{hint_unit}?")
         value = float(m.group(1)) * _TIME_SUFFIX[m.group(2)]
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"{what} {text!r}: expected a positive duration")
@@ -133,12 +137,12 @@ def parse_tpot_s(text: str, what: str = "--tpot") -> float:
         if not (math.isfinite(speed) and speed > 0):
             raise PlanError(f"{what} {text!r}: expected a positive, finite speed")
         return 1.0 / speed
-    return parse_time_s(text, what)
+    return parse_time_s(text, what, "ms")
 
 
 def parse_ttft_slo(text: str, what: str = "--ttft") -> tuple[float, float]:
-    """Parse a TTFT SLO ``p90<4s`` (percentile, then a duration) into (90.0, 4.0 seconds); ``mean<2s``
-    gives percentile 0 for the mean."""
+    """Parse a TTFT SLO ``p90<4s`` (any percentile, e.g. ``p95<3s`` or ``p99.9<10s``, then a duration)
+    into (90.0, 4.0 seconds); ``mean<2s`` gives percentile 0 for the mean."""
     m = re.fullmatch(r"(?:p([0-9]+(?:\.[0-9]+)?)|(mean))\s*<\s*(.+)", str(text).strip().lower())
     if not m:
         raise PlanError(f"{what} {text!r}: expected a percentile bound such as p90<4s, p99<10s or mean<2s")

@@ -96,10 +96,12 @@ def test_the_non_threshold_finding_is_reported(cli):
     assert row["pure_threshold"] is False and row["non_threshold_gain"] > 0.3
     assert row["threshold_rps"] == pytest.approx(row["grid_rps"], rel=0.01)
     assert row["lp_rps"] == pytest.approx(row["bound_rps"], rel=1e-4)
-    assert any(n.startswith("WARNING: routing is NOT a pure threshold") for n in doc["notes"])
+    assert any(w["code"] == "threshold-not-optimal" and w["message"].startswith("routing is NOT a pure threshold")
+               for w in doc["warnings"])
     code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
                          "12.06G", "--tpot", "40ms", "--mode", "exact", "--format", "json")
-    screened = [n for n in json.loads(out)["notes"] if n.startswith("WARNING: routing by length may not")]
+    screened = [w["message"] for w in json.loads(out)["warnings"] if w["code"] == "threshold-may-not-be-optimal"
+                and w["message"].startswith("routing by length may not")]
     assert code == 0 and len(screened) == 1 and "13.1 req/s" in screened[0]   # the LP's figure, solver-free
 
 

@@ -18,7 +18,8 @@ def test_size_json_has_unit_keys_and_shows_defaults(cli):
                 "capex_usd", "binding_stage"):
         assert key in plan
     assert plan["instances"].startswith("4R + 8 (=")
-    assert "default link: 100G" in doc["notes"]
+    assert doc["meta"]["inputs"]["link"] == {"value": "100G", "default": True}
+    assert doc["meta"]["inputs"]["model"] == {"value": "prfaas-1t", "default": False}
     assert any(n.startswith("remote prefill: measured") for n in doc["notes"])
 
 
@@ -33,7 +34,8 @@ def test_size_target_rate_sizes_a_cluster(cli):
 def test_compare_csv_lists_three_layouts(cli):
     code, out, err = cli("compare", *PAPER, "--format", "csv")
     assert code == 0, err
-    lines = out.strip().splitlines()
+    assert out.startswith("# prfaas-plan ") and "# note: comparison basis: instances" in out
+    lines = [l for l in out.strip().splitlines() if not l.startswith("#")]
     assert lines[0].startswith("layout,")
     assert [l.split(",")[0] for l in lines[1:]] == ["prfaas-pd", "homogeneous-pd", "naive-heterogeneous"]
 
@@ -76,13 +78,18 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--link-price", "nan"), "--link-price nan"),
     (("size", *PAPER, "--link-price", "inf"), "--link-price inf"),
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
-    (("size", *PAPER, "--mode", "fancy"), "--mode 'fancy'"),
+    (("size", *PAPER, "--mode", "fancy"), "'--mode': Value error, 'fancy' is not one of"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
-    (("compare", *PAPER, "--basis", "vibes"), "--basis 'vibes'"),
-    (("reproduce", "--inputs", "guess"), "--inputs 'guess'"),
+    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'instances', 'cost'"),
+    (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),
     (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
     (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
     (("size", *PAPER, "--link", "100"), "give a unit, e.g. 100G"),
+    (("size", *PAPER, "--tpot", "25"), "--tpot '25': give a unit (ms, s, min); did you mean 25ms?"),
+    (("size", *PAPER, "--rtt", "20"), "--rtt '20': give a unit (ms, s, min); did you mean 20ms?"),
+    (("compare", *PAPER, "--rtt", "20"), "did you mean 20ms?"),
+    (("size", *PAPER, "--ttft", "p90<4"), "did you mean 4s?"),
+    (("size", *PAPER, "--threshold", "lots"), "--threshold 'lots'"),
 ])
 def test_bad_plan_input_is_one_line_exit_2(cli, args, needle, tmp_path):
     code, out, err = cli(*args)
@@ -170,7 +177,28 @@ def test_ttft_slo_gives_the_rate_within_it(cli):
     assert code == 0 and json.loads(out)["sections"]["slo"][0]["met"] is False
 
 
-@pytest.mark.parametrize("slo", ["p90", "p90<", "p101<4s", "p0<4s", "p90<-4s", "p75<4s"])
+def test_any_percentile_slo(cli):
+    """p95 sits between p90 and p99 in the rate each admits (a looser percentile admits more load)."""
+    rates = {}
+    for q in ("p90", "p95", "p99"):
+        code, out, err = cli("size", *PAPER, "--ttft", f"{q}<8s", "--format", "json")
+        assert code == 0, err
+        row = json.loads(out)["sections"]["slo"][0]
+        assert row["met"] and row["ttft_at_slo_s"] <= 8 + 1e-6
+        rates[q] = row["rate_rps"]
+    assert rates["p90"] >= rates["p95"] >= rates["p99"]
+
+
+def test_threshold_pins_t(cli):
+    code, out, err = cli("size", *PAPER, "--threshold", "8k", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)["sections"]["plan"][0]
+    assert plan["threshold_tokens"] == 8192
+    code, out, _ = cli("size", *PAPER, "--format", "json")
+    assert json.loads(out)["sections"]["plan"][0]["throughput_rps"] >= plan["throughput_rps"]  # the optimum is no worse
+
+
+@pytest.mark.parametrize("slo", ["p90", "p90<", "p101<4s", "p0<4s", "p90<-4s", "p100<4s"])
 def test_bad_ttft_slo(cli, slo):
     code, _, err = cli("size", *PAPER, "--ttft", slo)
     assert code == 2 and len(err.strip().splitlines()) == 1 and ("--ttft" in err or "percentile" in err)

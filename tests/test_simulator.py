@@ -190,3 +190,32 @@ def test_conservation_and_monotone_clocks(perf, system):
     assert np.all(r.uncached_tokens[arrived] >= 1) and np.all(r.uncached_tokens <= req.input_tokens)
     if layout.remote is None:  # a pure-local layout never touches the link
         assert np.all(r.route[arrived] == 0) and r.link_bytes.sum() == 0 and r.timeline["link_gbps"].sum() == 0
+
+
+@pytest.mark.parametrize("scheduler", ["static", "adaptive"])
+def test_a_dead_link_is_accounted_for(case, scheduler):
+    # The link dies 5 s in: remote requests never finish. They are counted, by route, and warned about; the
+    # summary's egress is what the link delivered (the timeline's integral), not what was sent into it.
+    _, perf, ev, layout = case
+    req = poisson(400, 0.8 * ev.lambda_max, 3)
+    r = simulate(req, layout, perf, SimConfig(ev.threshold, scheduler, link_profile=LinkProfile((5.0,), (0.0,))))
+    s, left = r.summary(), r.unfinished()
+    stuck = (r.route == 1) & ~np.isfinite(r.finish_s)
+    assert left["remote"] == int(stuck.sum()) > 0 and left["local"] == int(((r.route == 0) & ~r.completed).sum())
+    assert s["unfinished"] == left["count"] == left["local"] + left["remote"] == r.arrived - s["completed"]
+    assert s["unfinished_share"] == pytest.approx(left["count"] / r.arrived)
+    assert f"({left['count']} unfinished excluded)" in s["latency_over"]
+    assert r.warnings() and f"{left['count']} of {r.arrived} requests" in r.warnings()[0]
+    timeline_gbps = float(r.timeline["link_gbps"].sum()) * r.sample_s / r.end_s
+    assert s["egress_gbps"] == pytest.approx(timeline_gbps, rel=1e-12)
+    assert float(r.timeline["link_gbps"][r.timeline["t_s"] > 6.0].max()) == 0.0
+    sent = float(r.link_bytes.sum()) * 8e-9 / r.end_s  # bytes handed to the link, delivered or not
+    assert s["egress_gbps"] < sent
+    assert s["ttft_p99_s"] == pytest.approx(float(np.percentile(r.ttft_s[r.completed], 99)))
+
+
+def test_a_finished_run_has_no_warning(case):
+    _, perf, ev, layout = case
+    r = simulate(poisson(300, 0.5 * ev.lambda_max, 4), layout, perf, SimConfig(ev.threshold))
+    assert r.unfinished()["count"] == 0 and r.warnings() == []
+    assert r.summary()["egress_gbps"] == pytest.approx(float(r.link_bytes.sum()) * 8e-9 / r.end_s, rel=1e-9)

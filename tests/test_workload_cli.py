@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from prfaas_plan.errors import PlanError
-from prfaas_plan.workload import Empirical, Fixed, TruncatedLogNormal, from_trace, paper_workload, \
-    resolve_workload
+from prfaas_plan.workload import (
+    Empirical,
+    Fixed,
+    TruncatedLogNormal,
+    from_trace,
+    paper_workload,
+    resolve_workload,
+)
 
 
 def test_paper_workload():
@@ -66,8 +72,10 @@ def test_describe_trace_table_and_csv(cli):
     assert "prefix_hit_rate_tokens" in out and "0.3736" in out and "12,031" in out and "E[L|L>t]" in out
     code, out, _ = cli("workload", "describe", "-w", "trace", "--no-prefix-cache", "--format", "csv")
     assert code == 0
-    assert "prefix_hit_rate" not in out
-    assert out.startswith("section,quantity,count,mean_tokens")
+    assert out.startswith("# prfaas-plan ") and "# note: " in out
+    body = "".join(l for l in out.splitlines(True) if not l.startswith("#"))
+    assert "prefix_hit_rate" not in body
+    assert body.startswith("section,quantity,count,mean_tokens")
 
 
 def test_describe_trace_file_with_small_cache(cli, tmp_path):
@@ -88,7 +96,7 @@ def test_describe_trace_file_with_small_cache(cli, tmp_path):
     (("--threshold", "8q"), "--threshold '8q'"),
     (("--threshold", "0"), "--threshold '0'"),
     (("--cache-blocks", "0",), "--cache-blocks"),
-    (("--format", "xml"), "--format 'xml'"),
+    (("--format", "xml"), "'xml' is not one of 'table', 'json', 'csv'"),
     (("-w", "trace", "--block-size", "1024"), "expected at most"),
     (("--trace", "missing.jsonl"), "missing.jsonl: no such trace file"),
     (("--trace", "a.jsonl", "-w", "trace"), "give one of them"),

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import PlanError
-from prfaas_plan.workload import BUNDLED_TRACE, BlockLRU, Trace, load_trace, replay_prefix_cache
+from prfaas_plan.workload import BUNDLED_TRACE, Trace, load_trace, replay_prefix_cache
+from prfaas_plan.workload.prefix_cache import block_cache
 
 
 def make_trace(requests: list[tuple[int, list[int]]]) -> Trace:
@@ -45,13 +46,14 @@ def test_hand_checked_replay():
 
 
 def test_lru_evicts_leaves_before_roots():
-    cache = BlockLRU(capacity_blocks=3)
-    cache.admit([1, 2, 3])            # recency (old -> new): 3, 2, 1
-    cache.admit([7])                  # evicts 3, the leaf
-    assert 3 not in cache and cache.match([1, 2, 3]) == 2
-    cache.admit([1, 2, 3])            # 3 back, evicts 7
+    cache = block_cache(capacity_blocks=3)
+    cache.touch([1, 2, 3], 3, False)  # recency (old -> new): 3, 2, 1
+    assert cache.entries() == [3, 2, 1]
+    cache.touch([7], 1, False)        # evicts 3, the leaf
+    assert 3 not in cache and cache.cached_blocks([1, 2, 3], 3) == 2
+    cache.touch([1, 2, 3], 3, False)  # 3 back, evicts 7
     assert 7 not in cache and len(cache) == 3
-    assert cache.match([1, 2, 9]) == 2
+    assert cache.cached_blocks([1, 2, 9], 3) == 2
 
 
 def test_capacity_limits_matches():
@@ -114,3 +116,50 @@ def test_a_bigger_cache_never_lowers_the_hit_rate(head, small, extra, scopes):
     assert np.all(b.matched_blocks >= a.matched_blocks)     # LRU inclusion, request by request
     assert b.token_hit_rate >= a.token_hit_rate
     assert np.all(a.uncached_length >= 1) and np.all(a.uncached_length <= head.input_length)
+
+
+class StampedLRU:
+    """The textbook form of the pool's rule, for comparison: a use stamp per entry (a prompt's root the most
+    recent, its checkpoint just below its last block) and eviction by sorting every entry by stamp."""
+
+    def __init__(self, capacity, block_bytes, checkpoint_bytes, low_watermark):
+        self.capacity, self.sizes, self.low = capacity, (block_bytes, checkpoint_bytes), low_watermark
+        self.stamps: dict[tuple[int, int], int] = {}  # (kind 0 block / 1 checkpoint, id) -> stamp
+        self.clock = 0
+
+    def used(self):
+        return sum(self.sizes[kind] for kind, _ in self.stamps)
+
+    def touch(self, ids, full, checkpoint):
+        top = self.clock + full
+        self.stamps.update({(0, x): top - j for j, x in enumerate(ids[:full])})
+        if checkpoint and self.sizes[1]:
+            self.stamps[(1, ids[full - 1])] = top - full
+        self.clock = top + 1
+        if self.used() > self.capacity:
+            excess, freed = self.used() - self.low * self.capacity, 0.0
+            for key in sorted(self.stamps, key=self.stamps.get):
+                if freed >= excess:
+                    break
+                freed += self.sizes[key[0]]
+                del self.stamps[key]
+
+    def entries(self):
+        return [~x if kind else x for kind, x in sorted(self.stamps, key=self.stamps.get)]
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=8), st.booleans()), max_size=60),
+       st.integers(2, 40), st.sampled_from([0.0, 0.5, 3.0]), st.sampled_from([0.5, 0.9, 1.0]))
+def test_pool_evicts_exactly_as_sorting_by_stamp(prompts, capacity, checkpoint_bytes, low_watermark):
+    from prfaas_plan.workload.prefix_cache import PrefixCache
+    pool = PrefixCache(float(capacity), 1.0, checkpoint_bytes, 512, low_watermark)
+    reference = StampedLRU(float(capacity), 1.0, checkpoint_bytes, low_watermark)
+    for path, checkpoint in prompts:  # ids made prefix hashes: an id names its whole prefix
+        ids = [hash(tuple(path[: j + 1])) & 0xFFFFFF for j in range(len(path))]
+        kv = pool.cached_blocks(ids, len(ids))
+        assert kv == next((j for j, x in enumerate(ids) if (0, x) not in reference.stamps), len(ids))
+        pool.touch(ids, len(ids), checkpoint, kv)
+        reference.touch(ids, len(ids), checkpoint)
+        assert pool.entries() == reference.entries()
+        assert pool.used == pytest.approx(reference.used()) and pool.used <= capacity

@@ -36,7 +36,7 @@ from .. import arithmetic as A
 from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs, evaluate
+from .throughput import LengthGrid, PerfInputs, evaluate, offloads
 from .ttft import SUMMARY_PERCENTILES, summary_value
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
@@ -158,6 +158,7 @@ class LatencySummary:
     queue_wait_s: dict[str, float] = field(hash=False)
     p_wait: dict[str, float] = field(hash=False)
     method: str = METHOD
+    extra_s: dict[float, float] = field(default_factory=dict, hash=False, compare=False)  # percentile -> s
 
     @property
     def stable(self) -> bool:
@@ -192,9 +193,10 @@ def _mixture_percentiles(service: np.ndarray, weights: np.ndarray, pools: list[P
 
 def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float | None = None,
                     n_prefill: int | None = None, load: float | None = None, rate: float | None = None,
-                    mode: str = "exact") -> LatencySummary:
+                    mode: str = "exact", percentiles: tuple[float, ...] = ()) -> LatencySummary:
     """TTFT percentiles and TPOT of a single-PD-site layout at ``rate`` requests/s, or at ``load`` x its
-    ``lambda_max`` (throughput model in ``mode``). ``threshold``/``n_prefill`` default to the layout's."""
+    ``lambda_max`` (throughput model in ``mode``). ``threshold``/``n_prefill`` default to the layout's;
+    ``percentiles`` (0-100) beyond P50/P90/P99 go to ``extra_s``."""
     if (load is None) == (rate is None):
         raise PlanError("give exactly one of load (fraction of lambda_max) or rate (requests/s)")
     ev = evaluate(layout, grid, perf, threshold, n_prefill, mode)
@@ -205,7 +207,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     sp = perf.sites[site.name]
     l = grid.lengths
     w = grid.weights
-    remote_on = layout.remote is not None and site.link is not None and perf.remote_prefill is not None
+    remote_on = offloads(layout, perf, site)
     is_remote = (l > ev.threshold) if remote_on else np.zeros(l.shape, dtype=bool)
 
     size = A.s_kv_at(perf.model, l)  # bytes of KV per grid length
@@ -237,16 +239,20 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     queues["decode_slot"] = decode
     tpot = sp.decode.step_s + decode.mean_wait_s / perf.output_tokens
 
+    extra = tuple(float(q) for q in percentiles if q not in SUMMARY_PERCENTILES)
     if all(p.utilization < 1.0 for p in pools):
-        p50, p90, p99 = _mixture_percentiles(service, w, pools, route, PERCENTILES)
+        values = _mixture_percentiles(service, w, pools, route, PERCENTILES + extra)
+        p50, p90, p99 = values[:3]
         mean = float(np.dot(w, service)) + sum(p.arrival_rps * p.mean_wait_s for p in pools) / lam
     else:
+        values = np.full(3 + len(extra), math.inf)
         p50 = p90 = p99 = mean = math.inf
     return LatencySummary(
         lam, lam / ev.lambda_max if ev.lambda_max > 0 else math.inf, ev.lambda_max, ev.threshold,
         ev.n_prefill, ev.n_decode, float(mean), float(p50), float(p90), float(p99), float(tpot),
         lam * hold / ev.n_decode if ev.n_decode else math.inf, util,
-        {k: q.mean_wait_s for k, q in queues.items()}, {k: q.p_wait for k, q in queues.items()})
+        {k: q.mean_wait_s for k, q in queues.items()}, {k: q.p_wait for k, q in queues.items()}, METHOD,
+        {q: float(x) for q, x in zip(extra, values[3:])})
 
 
 def max_rate_at_ttft_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float,
@@ -256,9 +262,10 @@ def max_rate_at_ttft_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, per
     seconds, found by bisection on the load fraction; None when even a nearly idle system misses it.
 
     TTFT grows with load, so the feasible loads form an interval starting at zero."""
-    if percentile not in SUMMARY_PERCENTILES:
-        raise PlanError(f"TTFT SLO percentile p{percentile:g}: supported are mean, p50, p90 and p99")
-    run = lambda load: ttft_under_load(layout, grid, perf, threshold, n_prefill, load=load, mode=mode)  # noqa: E731
+    if not 0 <= percentile < 100:
+        raise PlanError(f"TTFT SLO percentile p{percentile:g}: expected a percentile between 0 and 100")
+    run = lambda load: ttft_under_load(layout, grid, perf, threshold, n_prefill, load=load, mode=mode,  # noqa: E731
+                                       percentiles=(percentile,))
     lo, hi = 1e-4, 1.0 - 1e-6
     best = run(lo)
     if not summary_value(best, percentile) <= target_s:

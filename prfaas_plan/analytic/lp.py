@@ -33,7 +33,7 @@ import numpy as np
 from .. import arithmetic as A
 from ..errors import InternalError, PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs
+from .throughput import LengthGrid, PerfInputs, offloads
 
 MIP_TIME_LIMIT_S = 3.0      # integer solves stop here and report the best answer with its proven gap
 MIP_REL_GAP = 1e-4          # HiGHS's default relative optimality gap for integer programs
@@ -410,7 +410,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
     n_d = int(prog.var(1, integer=True)[0])
     goodput = site.link.goodput_bps if site.link is not None else 0.0
     prog.bound(r, ub=bins.weight * target_rps)      # the remote share of a bin is at most the bin
-    if layout.remote is None or goodput == 0:
+    if layout.remote is None or goodput == 0:  # Layout.can_offload, with the remote count free here
         prog.bound(r, ub=0.0)
         prog.bound([n_r], ub=0.0)
     else:
@@ -441,7 +441,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
 def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float = 0.95) -> LPResult:
     """Smallest link goodput (bit/s) keeping Lambda >= ``keep_fraction`` of its unconstrained-link
     optimum, for the layout's hardware with a free local split (continuous relaxation)."""
-    if layout.remote is None:
+    if not offloads(layout, perf):
         raise PlanError(f"layout {layout.name!r} has no remote site: there is no link to size")
     site = layout.pd_sites[0]
     dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)

@@ -8,12 +8,19 @@ the one where the remote and local prefill bounds balance (the paper's optimalit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..layout import Layout
-from .throughput import Evaluation, LengthGrid, PerfInputs, evaluate, routing_stats, stage_bounds
+from .throughput import (
+    Evaluation,
+    LengthGrid,
+    PerfInputs,
+    evaluate,
+    routing_stats,
+    stage_bounds,
+)
 
 REL_TIE = 1e-9
 
@@ -59,6 +66,20 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
         t_best = _balanced_threshold(layout, grid, perf, mode, ts, lam[:, j], b, j, int(splits[j]), best_lam)
     best = evaluate(layout, grid, perf, t_best, int(splits[j]), mode)
     return GridResult(best, ts, splits, lam)
+
+
+def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int, mode: str = "exact",
+                       res: GridResult | None = None) -> float:
+    """The threshold (tokens) maximizing ``Lambda_max`` at the fixed local split ``n_prefill``, and among
+    equally good ones the one where the remote and local prefill bounds balance: the rule `grid_search`
+    applies at its best split, here for any split (the simulator's long-term rule re-optimizes ``t`` with
+    it). ``res`` is the layout's grid search with a free threshold, computed unless given."""
+    free = replace(layout, threshold=None)
+    res = grid_search(free, grid, perf, mode) if res is None else res
+    col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
+    b = stage_bounds(free, routing_stats(grid, perf, res.thresholds, mode, layout.pd_sites[0].name), perf,
+                     [n_prefill])
+    return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, 0, n_prefill, col.max())
 
 
 def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:

@@ -1,7 +1,7 @@
 """Throughput model: stage rates, ``Lambda_max``, the binding stage and link load of a layout.
 
 For a routing threshold ``t`` (uncached tokens; longer requests are prefilled remotely) the stages
-bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (brief section 2):
+bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (``docs/methods.md`` section 3):
 
 - remote prefill compute: ``N_r / (p * T_r(l_long))``
 - remote egress (each link): ``B_eff / (p * S_kv(l_long))`` (bits vs bytes converted)
@@ -84,6 +84,13 @@ class PerfInputs:
     remote_prefill: PrefillModel | None
     sites: dict[str, SitePerf] = field(hash=False)
     output_tokens: float = 1024.0
+
+
+def offloads(layout: Layout, perf: "PerfInputs", site=None) -> bool:
+    """True when requests arriving at ``site`` (a `PDSite`, default the first) can be prefilled remotely:
+    the layout can offload there (`Layout.can_offload`) and the remote prefill has a performance model.
+    Every model (throughput, TTFT, latency, linear program, simulator) asks this one question."""
+    return layout.can_offload(site) and perf.remote_prefill is not None
 
 
 @dataclass(frozen=True)
@@ -183,7 +190,7 @@ def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=N
     remote = _bound(n_remote, col(routing.remote_s_per_req))
     link = _bound(goodput / 8.0, col(routing.link_bytes_per_req))
     # a layout with no remote site (or no link) cannot send anything remote
-    if n_remote == 0 or goodput == 0:
+    if not offloads(layout, perf, site):
         remote = link = np.where(col(routing.p_remote) > 0, 0.0, np.inf)
     local = _bound(n_p[None, :], col(routing.local_s_per_req))
     decode = np.broadcast_to(n_d[None, :] * sp.decode.requests_per_s(perf.output_tokens),
@@ -239,7 +246,7 @@ def evaluate(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: floa
     bounds = {s: float(getattr(b, s)[0, 0]) for s in STAGES}
     lam = float(b.lambda_max[0, 0])
     binding = STAGES[int(b.binding()[0, 0])]
-    egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if layout.remote is not None else 0.0
+    egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if offloads(layout, perf, site) else 0.0
     link = site.link
     evaluated = replace(layout, pd_sites=(site.with_split(int(n_p)),) + layout.pd_sites[1:], threshold=float(t))
     return Evaluation(evaluated, mode, float(t), float(r.p_remote[0]), float(r.l_long[0]), float(r.l_short[0]),

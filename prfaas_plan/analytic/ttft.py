@@ -10,13 +10,13 @@ time at the link's full goodput (an unloaded link) and ``X / layers`` is the las
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import arithmetic as A
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs
+from .throughput import LengthGrid, PerfInputs, offloads
 
 PERCENTILES = (50.0, 90.0, 99.0)
 METHOD = ("unloaded: prefill time, plus for remote requests the KV transfer pipelined with prefill "
@@ -28,8 +28,11 @@ SUMMARY_PERCENTILES = (0.0, 50.0, 90.0, 99.0)  # 0 stands for the mean
 
 def summary_value(summary, percentile: float) -> float:
     """TTFT seconds at ``percentile`` (0 = the mean) of any summary with ``mean_s``/``p50_s``/``p90_s``/
-    ``p99_s`` (`TTFTSummary`, `prfaas_plan.analytic.latency.LatencySummary`)."""
-    return getattr(summary, "mean_s" if percentile == 0 else f"p{percentile:g}_s")
+    ``p99_s`` and ``extra_s`` (other percentiles asked for; `TTFTSummary`,
+    `prfaas_plan.analytic.latency.LatencySummary`)."""
+    if percentile in SUMMARY_PERCENTILES:
+        return getattr(summary, "mean_s" if percentile == 0 else f"p{percentile:g}_s")
+    return summary.extra_s[float(percentile)]
 
 
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndarray:
@@ -52,7 +55,7 @@ def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold
     site = layout.pd_sites[0]
     l = grid.lengths
     local = np.asarray(perf.sites[site.name].prefill.latency_s(l), dtype=float)
-    if layout.remote is None or site.link is None or perf.remote_prefill is None:
+    if not offloads(layout, perf, site):
         return local
     remote_prefill = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
     x = transfer_s(perf.model, l, site.link.goodput_bps)
@@ -69,10 +72,16 @@ class TTFTSummary:
     p90_s: float
     p99_s: float
     method: str = METHOD
+    extra_s: dict[float, float] = field(default_factory=dict, compare=False)  # percentile -> seconds
 
 
-def ttft_summary(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> TTFTSummary:
-    """Mean and P50/P90/P99 of unloaded TTFT over the length distribution."""
+def ttft_summary(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float,
+                 percentiles: tuple[float, ...] = ()) -> TTFTSummary:
+    """Mean and P50/P90/P99 of unloaded TTFT over the length distribution, and any other
+    ``percentiles`` (0-100) in ``extra_s``."""
     v = ttft_by_length(layout, grid, perf, threshold)
-    p50, p90, p99 = weighted_percentiles(v, grid.weights, PERCENTILES)
-    return TTFTSummary(float(np.dot(v, grid.weights)), float(p50), float(p90), float(p99))
+    extra = tuple(float(q) for q in percentiles if q not in SUMMARY_PERCENTILES)
+    values = weighted_percentiles(v, grid.weights, PERCENTILES + extra)
+    p50, p90, p99 = values[:3]
+    return TTFTSummary(float(np.dot(v, grid.weights)), float(p50), float(p90), float(p99), METHOD,
+                       {q: float(x) for q, x in zip(extra, values[3:])})

@@ -34,10 +34,7 @@ def run(argv: list[str] | None = None) -> int:
     import typer
     import typer.main
 
-    try:  # typer >= 0.20 vendors click as typer._click
-        from typer import _click as click
-    except ImportError:  # pragma: no cover - older typer
-        import click
+    from ._click import click
     exit_types = tuple({typer.Exit, getattr(click.exceptions, "Exit", typer.Exit)})
     abort_types = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 

@@ -1,8 +1,10 @@
-"""The typer application object and options shared by every command.
+"""The typer application object and the global options.
 
 Command modules import `app` from here and register themselves with ``@app.command()``. They parse,
-call the Python API and render a `Report`; they compute nothing themselves. Heavy libraries (scipy,
-scipy, pandas, matplotlib) are imported inside the command bodies so that start-up stays fast.
+call the Python API (`prfaas_plan.planning` and friends) and render a `Report` through
+`prfaas_plan.cli.envelope.emit`; they compute nothing themselves. Options are declared once in
+`prfaas_plan.cli.options`. Heavy libraries (scipy, matplotlib) are imported inside the command
+bodies so that start-up stays fast.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from .. import __version__
 from ..profiles import add_profile_dir
 
 app = typer.Typer(
@@ -27,12 +30,27 @@ model_app = typer.Typer(help="Model profile tools (import a Hugging Face config.
 app.add_typer(model_app, name="model")
 
 FORMAT_HELP = "Output format: table, json or csv."
+# Kept for command modules not yet moved to `options.FormatOpt` (same name, default and meaning).
 FormatOption = typer.Option("table", "--format", "-f", help=FORMAT_HELP)
 
 
+def _version(value: bool) -> None:
+    if value:
+        print(f"prfaas-plan {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _global(profiles: Optional[list[str]] = typer.Option(
+def _global(
+    profiles: Optional[list[str]] = typer.Option(
         None, "--profiles", help="Extra folder of model/hardware YAML profiles (repeatable; also "
-                                 "PRFAAS_PLAN_PROFILES).")) -> None:
+                                 "PRFAAS_PLAN_PROFILES)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Tables only: leave the notes out (warnings stay)."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    from .envelope import STATE
+
+    STATE["quiet"] = quiet
     for folder in profiles or []:
         add_profile_dir(folder)

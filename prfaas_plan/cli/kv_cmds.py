@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from .. import arithmetic as A
-from ..output.report import Column, Report, Section, check_format, emit
-from ..profiles import get_model
+from ..output.report import Column, Report, Section
 from ..units import MAX_CHIPS, parse_lengths
-from .app import FormatOption, app
+from .app import app
+from .envelope import emit
+from .options import FormatOpt
 
 
 @app.command("kv")
@@ -18,29 +18,15 @@ def kv_cmd(
                                      help="Uncached prompt length(s), e.g. 32k or 1k,8k (K = 1024)."),
     tp: int = typer.Option(1, "--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks: >1 gives the bytes a "
                            "TP transfer moves when KV heads are replicated across ranks."),
-    fmt: str = FormatOption,
+    fmt: FormatOpt = "table",
 ) -> None:
     """S_kv(l) and its parts per length, against a dense model of the same depth."""
-    check_format(fmt)
-    lengths = parse_lengths(length, "--len")
-    rows = []
-    for name in model:
-        m = get_model(name)
-        for l in lengths:
-            parts = A.s_kv_parts(m, l, tp=tp)
-            dense = A.dense_equivalent_kv(m, l)
-            rows.append({
-                "model": m.name,
-                "len_tokens": l,
-                "growing_kv_bytes": parts.growing,
-                "window_kv_bytes": parts.window,
-                "recurrent_state_bytes": parts.recurrent,
-                "conv_state_bytes": parts.conv,
-                "s_kv_bytes": parts.total,
-                "s_kv_bytes_per_token": parts.total / l,
-                "dense_equivalent_bytes": dense,
-                "kv_reduction_x": dense / parts.total if parts.total else None,
-            })
+    from dataclasses import asdict
+
+    from ..planning.kv import kv_breakdown
+
+    rows = [dict(asdict(b), s_kv_bytes_per_token=b.s_kv_bytes_per_token, kv_reduction_x=b.kv_reduction_x)
+            for b in kv_breakdown(model, parse_lengths(length, "--len"), tp)]
     mib = lambda v: f"{v / 2**20:,.1f}"  # noqa: E731
     cols = [Column("model", "model"), Column("len_tokens", "len", ",d"),
             Column("growing_kv_bytes", "growing KV MiB", mib), Column("window_kv_bytes", "SWA MiB", mib),

@@ -11,10 +11,11 @@ import typer
 
 from .. import arithmetic as A
 from ..errors import PlanError
-from ..output.report import Column, Report, Section, check_format, emit, write_atomic
+from ..output.report import Column, Report, Section, check_format, write_atomic
 from ..profiles import all_models, dtype_bytes, get_hardware, get_model
 from ..units import parse_length, parse_lengths, parse_tpot_s
 from .app import FormatOption, app
+from .envelope import emit
 
 MOE_HELP = "How routed experts are split: tp (every chip holds a slice of every expert) or ep (whole experts)."
 SOURCE_HELP = "Prefill source: auto (measured table if the model has one for this instance, else roofline), " \

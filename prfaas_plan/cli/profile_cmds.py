@@ -5,9 +5,10 @@ from __future__ import annotations
 import typer
 
 from .. import arithmetic as A
-from ..output.report import Column, Report, Section, check_format, emit
+from ..output.report import Column, Report, Section, check_format
 from ..profiles import all_hardware, all_models, dtype_bytes, get_model
 from .app import FormatOption, app
+from .envelope import emit
 
 
 @app.command("models")

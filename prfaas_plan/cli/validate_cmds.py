@@ -10,9 +10,10 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..output.report import Column, Report, Section, check_format, emit
+from ..output.report import Column, Report, Section, check_format
 from ..profiles import all_models, get_model
 from .app import FormatOption, app
+from .envelope import emit
 
 
 def _num(v) -> str:

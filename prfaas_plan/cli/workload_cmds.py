@@ -1,6 +1,6 @@
 """``prfaas-plan workload``: inspect a workload (distribution or trace) the way the planner sees it.
 
-Other commands take a workload the same way: a ``WorkloadOption`` parameter passed to
+Other commands take a workload the same way: the ``options.Workload`` option passed to
 `prfaas_plan.workload.resolve_workload`.
 """
 
@@ -11,23 +11,22 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..output.report import check_format, emit
+from ..planning.scenario import DEFAULTS
 from ..units import MAX_TOKENS, parse_lengths
 from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
-from .app import FormatOption, app
+from .app import app
+from .envelope import emit
+from .options import FormatOpt, Workload
 
 workload_app = typer.Typer(help="Workload tools: length distributions, traces, prefix-cache replay.",
                            no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(workload_app, name="workload")
 
-WORKLOAD_HELP = ("paper (the case study's truncated log-normal), trace (the bundled Mooncake conversation "
-                 "trace) or a .jsonl/.csv trace file.")
-WorkloadOption = typer.Option("paper", "--workload", "-w", help=WORKLOAD_HELP)
 
 
 @workload_app.command("describe")
 def describe_cmd(
-    workload: str = WorkloadOption,
+    workload: Workload = DEFAULTS.workload,
     trace: Optional[str] = typer.Option(None, "--trace", help="A .jsonl/.csv trace file (same as "
                                         "--workload FILE)."),
     prefix_cache: Optional[bool] = typer.Option(
@@ -41,15 +40,14 @@ def describe_cmd(
     threshold: list[str] = typer.Option(["8k", "16k", "32k", "64k"], "--threshold", "-t",
                                         help="Routing threshold(s) t on uncached length, e.g. 19400 or "
                                              "8k,16k (K = 1024)."),
-    fmt: str = FormatOption,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Lengths (mean, P50/P90/P99), prefix hit rate, arrival rate and P(L>t), E[L|L>t], E[L|L<=t]."""
-    from ..workload.summary import describe
+    from ..output.workload_report import describe
     from ..workload.workloads import resolve_workload
 
-    check_format(fmt)
     if trace is not None:
-        if workload != "paper":
+        if workload != DEFAULTS.workload:
             raise PlanError("--trace and --workload both name a workload: give one of them")
         workload = trace
     thresholds = parse_lengths(threshold, "--threshold")

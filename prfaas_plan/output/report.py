@@ -1,8 +1,16 @@
-"""Rendering of results as a rich table, JSON or CSV.
+"""Rendering of results as a rich table, JSON or CSV, in one envelope (``docs/output.md``).
 
 A command builds a `Report`: named sections of rows (plain dicts whose keys carry units, e.g.
-``s_kv_bytes``, ``egress_gbps``) plus notes (defaults in effect, assumptions, sources). The same
-report renders three ways; JSON and CSV keep full precision, the table rounds for reading.
+``s_kv_bytes``, ``egress_gbps``), warnings (each a stable code and a message), notes (assumptions,
+sources) and meta (the tool, the command, every input in effect). The same report renders three ways:
+
+- JSON: ``{"meta", "warnings", "sections", "notes"}``; a non-finite number is ``null`` with a sibling
+  ``<key>_nonfinite`` of ``"inf"``, ``"-inf"`` or ``"nan"``;
+- CSV: one table (a ``section`` column when there are several), preceded by ``#`` comment lines carrying
+  the tool, the warnings and the notes;
+- table: rounded for reading, no exponent and no ``nan``, 100 columns wide unless ``COLUMNS`` says
+  otherwise; each warning and note once.
+
 Nothing is written until the whole report exists, so an error never leaves half an output.
 """
 
@@ -22,6 +30,7 @@ from typing import Any
 from ..errors import PlanError
 
 FORMATS = ("table", "json", "csv")
+TABLE_WIDTH = 100  # columns, unless the COLUMNS environment variable says otherwise
 
 
 @dataclass
@@ -46,11 +55,18 @@ class Section:
 
 @dataclass
 class Report:
-    """A command's whole output."""
+    """A command's whole output. ``warnings`` holds objects with ``code`` and ``message`` (e.g.
+    `prfaas_plan.planning.warnings.PlanWarning`)."""
 
     sections: list[Section]
     notes: list[str] = field(default_factory=list)   # assumptions and defaults in effect
     meta: dict = field(default_factory=dict)          # scalar facts (inputs, versions) for JSON
+    warnings: list = field(default_factory=list)
+
+
+def _unique(items) -> list:
+    """``items`` in order without repeats."""
+    return list(dict.fromkeys(items))
 
 
 def check_format(fmt: str) -> str:
@@ -60,68 +76,120 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
+NONFINITE_SUFFIX = "_nonfinite"
+
+
+def _nonfinite(v: Any) -> str | None:
+    """``"inf"``, ``"-inf"`` or ``"nan"`` for a non-finite float, else None."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return None
+
+
 def _jsonable(v: Any) -> Any:
+    """Plain JSON values: numpy scalars unwrapped, non-finite floats as null (in a dict with a sibling
+    ``<key>_nonfinite`` flag naming the value)."""
     if hasattr(v, "item") and callable(v.item):  # numpy scalar
         v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if _nonfinite(v):
+        return None
     if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
+        out = {}
+        for k, x in v.items():
+            x = x.item() if hasattr(x, "item") and callable(x.item) else x
+            out[k] = _jsonable(x)
+            if _nonfinite(x):
+                out[f"{k}{NONFINITE_SUFFIX}"] = _nonfinite(x)
+        return out
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     return v
 
 
+def plain_number(v: float) -> str:
+    """A number for a table cell without an exponent: thousands separated from 1000, 4 significant
+    digits down to 1e-4, fixed point with up to 10 decimals below (``0`` when nothing is left)."""
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 1e-4:
+        return f"{v:.4g}"
+    text = f"{v:.10f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "0", "-0") else text
+
+
 def _cell(v: Any, fmt: Any) -> str:
+    if hasattr(v, "item") and callable(v.item):
+        v = v.item()
     if v is None:
         return "-"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "-" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if callable(fmt):
         return fmt(v)
-    if fmt and isinstance(v, (int, float)) or (fmt and hasattr(v, "item")):
+    if fmt and isinstance(v, (int, float)) and not isinstance(v, bool):
         try:
-            return format(v, fmt)
+            text = format(v, fmt)
         except (TypeError, ValueError):
             return str(v)
+        return plain_number(float(v)) if "e" in text.lower() else text
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return plain_number(v)
     return str(v)
 
 
-def render(report: Report, fmt: str) -> str:
-    """The report as text in the given format."""
+def warning_dicts(report: Report) -> list[dict]:
+    """The report's warnings as ``{"code", "message"}`` dicts, each once."""
+    seen = _unique((w.code, w.message) for w in report.warnings)
+    return [{"code": c, "message": m} for c, m in seen]
+
+
+def all_notes(report: Report) -> list[str]:
+    """Report and section notes, each once, in order."""
+    return _unique(list(report.notes) + [n for s in report.sections for n in s.notes])
+
+
+def render(report: Report, fmt: str, quiet: bool = False) -> str:
+    """The report as text in the given format; ``quiet`` leaves the notes out of a table."""
     check_format(fmt)
     if fmt == "json":
-        doc = {"meta": _jsonable(report.meta)} if report.meta else {}
-        doc["sections"] = {s.name: _jsonable(s.rows) for s in report.sections}
-        doc["notes"] = report.notes + [n for s in report.sections for n in s.notes]
-        return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+        doc = {"meta": _jsonable(report.meta), "warnings": warning_dicts(report),
+               "sections": {s.name: _jsonable(s.rows) for s in report.sections}, "notes": all_notes(report)}
+        return json.dumps(doc, indent=2, sort_keys=False, allow_nan=False) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
+        tool = report.meta.get("tool"), report.meta.get("version"), report.meta.get("command")
+        if any(tool):
+            buf.write("# " + " ".join(str(x) for x in tool if x) + "\n")
+        for w in warning_dicts(report):
+            buf.write(f"# warning {w['code']}: {w['message']}\n")
+        for n in all_notes(report):
+            buf.write(f"# note: {n}\n")
         multi = len(report.sections) > 1
         keys: list[str] = ["section"] if multi else []
         for s in report.sections:
             for row in s.rows:
-                for k in row:
+                for k in _jsonable(row):
                     if k not in keys:
                         keys.append(k)
         w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
         w.writeheader()
         for s in report.sections:
             for row in s.rows:
-                out = {k: _jsonable(v) for k, v in row.items()}
+                out = _jsonable(row)
                 if multi:
                     out["section"] = s.name
                 w.writerow(out)
         return buf.getvalue()
-    return _render_table(report)
+    return _render_table(report, quiet)
 
 
-def _render_table(report: Report) -> str:
+def _render_table(report: Report, quiet: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    width = int(os.environ.get("COLUMNS", "160"))
-    console = Console(file=io.StringIO(), width=max(width, 100), force_terminal=False, color_system=None)
+    width = int(os.environ.get("COLUMNS", str(TABLE_WIDTH)))
+    console = Console(file=io.StringIO(), width=max(width, 60), force_terminal=False, color_system=None)
     for s in report.sections:
         cols = s.columns or [Column(k, k) for k in (s.rows[0] if s.rows else {})]
         t = Table(title=s.title, title_justify="left", show_lines=False)
@@ -136,16 +204,21 @@ def _render_table(report: Report) -> str:
             for row in s.rows:
                 t.add_row(*[_cell(row.get(c.key), c.fmt) for c in cols])
         console.print(t)
-        for n in s.notes:
-            console.print(f"  note: {n}", highlight=False, soft_wrap=True)
-    for n in report.notes:
-        console.print(f"note: {n}", highlight=False, soft_wrap=True)
+        for n in ([] if quiet else _unique(s.notes)):
+            console.print(f"  note: {n}", highlight=False, soft_wrap=True, markup=False)
+    for w in warning_dicts(report):
+        console.print(f"WARNING [{w['code']}]: {w['message']}", highlight=False, soft_wrap=True, markup=False)
+    if not quiet:
+        section_notes = {n for s in report.sections for n in s.notes}
+        for n in _unique(report.notes):
+            if n not in section_notes:
+                console.print(f"note: {n}", highlight=False, soft_wrap=True, markup=False)
     return console.file.getvalue()
 
 
-def emit(report: Report, fmt: str, out=None) -> None:
+def emit(report: Report, fmt: str, out=None, quiet: bool = False) -> None:
     """Render and write the report to stdout (or ``out``) in one piece."""
-    text = render(report, fmt)
+    text = render(report, fmt, quiet)
     (out or sys.stdout).write(text)
 
 

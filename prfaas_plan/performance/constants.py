@@ -7,9 +7,9 @@ priors below are used, also marked assumed.
 
 Priors (centre, log-normal width), used to regularize the fit and as the last-resort defaults:
 
-- compute_efficiency 0.75 (x/ e^0.3): dense GEMMs reach 70-87% of peak on Hopper (PrfaaS brief section 6);
+- compute_efficiency 0.75 (x/ e^0.3): dense GEMMs reach 70-87% of peak on Hopper (``docs/methods.md`` section 2);
 - memory_efficiency 0.85 (x/ e^0.2): decode attention kernels reach ~90% of HBM bandwidth, weight-streaming
-  GEMV somewhat less (brief section 6);
+  GEMV somewhat less (``docs/methods.md`` section 2);
 - comm_efficiency 0.7 (x/ e^1.0): NCCL all-reduce bus bandwidth on NVLink, assumed, weakly held;
 - overhead_s 0.05 s (x/ e^2.0): per-request scheduling/launch overhead, assumed, almost free.
 """

@@ -1,18 +1,60 @@
-"""The planning API a user scripts against and the CLI calls: scenarios, sizing, comparison
-(``plans``) and the paper's case study (``case_study``)."""
+"""The planning API a user scripts against and the CLI calls.
 
-from .plans import (
-           Plan,
-           Scenario,
-           compare,
-           instance_decode,
-           instance_prefill,
-           optimize,
-           perf_inputs,
-           scenario_for,
-           size,
-           size_layout,
+- `scenario` (module ``scenario``): a planning question from what a user types, with `DEFAULTS`;
+- `size`, `compare`, `size_layout` (``plans``): optimized layouts as `Plan` records;
+- `answer_size`, `answer_compare`, `answer_layout`, `answer_reproduce` (``answers``): everything a
+  command prints — figures, follow-up questions (``questions``), warnings (``warnings``), notes;
+- `answer_simulate` (``simulate``): plan, workload, discrete-event run and the analytic model beside it;
+- `kv_breakdown` (``kv``): a request's cache by part per length;
+- ``case_study``: the paper's case study and its published figures.
+
+Example::
+
+    from prfaas_plan import planning
+    sc = planning.scenario(model="kimi-linear", remote="32xH200", local="64xH20", link="100G")
+    a = planning.answer_size(sc, load=0.8, ttft_slo=(90, 4.0))
+    a.plan.best.threshold, a.plan.best.lambda_max, a.loaded.ttft_p90_s, a.slo.rate_rps
+    [w.code for w in a.warnings]
+"""
+
+from .answers import (
+    CompareAnswer,
+    LayoutAnswer,
+    ReproduceAnswer,
+    SizeAnswer,
+    answer_compare,
+    answer_layout,
+    answer_reproduce,
+    answer_size,
+    perf_notes,
 )
+from .kv import KvBreakdown, kv_breakdown
+from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
+from .questions import (
+    LinkSizing,
+    LoadedLatency,
+    SloRate,
+    TargetSizing,
+    Verification,
+    routing_screen,
+)
+from .scenario import (
+    DEFAULTS,
+    Scenario,
+    instance_decode,
+    instance_prefill,
+    layout_perf,
+    perf_inputs,
+    scenario,
+    scenario_for,
+)
+from .simulate import SimulationAnswer, answer_simulate
+from .warnings import PlanWarning
 
-__all__ = ["Plan", "Scenario", "compare", "instance_decode", "instance_prefill", "optimize", "perf_inputs",
-           "scenario_for", "size", "size_layout"]
+__all__ = [
+    "DEFAULTS", "CompareAnswer", "KvBreakdown", "LayoutAnswer", "LinkSizing", "LoadedLatency", "Plan", "PlanWarning",
+    "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
+    "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
+    "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
+    "perf_notes", "routing_screen", "scenario", "scenario_for", "size", "size_layout",
+]

@@ -46,7 +46,7 @@ class Target:
     tol_predicted: float
 
 
-# Published figures (arXiv 2604.15039, section on the case study; brief section 7). The paper's "K"
+# Published figures (arXiv 2604.15039, section on the case study; ``docs/methods.md`` section 6). The paper's "K"
 # here is 1000 tokens: P(L > t) = 49.6% for the stated workload holds at t = 19,400, not 19,866.
 TARGETS = (
     Target("threshold_tokens", "optimal threshold t", 19_400, "tokens", 0.03 * 19_400, 0.25 * 19_400),

@@ -1,107 +1,43 @@
 """Sizing and comparison: from a user's question to optimized layouts, with every assumption listed.
 
-This is the Python API behind ``prfaas-plan size`` and ``compare``: it resolves the model, chips,
-workload and per-instance performance, runs the optimizer, and gathers the numbers a report prints.
-Each default in effect is recorded as a note so the user sees what was assumed.
+`size` and `compare` optimize the layouts of a `Scenario` (see `prfaas_plan.planning.scenario`) by
+grid search and gather each one's figures in a `Plan`; `size_layout` runs the linear program on a
+layout file. `prfaas_plan.planning.answers` adds the follow-up questions, warnings and notes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..analytic.search import GridResult, grid_search, threshold_candidates
-from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs, SitePerf, routing_stats, stage_bounds
+from ..analytic.throughput import (
+    Evaluation,
+    LengthGrid,
+    PerfInputs,
+    routing_stats,
+    stage_bounds,
+)
 from ..analytic.ttft import TTFTSummary, ttft_summary
 from ..errors import PlanError
-from ..layout import Layout, Link, homogeneous_pd, instances_from_chips, naive_heterogeneous, prfaas_pd
-from ..performance import given
-from ..performance.base import DecodeCapacity, Instance, PrefillModel
-from ..profiles import ModelProfile
-
-GRID_POINTS = 8192
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """The inputs of one planning question (everything resolved, nothing defaulted later)."""
-
-    model: ModelProfile
-    remote: str               # chips, e.g. 32xH200
-    local: str                # chips, e.g. 64xH20
-    link: Link
-    instance_chips: int
-    tpot_s: float
-    mode: str                 # representative | exact
-    inputs: str               # predicted | paper
-    grid: LengthGrid          # uncached input lengths (what prefill computes and routing compares)
-    output_tokens: float      # mean output length
-    context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
-    workload_name: str
-    notes: tuple[str, ...] = field(default=())
-
-
-def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
-                 mode: str, inputs: str, workload, notes: tuple[str, ...] = ()) -> Scenario:
-    """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
-    and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
-    grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
-    output = float(workload.output_length.mean())
-    context = float(workload.total_input_length.mean()) + output / 2
-    wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
-    return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, tuple(notes) + (wl_note,))
-
-
-def _paper_only(model: ModelProfile, instance: Instance) -> None:
-    if model.name != given.MODEL:
-        raise PlanError(f"--inputs paper exists only for {given.MODEL} (the paper's case-study model)")
-    if instance.chip.name not in ("h200", "h20"):
-        raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
-
-
-def instance_prefill(model: ModelProfile, instance: Instance, inputs: str) -> PrefillModel:
-    """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20) or ``predicted``
-    (measured table where the model has one, else the calibrated roofline)."""
-    if inputs == "paper":
-        _paper_only(model, instance)
-        return given.measured_h200() if instance.chip.name == "h200" else given.backsolved_h20()[0]
-    from ..performance import prefill_model
-
-    return prefill_model(model, instance)
-
-
-def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                    inputs: str) -> DecodeCapacity:
-    """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
-    cannot decode there at all is a `PlanError`."""
-    if inputs == "paper":
-        _paper_only(model, instance)
-        if instance.chip.name != "h20":
-            raise PlanError(f"--inputs paper gives decode capacity for 8xH20 only, not {instance}")
-        return given.backsolved_h20()[1]
-    from ..performance import decode_capacity
-
-    decode = decode_capacity(model, instance, tpot_s, context_tokens)
-    if decode.batch <= 0:
-        if decode.binding == "slo":
-            raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
-                            f"request's step takes longer ({decode.source}); loosen --tpot")
-        raise PlanError(f"{model.name} cannot decode on {instance}: its weights leave no HBM for a single "
-                        f"request ({decode.source}); use chips with more HBM or more chips per instance "
-                        "(--instance-chips)")
-    return decode
-
-
-def perf_inputs(sc: Scenario) -> PerfInputs:
-    """Per-instance performance of the scenario's remote and local instances."""
-    context = sc.context_tokens
-    l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
-    r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
-    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
-    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
+from ..layout import (
+    Layout,
+    Link,
+    homogeneous_pd,
+    instances_from_chips,
+    naive_heterogeneous,
+    prfaas_pd,
+)
+from .scenario import (  # noqa: F401  (re-exported: the planning API's historical home)
+    GRID_POINTS,
+    Scenario,
+    instance_decode,
+    instance_prefill,
+    layout_perf,
+    perf_inputs,
+    scenario_for,
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +52,23 @@ class Plan:
     perf: PerfInputs
     grid: LengthGrid
     link_bind_threshold: float | None  # below this t the link would bind at the optimum's throughput
-    capex_usd: float
-    cloud_usd_per_hour: float
+    capex_usd: float           # purchase price of the layout's chips, NaN without prices
+    cloud_usd_per_hour: float  # cloud rental of the chips plus the link's price, NaN without prices
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Output tokens per second at Lambda_max."""
+        return self.best.lambda_max * self.perf.output_tokens
+
+    @property
+    def rps_per_musd(self) -> float | None:
+        """Requests/s at Lambda_max per million USD of purchase price (None without prices)."""
+        return self.best.lambda_max / self.capex_usd * 1e6 if self.capex_usd else None
+
+    @property
+    def output_tokens_per_usd_cloud(self) -> float | None:
+        """Output tokens per USD of hourly cloud cost at Lambda_max (None without prices)."""
+        return self.output_tokens_per_s * 3600 / self.cloud_usd_per_hour if self.cloud_usd_per_hour else None
 
 
 def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -> float | None:
@@ -166,9 +117,10 @@ def _costs(layout: Layout) -> tuple[float, float]:
     return capex, hourly
 
 
-def optimize(layout: Layout, sc: Scenario, perf: PerfInputs) -> Plan:
-    """Grid-search the layout and gather its report figures."""
-    surface = grid_search(layout, sc.grid, perf, sc.mode)
+def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | None = None) -> Plan:
+    """Grid-search the layout (the split only when ``threshold``, in tokens, pins the routing) and gather
+    its report figures."""
+    surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold)
     best = surface.best
     ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
     capex, hourly = _costs(layout)
@@ -181,20 +133,24 @@ def size(sc: Scenario) -> Plan:
     return optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
 
 
-def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
-    """PrfaaS-PD, homogeneous PD and naive heterogeneous on the same budget.
+BASES = ("instances", "cost")
 
-    ``basis="instances"``: the homogeneous cluster has as many local-chip instances as PrfaaS-PD has
-    in total (the paper's comparison). ``basis="cost"``: as many as the PrfaaS-PD purchase price buys.
+
+def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: str = "instances") -> Layout:
+    """The homogeneous PD layout PrfaaS-PD (``remote`` + ``local`` chips, e.g. 32xH200 and 64xH20) is
+    compared with, on the local chip.
+
+    ``basis="instances"``: as many local-chip instances as PrfaaS-PD has in total (the paper's
+    comparison). ``basis="cost"``: as many as the PrfaaS-PD purchase price buys.
     """
-    prf_layout = prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips)
-    _, r_n = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
-    l_inst, l_n = instances_from_chips(sc.local, sc.instance_chips, "--local")
+    prf_layout = prfaas_pd(remote, local, Link(1.0), instance_chips)  # the link has no purchase price
+    _, r_n = instances_from_chips(remote, instance_chips, "--remote")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
     if basis == "instances":
         n_hom = r_n + l_n
     elif basis == "cost":
         budget = _costs(prf_layout)[0]
-        per_instance = _costs(homogeneous_pd(f"{sc.instance_chips}x{l_inst.chip.name}", sc.instance_chips))[0]
+        per_instance = _costs(homogeneous_pd(f"{instance_chips}x{l_inst.chip.name}", instance_chips))[0]
         if not (np.isfinite(budget) and np.isfinite(per_instance)):
             raise PlanError("--basis cost needs purchase prices in both chips' hardware profiles; "
                             "use --basis instances")
@@ -203,29 +159,17 @@ def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
         raise PlanError(f"--basis {basis!r}: expected instances or cost")
     if n_hom < 2:
         raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")
+    return homogeneous_pd(f"{n_hom * instance_chips}x{l_inst.chip.name}", instance_chips)
+
+
+def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
+    """PrfaaS-PD, homogeneous PD (see `homogeneous_baseline` for ``basis``) and naive heterogeneous."""
+    hom_layout = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis)
     perf = perf_inputs(sc)
-    prf = optimize(prf_layout, sc, perf)
+    prf = optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
     naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
-    hom_chips = f"{n_hom * sc.instance_chips}x{l_inst.chip.name}"
-    hom = optimize(homogeneous_pd(hom_chips, sc.instance_chips), sc, perf)
+    hom = optimize(hom_layout, sc, perf)
     return {"prfaas-pd": prf, "homogeneous-pd": hom, "naive-heterogeneous": naive}
-
-
-def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
-    """Per-instance performance of every site of a (possibly multi-site) layout."""
-    context = sc.context_tokens
-    by_instance: dict[str, SitePerf] = {}   # sites of one instance shape share its performance
-    sites = {}
-    for site in layout.pd_sites:
-        key = str(site.instance)
-        if key not in by_instance:
-            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
-        sites[site.name] = by_instance[key]
-    remote = None
-    if layout.remote is not None:
-        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs)
-    return PerfInputs(sc.model, remote, sites, sc.output_tokens)
 
 
 def size_layout(layout: Layout, sc: Scenario):

@@ -19,11 +19,20 @@ from .schema import (
                      Price,
                      dtype_bytes,
 )
-from .store import add_profile_dir, all_hardware, all_models, get_hardware, get_model, read_yaml, reset_profile_dirs
+from .store import (
+    add_profile_dir,
+    all_hardware,
+    all_models,
+    get_hardware,
+    get_model,
+    profile_dirs,
+    read_yaml,
+    reset_profile_dirs,
+)
 
 __all__ = [
     "DTYPE_BYTES", "AttentionGroup", "Calibration", "HardwareProfile", "MeasuredPrefill", "MoE",
     "ModelProfile", "Price", "dtype_bytes", "kinds", "hardware_from_dict", "model_from_dict",
-    "add_profile_dir", "all_hardware", "all_models", "get_hardware", "get_model", "read_yaml",
+    "add_profile_dir", "all_hardware", "all_models", "get_hardware", "get_model", "profile_dirs", "read_yaml",
     "reset_profile_dirs",
 ]

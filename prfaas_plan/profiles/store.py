@@ -76,6 +76,11 @@ def _loader():
 MAX_PROFILE_BYTES = 4 * 2**20  # a profile is a few kB; anything beyond 4 MiB is not one
 
 
+def profile_dirs() -> list[Path]:
+    """Every profile folder in effect: the bundled model and hardware folders, then user folders."""
+    return _bundled_dir("model") + _bundled_dir("hardware") + _user_dirs()
+
+
 def read_yaml(path: Path) -> dict:
     """Read one YAML mapping; malformed YAML, binary data or an oversized file becomes a `PlanError`
     naming file and line."""

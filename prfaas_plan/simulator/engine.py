@@ -1,9 +1,10 @@
-"""`simulate`: run a workload through a layout with a scheduler, on the engine that suits it.
+"""`simulate`: run a workload through a layout with a registered scheduler (`schedulers`), on an engine
+that can run it.
 
 Two engines simulate the same system (`System`, `Router`, `SharedLink`): the general event loop
 (`events`), needed by the adaptive scheduler whose decisions depend on the system's state, and a
-stage-by-stage fast path (`pipeline`) that is exact for the static scheduler. Unless told otherwise the
-static scheduler runs on the fast path; a test checks that both engines agree on it.
+stage-by-stage fast path (`pipeline`) that is exact for the static scheduler. Each scheduler names the
+engines it runs on, its default first; a test checks that both engines agree on the static one.
 """
 
 from __future__ import annotations
@@ -13,17 +14,16 @@ from dataclasses import dataclass, field
 from ..errors import PlanError
 from ..layout import Layout
 from ..analytic.throughput import PerfInputs
-from .events import run_events
 from .link import LinkProfile
-from .pipeline import run_pipeline
 from .requests import Requests
 from .result import SimResult
 from .routing import Router
 from .scheduler import LongTermRule, ShortTermRule
+from .schedulers import ENGINES, SCHEDULERS as _REGISTRY, get_scheduler
 from .system import System
 
-SCHEDULERS = ("static", "adaptive")
-ENGINES = ("events", "pipeline")
+SCHEDULERS = tuple(_REGISTRY)
+"""Names of the registered schedulers (`schedulers.register`)."""
 
 
 @dataclass(frozen=True)
@@ -53,21 +53,22 @@ def simulate(requests: Requests, layout: Layout, perf: PerfInputs, cfg: SimConfi
     have been routed (every 4,096 on the event engine, once on the pipeline). ``engine`` forces ``events``
     or ``pipeline`` (the latter only for the static scheduler); by default the static scheduler uses the
     pipeline."""
-    if cfg.scheduler not in SCHEDULERS:
-        raise PlanError(f"--scheduler {cfg.scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    scheduler = get_scheduler(cfg.scheduler)
     if engine is not None and engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}")
+    if engine is not None and engine not in scheduler.engines:
+        raise ValueError(f"the {engine} engine cannot run the {scheduler.name} scheduler")
     if not cfg.sample_s > 0:
         raise PlanError("timeline resolution must be a positive number of seconds")
     sysm = System.build(layout, perf, cfg.threshold)
     pd = rf = None
-    if requests.hashes is not None and cfg.cache_bytes_per_instance > 0:
+    if requests.has_blocks and cfg.cache_bytes_per_instance > 0:
         pd, rf = sysm.caches(cfg.cache_bytes_per_instance, cfg.block_tokens)
+        most = (int(requests.input_tokens.sum()) // cfg.block_tokens * pd.block_bytes
+                + len(requests) * pd.checkpoint_bytes)
+        pd.assume_fits(most)  # when all the workload's blocks fit, recency never matters
+        rf.assume_fits(most)
     router = Router(pd, rf, sysm.remote_ok)
-    engine = engine or ("pipeline" if cfg.scheduler == "static" else "events")
-    if engine == "pipeline" and cfg.scheduler != "static":
-        raise ValueError("the pipeline engine runs the static scheduler only")
-    run = run_pipeline if engine == "pipeline" else run_events
-    raw = run(requests, sysm, cfg, router, progress)
+    raw = scheduler.run(requests, sysm, cfg, router, progress, engine or scheduler.engines[0])
     return SimResult.build(requests, raw, sample_s=cfg.sample_s, caches={"pd": pd, "prfaas": rf},
                            link_bps=sysm.link_bps, scheduler=cfg.scheduler, threshold=sysm.threshold)

@@ -28,9 +28,9 @@ from heapq import heappop, heappush
 import numpy as np
 
 from .link import SharedLink
+from .result import RunRecord
 from .routing import Router
-from .scheduler import (AdaptiveThreshold, Observation, balanced_threshold, decide, empirical_grid, split_gains,
-                        surface)
+from .scheduler import AdaptiveThreshold, long_term_step
 from .system import System
 from .tables import TablePrefill
 
@@ -41,13 +41,14 @@ SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "
                "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
 
 
-def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> dict:
-    """Simulate; returns the raw records `SimResult.build` takes."""
+def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
+    """Simulate, with the dual-timescale rules when ``adaptive`` (else a fixed threshold and fixed roles);
+    returns the `RunRecord` `SimResult.build` takes."""
     n = len(requests)
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
-    hashes = requests.hashes
+    blocks = requests.iter_blocks() if requests.has_blocks and router.pd is not None else None
     svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
     t_local = svc["local_s"].tolist()
     t_remote = svc["remote_s"].tolist()
@@ -56,7 +57,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
     site = sysm.layout.pd_sites[0]
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
-    adaptive = cfg.scheduler == "adaptive"
     abundant_util = cfg.short_term.abundant_util
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
     reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
@@ -197,21 +197,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
         recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
         mean = dict(zip(SAMPLE_KEYS, (sum(c) / len(c) for c in zip(*recent)))) if recent else {}
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
-        res = lay = grid = p = None
-        up = down = 0.0
-        if len(period_u) >= rule.min_samples:  # the throughput model on what this period saw
-            pd_site = site.with_split(split)
-            if remote_ok:
-                pd_site = replace(pd_site, link=replace(site.link, bandwidth_bps=max(link.capacity * 8.0 / eff, 1.0)))
-            lay = replace(sysm.layout, pd_sites=(pd_site,))
-            grid = empirical_grid(period_u)
-            p = replace(reopt_perf, output_tokens=sum(period_out) / len(period_out))
-            res = surface(lay, grid, p, cfg.mode)
-            up, down = split_gains(res, split)
-        obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0),
-                          mean.get("decode_waiting", 0.0), mean.get("decode_busy", 0.0), split,
-                          site.instances - split, slots, up, down)
-        change = decide(rule, obs, 1 if thr0 >= 0 else 0)
+        step = long_term_step(rule, sysm, reopt_perf, cfg.mode, split, link.capacity * 8.0 / eff, period_u,
+                              period_out, mean)
+        change = step.change
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
             inst = min(dec_open, key=dec_active.__getitem__)
@@ -229,13 +217,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
             else:
                 lp_convert += 1
         split += change
-        if res is not None and remote_ok and 0 <= thr0 < INF:
-            thr = balanced_threshold(lay, grid, p, split, cfg.mode, res)
+        if step.threshold is not None:
+            thr = step.threshold
             short.reset(thr)
         if change:
             roles.append({"time_s": t, "change": "decode->prefill" if change > 0 else "prefill->decode",
                           "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
-                          "model_gain": up if change > 0 else down})
+                          "model_gain": step.gain})
         period_u.clear()
         period_out.clear()
 
@@ -268,7 +256,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 abundant = link.util < abundant_util
             else:
                 abundant = False
-            local, u, kv_pd, u_pd, moved = router.route(hashes[rid] if hashes else None, inlen[rid], thr,
+            local, u, kv_pd, u_pd, moved = router.route(next(blocks) if blocks else None, inlen[rid], thr,
                                                         abundant, lp_servers > 0)
             uncached[rid] = u
             if adaptive:
@@ -341,7 +329,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
                 link.set_capacity(t, aux * eff / 8.0)
             else:  # _REBALANCE
                 rebalance(t)
-                if i < n or completed < i:
+                if i < n or (completed < i and (heap or link.next_t < INF)):  # else nothing can ever move again
                     heappush(heap, (t + cfg.long_term.period_s, _REBALANCE, 0, 0))
             continue
 
@@ -357,7 +345,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None) -> di
     sample(end)
     timeline = ({k: np.array(c, dtype=float) for k, c in zip(SAMPLE_KEYS, zip(*rows))} if rows
                 else {k: np.zeros(0) for k in SAMPLE_KEYS})
-    return dict(route=np.array(route), uncached=np.array(uncached), p_start=np.array(p_start),
+    return RunRecord(route=np.array(route), uncached=np.array(uncached), p_start=np.array(p_start),
                 p_end=np.array(p_end), ready=np.array(ready), d_start=np.array(d_start),
                 finish=np.array(finish), flow_bytes=np.array(flow_bytes), arrived=i, end_s=end,
                 link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,

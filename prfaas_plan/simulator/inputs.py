@@ -1,7 +1,9 @@
-"""Input adapters of the simulator: turn the workload module's traces and distributions into `Requests`.
+"""Input adapters of the simulator: turn the workload module's traces, arrivals and distributions into
+`Requests`.
 
-Lengths come from `prfaas_plan.workload` (the paper's truncated log-normal, the Mooncake reader with its
-one-line errors), so the simulator and the planner read the same workload the same way.
+Everything comes from `prfaas_plan.workload` -- the trace reader (`load_trace`, with its one-line errors),
+the arrival processes (`arrivals`) and the paper's truncated log-normal -- so the simulator and the planner
+read the same workload the same way.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..analytic.throughput import LengthGrid
-from ..workload import iter_trace, paper_workload
+from ..workload import load_trace, paper_workload, poisson_window, trace_arrivals
 from .requests import Requests
 
 
@@ -53,39 +55,23 @@ def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
         raise PlanError(f"synthetic workload: seed {seed!r} must be a whole number >= 0")
     wl = paper_workload()
     rng = np.random.default_rng(seed)
-    n = max(int(rng.poisson(rate_rps * duration_s)), 1)
-    arrivals = np.sort(rng.uniform(0.0, duration_s, n))
-    lengths = wl.input_length.sample(n, rng)
-    return Requests.from_arrays(arrivals, lengths, np.full(n, round(wl.output_length.mean())))
+    arrivals = poisson_window(rate_rps, duration_s, rng)
+    lengths = wl.input_length.sample(len(arrivals), rng)
+    return Requests.from_arrays(arrivals, lengths, np.full(len(arrivals), round(wl.output_length.mean())))
 
 
 def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
-    """Stream a trace (Mooncake JSONL or CSV with timestamps), stopping after ``duration_s`` seconds of
-    arrivals when given. Arrival times are counted from the first request (the simulation's clock starts
-    there, whatever the trace's own origin). Malformed lines raise the workload reader's one-line
-    `PlanError`."""
+    """A trace (Mooncake JSONL or CSV with timestamps) as `Requests`, only its first ``duration_s`` seconds
+    of arrivals when given (the rest is not read). Arrival times are counted from the first request (the
+    simulation's clock starts there, whatever the trace's own origin)."""
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"--trace {str(path)!r}: no such file")
-    arrivals: list[float] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
-    hashes: list[tuple[int, ...]] = []
-    start = None
-    for rec in iter_trace(p):
-        if rec.timestamp_s is None:
-            raise PlanError(f"{p}:{rec.line}: the simulator needs arrival timestamps")
-        if start is None:
-            start = rec.timestamp_s
-        t = rec.timestamp_s - start
-        if duration_s is not None and t > duration_s:
-            break
-        if len(arrivals) >= max_requests():
-            raise _too_many(len(arrivals) + 1, f"{p} up to line {rec.line}")
-        arrivals.append(t)
-        inputs.append(rec.input_length)
-        outputs.append(max(rec.output_length, 1))  # a request yields at least its first token
-        hashes.append(rec.hash_ids)
-    if not arrivals:
-        raise PlanError(f"{p}: no requests in the trace")
-    return Requests.from_arrays(arrivals, inputs, outputs, hashes if any(hashes) else None)
+    trace = load_trace(p, duration_s)
+    if len(trace) > max_requests():
+        raise _too_many(len(trace), f"{p}")
+    if trace.arrival_s is None:
+        raise PlanError(f"{p}:{int(trace.line[0])}: the simulator needs arrival timestamps")
+    outputs = np.maximum(trace.output_length, 1)  # a request yields at least its first token
+    return Requests.from_arrays(trace_arrivals(trace), trace.input_length, outputs,
+                                block_ids=trace.block_ids, block_offsets=trace.block_offsets)

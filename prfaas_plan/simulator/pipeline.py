@@ -16,6 +16,7 @@ from heapq import heapreplace
 import numpy as np
 
 from .link import SharedLink
+from .result import RunRecord
 from .routing import Router
 from .system import System
 
@@ -74,8 +75,8 @@ def _before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.sort(times[np.isfinite(times)]), at, side="left")
 
 
-def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> dict:
-    """Simulate with a static threshold; returns the raw records `SimResult.build` takes. ``progress(n)`` is
+def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> RunRecord:
+    """Simulate with a static threshold; returns the `RunRecord` `SimResult.build` takes. ``progress(n)`` is
     called once the ``n`` requests are routed."""
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
     arrival = requests.arrival_s
@@ -84,12 +85,12 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     thr = sysm.threshold
 
     # 1. routes, in arrival order
-    if router.pd is None or requests.hashes is None:
+    if router.pd is None or not requests.has_blocks:
         local = (inlen <= thr) | (not sysm.remote_ok) if sysm.n_prefill > 0 else np.zeros(n, dtype=bool)
         uncached = inlen.copy()
         kv_pd = np.zeros(n, dtype=np.int64)
     else:
-        flags, u, kv = router.route_all(requests.hashes[:n], inlen.tolist(), thr, sysm.n_prefill > 0)
+        flags, u, kv = router.route_all(requests.iter_blocks(n), inlen.tolist(), thr, sysm.n_prefill > 0)
         local = np.array(flags, dtype=bool)
         uncached = np.array(u, dtype=np.int64)
         kv_pd = np.array(kv, dtype=np.int64)
@@ -162,7 +163,7 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
         out[:n] = a
         return out
 
-    return dict(route=full(np.where(local, 0, 1), -1), uncached=full(uncached, 0),
+    return RunRecord(route=full(np.where(local, 0, 1), -1), uncached=full(uncached, 0),
                 p_start=full(p_start, math.nan), p_end=full(p_end, math.nan), ready=full(ready, math.nan),
                 d_start=full(d_start, math.nan), finish=full(finish, math.nan),
                 flow_bytes=full(flow_bytes, 0.0), arrived=n, end_s=end, link_bins_bytes=np.array(link.bins),

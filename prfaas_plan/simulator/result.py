@@ -20,6 +20,35 @@ SIM_METHOD = ("simulated: discrete events; per-cluster prefix caches (512-token 
 PERCENTILES = (50.0, 90.0, 99.0)
 
 
+@dataclass(frozen=True, eq=False)
+class RunRecord:
+    """What an engine hands to `SimResult.build`. Per-request arrays (one entry per request of the workload,
+    NaN where a request never reached a stage): ``route`` 0 local / 1 remote / -1 not arrived, ``uncached``
+    tokens prefilled, prefill ``p_start``/``p_end``, ``ready`` (cache complete at decode), decode ``d_start``
+    and ``finish`` (seconds), ``flow_bytes`` handed to the link. Run-wide: ``arrived`` requests, ``end_s``,
+    ``link_bins_bytes`` delivered per timeline bin, ``timeline`` samples, ``roles`` changed, short-term
+    ``threshold_changes``, ``server_area`` (server-seconds provisioned per stage), ``prefix_moves``
+    (count, bytes) and ``peak_flows`` on the link."""
+
+    route: np.ndarray
+    uncached: np.ndarray
+    p_start: np.ndarray
+    p_end: np.ndarray
+    ready: np.ndarray
+    d_start: np.ndarray
+    finish: np.ndarray
+    flow_bytes: np.ndarray
+    arrived: int
+    end_s: float
+    link_bins_bytes: np.ndarray
+    timeline: dict[str, np.ndarray]
+    roles: list[dict]
+    threshold_changes: int
+    server_area: dict[str, float]
+    prefix_moves: list
+    peak_flows: int
+
+
 def _pct(x: np.ndarray) -> dict[str, float]:
     x = x[np.isfinite(x)]
     if len(x) == 0:
@@ -55,31 +84,32 @@ class SimResult:
     scheduler: str
     threshold: float
     peak_link_flows: int
+    egress_bytes: float             # bytes the link delivered in the run (KV and prefix moves; the timeline's sum)
     method: str = SIM_METHOD
 
     @classmethod
-    def build(cls, requests, raw: dict, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
+    def build(cls, requests, raw: RunRecord, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
               threshold: float) -> "SimResult":
-        """Assemble the result from an engine's raw records (see `events.run_events`)."""
-        timeline = dict(raw["timeline"])
+        """Assemble the result from an engine's `RunRecord`."""
+        timeline = dict(raw.timeline)
         nt = len(timeline["t_s"])
-        bins = raw["link_bins_bytes"]
+        bins = raw.link_bins_bytes
         sent = np.zeros(nt)
         m = min(nt, len(bins))
         sent[:m] = bins[:m]
         timeline["link_gbps"] = sent * 8e-9 / sample_s
-        end = float(raw["end_s"])
-        route = raw["route"]
+        end = float(raw.end_s)
+        route = raw.route
 
         def busy(start, stop, mask):  # busy time up to the end of the run, seconds
             s, e = start[mask], stop[mask]
             started = np.isfinite(s)
             return float(np.sum(np.where(np.isfinite(e[started]), e[started], end) - s[started]))
 
-        area = raw["server_area"]
-        spent = {"local_prefill": busy(raw["p_start"], raw["p_end"], route == 0),
-                 "remote_prefill": busy(raw["p_start"], raw["p_end"], route == 1),
-                 "local_decode": busy(raw["d_start"], raw["finish"], route >= 0)}
+        area = raw.server_area
+        spent = {"local_prefill": busy(raw.p_start, raw.p_end, route == 0),
+                 "remote_prefill": busy(raw.p_start, raw.p_end, route == 1),
+                 "local_decode": busy(raw.d_start, raw.finish, route >= 0)}
         util = {k: (spent[k] / area[k] if area[k] > 0 else 0.0) for k in spent}
         if link_bps > 0 and end > 0:
             util["link"] = float(bins.sum()) * 8.0 / (link_bps * end)
@@ -88,13 +118,13 @@ class SimResult:
             if c is not None:
                 cache[name] = {"prompt_tokens": c.prompt_tokens, "hit_tokens": c.hit_tokens,
                                "hit_rate": c.hit_rate, "used_bytes": c.used, "evicted": c.evicted}
-        moves = raw["prefix_moves"]
+        moves = raw.prefix_moves
         cache["prefix_moves"] = {"count": moves[0], "link_bytes": moves[1]}
-        return cls(requests.arrival_s, requests.input_tokens, requests.output_tokens, route, raw["uncached"],
-                   raw["p_start"], raw["p_end"], raw["ready"], raw["d_start"], raw["finish"],
-                   raw["flow_bytes"], int(raw["arrived"]), end, sample_s, timeline, tuple(raw["roles"]),
-                   int(raw["threshold_changes"]), util, cache, scheduler, float(threshold),
-                   int(raw["peak_flows"]))
+        return cls(requests.arrival_s, requests.input_tokens, requests.output_tokens, route, raw.uncached,
+                   raw.p_start, raw.p_end, raw.ready, raw.d_start, raw.finish,
+                   raw.flow_bytes, int(raw.arrived), end, sample_s, timeline, tuple(raw.roles),
+                   int(raw.threshold_changes), util, cache, scheduler, float(threshold),
+                   int(raw.peak_flows), float(sent.sum()))
 
     @property
     def completed(self) -> np.ndarray:
@@ -129,18 +159,41 @@ class SimResult:
                 out["steady_throughput_rps"] = float((hi - 1 - lo) / (f[hi - 1] - f[lo]))
         return out
 
+    def unfinished(self) -> dict[str, object]:
+        """Arrived requests that did not finish by the end of the run: ``count``, ``share`` of the arrived,
+        and how many of them were routed ``local`` and ``remote``."""
+        arrived = self.route >= 0
+        left = arrived & ~self.completed
+        count = int(left.sum())
+        return {"count": count, "share": count / self.arrived if self.arrived else 0.0,
+                "local": int((left & (self.route == 0)).sum()), "remote": int((left & (self.route == 1)).sum())}
+
+    def warnings(self) -> list[str]:
+        """Plain warnings about figures a reader should not take at face value."""
+        left = self.unfinished()
+        if not left["count"]:
+            return []
+        return [f"{left['count']} of {self.arrived} requests ({left['share']:.1%}) did not finish by the end "
+                f"of the run ({left['local']} routed local, {left['remote']} remote); throughput counts and latency "
+                f"percentiles are over the {self.arrived - left['count']} completed requests only"]
+
     def summary(self) -> dict[str, object]:
-        """Headline figures as one flat dict with unit-suffixed keys."""
+        """Headline figures as one flat dict with unit-suffixed keys. Latency percentiles are over completed
+        requests (``latency_over`` says so, with how many were left out: ``unfinished``, by route)."""
         done = self.completed
         ttft = _pct(self.ttft_s[done])
         tpot = _pct(self.tpot_s[done])
         remote = self.route[: self.arrived] == 1
+        left = self.unfinished()
         out = dict(self.throughput())
+        out.update({"unfinished": left["count"], "unfinished_share": left["share"],
+                    "unfinished_local": left["local"], "unfinished_remote": left["remote"],
+                    "latency_over": f"{int(done.sum())} completed requests ({left['count']} unfinished excluded)"})
         out.update({f"ttft_{k}": v for k, v in ttft.items()})
         out.update({f"tpot_{k}": v for k, v in tpot.items()})
         out["remote_share"] = float(remote.mean()) if self.arrived else 0.0
         out["mean_uncached_tokens"] = float(self.uncached_tokens[: self.arrived].mean()) if self.arrived else 0.0
-        out["egress_gbps"] = (float(self.link_bytes.sum()) * 8e-9 / self.end_s) if self.end_s > 0 else 0.0
+        out["egress_gbps"] = self.egress_bytes * 8e-9 / self.end_s if self.end_s > 0 else 0.0
         out["peak_link_flows"] = self.peak_link_flows
         out["threshold_changes"] = self.threshold_changes
         out["role_changes"] = len(self.role_changes)

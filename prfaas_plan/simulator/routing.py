@@ -1,4 +1,4 @@
-"""Per-request routing with prefix caches (brief section 3): which cluster prefills a request, how many
+"""Per-request routing with prefix caches (``docs/methods.md`` section 7): which cluster prefills a request, how many
 of its tokens must be computed, and which cached prefix (if any) has to move across first.
 
 - bandwidth scarce: each cluster's cache on its own; local if ``l_total - l_pd <= t``, else remote;
@@ -11,7 +11,7 @@ prefill also leaves the blocks (not the checkpoint) in the PD cluster, whose dec
 
 from __future__ import annotations
 
-from .cache import PrefixCache
+from ..workload.prefix_cache import PrefixCache
 
 
 class Router:
@@ -49,91 +49,39 @@ class Router:
         pd.insert(hashes, length, False)
         return False, length - best, kv_pd, length - use_pd, best if best > use_rf else 0
 
-    def route_all(self, hashes, lengths, threshold: float, local_ok: bool):
-        """`route` with the scarce rule over a whole arrival sequence: the static scheduler's routing pass,
-        with the cache look-ups and inserts of `PrefixCache.match`/`insert` inlined (a test checks that it
-        equals calling `route` request by request). Returns lists ``(local, uncached, kv_at_decode)``.
-
-        When every prompt's blocks fit in a pool together, nothing can ever be evicted, so recency does not
-        matter: only the blocks beyond the cached prefix are added, unstamped."""
+    def route_all(self, blocks, lengths, threshold: float, local_ok: bool):
+        """`route` with the scarce rule over a whole arrival sequence (``blocks``: an iterable of each
+        request's hash ids, ``lengths`` their prompt tokens): the static scheduler's routing pass, in one
+        loop with the counters kept locally (a test checks that it equals calling `route` request by
+        request). Returns lists ``(local, uncached, kv_at_decode)``."""
         pd, rf = self.pd, self.prfaas
         bt = pd.block_tokens
-        need_ckpt = bool(pd.checkpoint_bytes)
         remote_ok = self.remote_ok
-        pd_blocks, pd_ckpt, rf_blocks, rf_ckpt = pd.blocks, pd.checkpoints, rf.blocks, rf.checkpoints
-        pd_cap = pd.capacity if pd.capacity > 0 else -1.0  # -1: caching off
-        rf_cap = rf.capacity if rf.capacity > 0 else -1.0
-        most = sum(lengths) // bt * pd.block_bytes + len(lengths) * pd.checkpoint_bytes
-        pd_lru, rf_lru = most > pd_cap, most > rf_cap
+        pd_cached, rf_cached = pd.cached_blocks, rf.cached_blocks
+        pd_usable, rf_usable, pd_touch, rf_touch = pd.usable_blocks, rf.usable_blocks, pd.touch, rf.touch
         out_local, out_u, out_kv = [], [], []
-        for h, length in zip(hashes, lengths):
-            nh = len(h)
+        pd_prompt = pd_hit = rf_prompt = rf_hit = 0
+        for h, length in zip(blocks, lengths):
             limit = (length - 1) // bt
-            if limit > nh:
-                limit = nh
-            lo, hi = 0, limit  # binary search of the cached prefix (the pool is prefix-closed)
-            while lo < hi:
-                mid = (lo + hi + 1) >> 1
-                if h[mid - 1] in pd_blocks:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            kv_pd = use = lo
-            if need_ckpt:
-                while use and h[use - 1] not in pd_ckpt:
-                    use -= 1
+            full = min(length // bt, len(h))
+            kv_pd = pd_cached(h, limit)
+            use = pd_usable(h, kv_pd)
             local = (length - use * bt <= threshold and local_ok) or not remote_ok
-            full = length // bt
-            if full > nh:
-                full = nh
             if not local:
-                lo, hi = 0, limit
-                while lo < hi:
-                    mid = (lo + hi + 1) >> 1
-                    if h[mid - 1] in rf_blocks:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                use = lo
-                if need_ckpt:
-                    while use and h[use - 1] not in rf_ckpt:
-                        use -= 1
-                rf.prompt_tokens += length
-                rf.hit_tokens += use * bt
-                if full > 0 and rf_cap > 0 and not rf_lru:
-                    for x in h[lo:full]:  # lo: the blocks this pool already holds
-                        rf_blocks[x] = 0
-                    if need_ckpt:
-                        rf_ckpt[h[full - 1]] = 0
-                elif full > 0 and rf_cap > 0:
-                    s = rf._stamp + full
-                    for x in h[:full]:
-                        rf_blocks[x] = s
-                        s -= 1
-                    if need_ckpt:
-                        rf_ckpt[h[full - 1]] = s
-                    rf._stamp += full + 1
-                    if len(rf_blocks) * rf.block_bytes + len(rf_ckpt) * rf.checkpoint_bytes > rf_cap:
-                        rf._evict()
+                lo = rf_cached(h, limit)
+                use = rf_usable(h, lo)
+                rf_prompt += length
+                rf_hit += use * bt
+                rf_touch(h, full, True, lo)
             else:
-                pd.prompt_tokens += length
-                pd.hit_tokens += use * bt
-            if full > 0 and pd_cap > 0 and not pd_lru:
-                for x in h[kv_pd:full]:
-                    pd_blocks[x] = 0
-                if local and need_ckpt:
-                    pd_ckpt[h[full - 1]] = 0
-            elif full > 0 and pd_cap > 0:
-                s = pd._stamp + full
-                for x in h[:full]:
-                    pd_blocks[x] = s
-                    s -= 1
-                if local and need_ckpt:
-                    pd_ckpt[h[full - 1]] = s
-                pd._stamp += full + 1
-                if len(pd_blocks) * pd.block_bytes + len(pd_ckpt) * pd.checkpoint_bytes > pd_cap:
-                    pd._evict()
+                pd_prompt += length
+                pd_hit += use * bt
+            pd_touch(h, full, local, kv_pd)
             out_local.append(local)
             out_u.append(length - use * bt)
             out_kv.append(kv_pd * bt)
+        pd.prompt_tokens += pd_prompt
+        pd.hit_tokens += pd_hit
+        rf.prompt_tokens += rf_prompt
+        rf.hit_tokens += rf_hit
         return out_local, out_u, out_kv

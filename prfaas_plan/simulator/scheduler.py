@@ -1,4 +1,4 @@
-"""The dual-timescale scheduler of PrfaaS (brief section 3).
+"""The dual-timescale scheduler of PrfaaS (``docs/methods.md``).
 
 - **Short term** (every arrival, milliseconds): `AdaptiveThreshold` raises the routing threshold ``t`` by
   a factor while the link's smoothed egress utilization or the remote queue depth is above a high mark
@@ -8,8 +8,8 @@
   the prefix rule from "each cluster's own cache" to "the best cache anywhere, moved across the link".
 - **Long term** (every ``period_s``): `decide` (marks in `LongTermRule`) converts one local instance
   between the prefill and decode roles when the observed queue depths show the producers (prefill)
-  falling behind the consumer (decode) or the reverse, and `balanced_threshold` re-optimizes ``t`` for
-  the new split on the recently observed lengths and the link's current rate with `optimizer.grid_search`.
+  falling behind the consumer (decode) or the reverse, and `analytic.search.balanced_threshold` re-optimizes
+  ``t`` for the new split on the recently observed lengths and the link's current rate.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..analytic.search import GridResult, balanced_threshold, grid_search  # noqa: F401 (events uses it)
+from ..analytic.throughput import LengthGrid, PerfInputs
 from ..layout import Layout
-from ..analytic.search import GridResult, grid_search
-from ..analytic.throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,44 @@ def decide(rule: LongTermRule, obs: Observation, min_prefill: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class LongTermStep:
+    """One period's outcome: ``change`` of the split (+1, -1, 0), the re-optimized ``threshold`` (tokens;
+    None: keep the current one) and the model's relative ``gain`` of the change made."""
+
+    change: int
+    threshold: float | None
+    gain: float
+
+
+def long_term_step(rule: LongTermRule, sysm, perf: PerfInputs, mode: str, split: int, line_bps: float,
+                   lengths, outputs, mean: dict[str, float]) -> LongTermStep:
+    """The long-term rule at a period's end: ``split`` local prefill instances (after pending conversions),
+    the link's current line rate ``line_bps`` (bit/s), the period's observed uncached ``lengths`` and
+    ``outputs`` (tokens), and the time averages ``mean`` of the timeline samples over the period.
+    ``sysm`` is the simulated `System` (its layout, slots and base threshold); ``perf`` its performance
+    inputs with the simulator's prefill tables."""
+    site = sysm.layout.pd_sites[0]
+    res = lay = grid = p = None
+    up = down = 0.0
+    if len(lengths) >= rule.min_samples:  # the throughput model on what this period saw
+        pd_site = site.with_split(split)
+        if sysm.remote_ok:
+            pd_site = replace(pd_site, link=replace(site.link, bandwidth_bps=max(line_bps, 1.0)))
+        lay = replace(sysm.layout, pd_sites=(pd_site,))
+        grid = empirical_grid(lengths)
+        p = replace(perf, output_tokens=sum(outputs) / len(outputs))
+        res = surface(lay, grid, p, mode)
+        up, down = split_gains(res, split)
+    obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0), mean.get("decode_waiting", 0.0),
+                      mean.get("decode_busy", 0.0), split, site.instances - split, sysm.slots, up, down)
+    change = decide(rule, obs, 1 if sysm.threshold >= 0 else 0)
+    threshold = None
+    if res is not None and sysm.remote_ok and 0 <= sysm.threshold < math.inf:
+        threshold = balanced_threshold(lay, grid, p, split + change, mode, res)
+    return LongTermStep(change, threshold, up if change > 0 else down)
+
+
 def empirical_grid(lengths) -> LengthGrid:
     """A `LengthGrid` of observed lengths (tokens), each distinct value weighted by its count."""
     values, counts = np.unique(np.maximum(np.asarray(lengths, dtype=float), 1.0), return_counts=True)
@@ -158,20 +196,3 @@ def split_gains(res: GridResult, n_prefill: int) -> tuple[float, float]:
         return best[other] / here - 1.0
 
     return gain(n_prefill + 1), gain(n_prefill - 1)
-
-
-def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
-                       mode: str = "exact", res: GridResult | None = None) -> float:
-    """The threshold maximizing ``Lambda_max`` for a fixed local split ``n_prefill`` (from the grid search
-    `surface`, computed unless given), and among equally good ones the one where remote and local prefill
-    bounds balance."""
-    free = replace(layout, threshold=None)
-    res = surface(free, grid, perf, mode) if res is None else res
-    col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
-    ok = np.flatnonzero(col >= col.max() * (1 - 1e-6))
-    ts = res.thresholds[ok]
-    b = stage_bounds(free, routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name), perf, [n_prefill])
-    remote = np.minimum(b.remote_prefill[:, 0], b.link[:, 0])
-    with np.errstate(divide="ignore"):
-        gap = np.abs(np.log(np.maximum(remote, 1e-300)) - np.log(np.maximum(b.local_prefill[:, 0], 1e-300)))
-    return float(ts[int(np.argmin(gap))])

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..errors import PlanError
 from ..analytic.latency import rdma_tail_s
+from ..analytic.throughput import PerfInputs, offloads
+from ..errors import PlanError
 from ..layout import Layout
-from ..analytic.throughput import PerfInputs
-from .cache import PrefixCache
+from ..workload.prefix_cache import PrefixCache
 
 INF = math.inf
+CACHE_LOW_WATERMARK = 0.9
+"""A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,7 @@ class System:
             raise PlanError(f"layout {layout.name!r}: site {site.name!r} has no decode instance")
         if int(sp.decode.batch) < 1:
             raise PlanError(f"layout {layout.name!r}: decode batch limit {sp.decode.batch:g} is below one request")
-        remote_ok = (layout.remote is not None and layout.remote.instances > 0 and site.link is not None
-                     and perf.remote_prefill is not None)
+        remote_ok = offloads(layout, perf, site)
         if site.prefill == 0 and not remote_ok:
             raise PlanError(f"layout {layout.name!r}: no prefill instance anywhere")
         thr = float(threshold) if remote_ok else INF
@@ -96,6 +97,7 @@ class System:
         ckpt = 0
         if model.cached_as("recurrent") or model.cached_as("window"):
             ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
-        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens)
-        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens)
+        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens,
+                         CACHE_LOW_WATERMARK)
+        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens, CACHE_LOW_WATERMARK)
         return pd, rf

@@ -1,7 +1,8 @@
 """Arrival processes for simulation: arrival times in seconds (float64, non-decreasing), seeded.
 
 - `trace_arrivals`: a trace's recorded arrivals, shifted to start at 0;
-- `poisson_arrivals`: a Poisson process (exponential gaps, coefficient of variation 1);
+- `poisson_arrivals`: a Poisson process (exponential gaps, coefficient of variation 1); `poisson_window` the
+  same over a fixed time window (the simulator's synthetic workload);
 - `gamma_arrivals`: a renewal process with gamma gaps of any coefficient of variation -- cv > 1 is
   bursty (clustered arrivals), cv < 1 smoother than Poisson, cv = 1 is Poisson;
 - `mmpp_arrivals`: a Markov-modulated Poisson process cycling through states of different rates with
@@ -54,13 +55,36 @@ def empirical_rate(times: np.ndarray) -> float:
 def rescale(times: np.ndarray, rate: float) -> np.ndarray:
     """Stretch or compress ``times`` (starting at the first) so the mean rate becomes ``rate`` req/s."""
     times = np.asarray(times, dtype=float)
-    factor = empirical_rate(times) / _positive("arrival rate", rate)
+    empirical_rate(times)  # checks there is a span to rescale
+    factor = (times.size - 1) / (_positive("arrival rate", rate) * float(times[-1] - times[0]))
     return (times - times[0]) * factor
 
 
 def poisson_arrivals(rate: float, n: int, rng: np.random.Generator | int) -> np.ndarray:
     """``n`` arrivals of a Poisson process of ``rate`` requests/s, starting at time 0."""
     return gamma_arrivals(rate, n, 1.0, rng)
+
+
+MAX_REQUESTS = 20_000_000
+"""Most requests one simulated workload may hold (about 100 bytes each in the simulator's arrays, so ~2 GB)."""
+
+
+def check_request_budget(expected: float, what: str) -> None:
+    """Refuse, before allocating, a workload of ``expected`` requests beyond `MAX_REQUESTS` (``what`` names
+    the inputs that size it, for the message)."""
+    if not expected <= MAX_REQUESTS:
+        raise PlanError(f"{what}: about {expected:.3g} requests, above the cap of {MAX_REQUESTS:,}: lower the "
+                        f"rate or the duration")
+
+
+def poisson_window(rate: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """A Poisson process of ``rate`` requests/s on ``[0, duration_s)``: a Poisson count with mean
+    ``rate * duration_s`` (at least one request), placed uniformly and sorted -- the process conditioned on
+    its count, so a window, not a number of requests, is fixed."""
+    rate, duration_s = _positive("arrival rate", rate), _positive("arrival window", duration_s)
+    check_request_budget(rate * duration_s, f"{rate:g} requests/s for {duration_s:g} s")
+    n = max(int(rng.poisson(rate * duration_s)), 1)
+    return np.sort(rng.uniform(0.0, duration_s, n))
 
 
 def gamma_arrivals(rate: float, n: int, cv: float, rng: np.random.Generator | int) -> np.ndarray:

@@ -63,15 +63,31 @@ def _gl_on(lo: float, hi: float, n: int = QUAD_NODES) -> tuple[np.ndarray, np.nd
 
 
 def _special():
-    from scipy import special  # lazy: ~0.2 s to import, only needed by the log-normal family
+    from scipy import special  # lazy: ~0.35 s to import, only needed for log-normal quantiles
 
     return special
+
+
+_SQRT_HALF = math.sqrt(0.5)
+_erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+def ndtr(z):
+    """The standard normal CDF, Phi(z), with the C library's erf/erfc (Cephes' formulation: erf near 0,
+    erfc in the tails), so that the log-normal family's moments need no scipy at start-up."""
+    x = np.asarray(z, dtype=float) * _SQRT_HALF
+    ax = np.abs(x)
+    with np.errstate(invalid="ignore"):
+        tail = 0.5 * np.asarray(_erfc(ax), dtype=float)
+        near = 0.5 + 0.5 * np.asarray(_erf(x), dtype=float)
+        value = np.where(ax < _SQRT_HALF, near, np.where(x > 0, 1.0 - tail, tail))
+    return value if value.ndim else float(value)
 
 
 def _normal_mass(z1, z2) -> np.ndarray:
     """P(z1 < Z <= z2) for a standard normal Z (z1 <= z2), taken on the side of 0 where the two CDF
     values are small, so far-tail intervals keep their precision."""
-    ndtr = _special().ndtr
     z1, z2 = np.asarray(z1, dtype=float), np.asarray(z2, dtype=float)
     return np.maximum(np.where(z1 >= 0, ndtr(-z1) - ndtr(-z2), ndtr(z2) - ndtr(z1)), 0.0)
 
@@ -265,8 +281,8 @@ class _LogNormalFamily(LengthDistribution):
         a, b = self._ab
         q = np.clip(np.asarray(q, dtype=float), 0.0, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            lower = sp.ndtri(sp.ndtr(a) + q * self._mass)            # precise for small q
-            upper = -sp.ndtri(sp.ndtr(-b) + (1.0 - q) * self._mass)  # precise for q near 1
+            lower = sp.ndtri(ndtr(a) + q * self._mass)            # precise for small q
+            upper = -sp.ndtri(ndtr(-b) + (1.0 - q) * self._mass)  # precise for q near 1
         z = np.clip(np.where(q <= 0.5, lower, upper), a, b)
         return _out(np.clip(np.exp(self.mu + self.sigma * z), self.low, self.high))
 

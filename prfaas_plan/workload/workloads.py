@@ -1,7 +1,7 @@
 """Workloads: what arrives at the system -- uncached input lengths, output lengths, and for traces the
 requests themselves -- and the builders the CLI's ``--workload`` flag resolves to.
 
-- `paper_workload`: the PrfaaS case study (brief section 7);
+- `paper_workload`: the PrfaaS case study (``docs/methods.md`` section 6);
 - `from_trace`: a Mooncake JSONL or CSV trace, optionally through prefix-cache replay;
 - `resolve_workload`: ``paper``, ``trace`` (the bundled Mooncake conversation trace) or a file path.
 """

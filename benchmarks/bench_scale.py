@@ -1,0 +1,107 @@
+"""Trace replay at scale: the bundled Mooncake trace tiled to 10k / 100k / 1M requests, static and adaptive
+scheduler, with and without prefix caches, in-process (Python API) and end to end through the CLI.
+
+Run: ``python3 benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--repeat 1] [--traces DIR]``.
+Every case runs in a fresh interpreter, so its peak resident memory (``resource.getrusage``, the child's
+``ru_maxrss``) is its own. Each in-process case also times ``sum(range(10**7))`` in the same process first and
+reports its wall time as a multiple of that loop (``x loop``): a machine-independent figure that stays
+comparable when other work shares the cores. In-process cases use the paper's prfaas-1t inputs (as
+bench_simulator.py), the CLI runs ``simulate --trace T --model kimi-linear``; both take the threshold and
+split from the grid search on the trace's lengths and 2 TB of cache per instance.
+Point ``PYTHONPATH`` at another checkout to measure it the same way (e.g. before and after a change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+CASE = """
+import json, resource, sys, time
+from dataclasses import replace
+t0 = time.perf_counter(); sum(range(10**7)); loop_s = time.perf_counter() - t0
+from prfaas_plan.planning import case_study as paper
+from prfaas_plan.layout import Link, prfaas_pd
+from prfaas_plan.analytic.search import grid_search
+from prfaas_plan.simulator import SimConfig, simulate
+from prfaas_plan.simulator.inputs import read_trace
+from prfaas_plan.simulator.scheduler import empirical_grid
+path, scheduler, caches = sys.argv[1], sys.argv[2], sys.argv[3] == "caches"
+t0 = time.perf_counter()
+requests = read_trace(path)
+read_s = time.perf_counter() - t0
+perf = replace(paper.case_study_perf("paper"), output_tokens=float(requests.output_tokens.mean()))
+ev = grid_search(prfaas_pd(paper.REMOTE, paper.LOCAL, Link(100e9)), empirical_grid(requests.input_tokens), perf,
+                 "exact").best
+cfg = SimConfig(ev.threshold, scheduler, cache_bytes_per_instance=2e12 if caches else 0.0)
+t0 = time.perf_counter()
+result = simulate(requests, ev.layout, perf, cfg)
+sim_s = time.perf_counter() - t0
+print(json.dumps({"n": len(requests), "loop_s": loop_s, "read_s": read_s, "sim_s": sim_s,
+                  "completed": int(result.completed.sum()),
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_child(args: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and stdout of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(args[:4])}...: exit {proc.returncode}")
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N per case")
+    ap.add_argument("--traces", default=None, help="folder for the tiled traces (default: a temporary one)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI runs")
+    opts = ap.parse_args()
+    from tiled_trace import write_tiled
+
+    folder = Path(opts.traces or tempfile.mkdtemp(prefix="prfaas-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"{'requests':>9s} {'scheduler':9s} {'caches':6s} {'how':6s} {'wall s':>7s} {'read s':>7s} {'sim s':>7s} "
+          f"{'us/req':>7s} {'x loop':>7s} {'peak MB':>8s}")
+    for n in map(int, opts.sizes.split(",")):
+        trace = folder / f"tiled_{n}.jsonl"
+        if not trace.exists():
+            write_tiled(n, trace)
+        for scheduler in ("static", "adaptive"):
+            for caches in ("caches", "none"):
+                best = None
+                for _ in range(opts.repeat):
+                    _, rss, out = run_child([sys.executable, "-c", CASE, str(trace), scheduler, caches])
+                    r = json.loads(out)
+                    r["maxrss_mb"] = rss
+                    if best is None or r["read_s"] + r["sim_s"] < best["read_s"] + best["sim_s"]:
+                        best = r
+                work = best["read_s"] + best["sim_s"]
+                print(f"{n:9d} {scheduler:9s} {caches:6s} {'api':6s} {work:7.2f} {best['read_s']:7.2f} "
+                      f"{best['sim_s']:7.2f} {work / n * 1e6:7.2f} {work / best['loop_s']:7.1f} "
+                      f"{best['maxrss_mb']:8.0f}", flush=True)
+            if opts.no_cli:
+                continue
+            cli = [sys.executable, "-m", "prfaas_plan", "simulate", "--trace", str(trace), "--model", "kimi-linear",
+                   "--format", "json", "--scheduler", scheduler]
+            wall, rss = min((run_child(cli)[:2] for _ in range(opts.repeat)), key=lambda x: x[0])
+            print(f"{n:9d} {scheduler:9s} {'caches':6s} {'cli':6s} {wall:7.2f} {'':7s} {'':7s} "
+                  f"{wall / n * 1e6:7.2f} {'':7s} {rss:8.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The report of a simulation (`prfaas_plan.planning.simulate.SimulationAnswer`): summary, latency beside
+the analytic model, routes, stages, caches, roles, the scheduler comparison and a short timeline."""
+
+from __future__ import annotations
+
+from .report import Column, Report, Section
+
+TIMELINE_ROWS = 24
+TIMELINE_KEYS = ("t_s", "link_gbps", "link_capacity_gbps", "remote_waiting", "local_waiting", "decode_waiting",
+                 "decode_busy", "threshold_tokens", "n_prefill", "n_decode")
+
+
+def _3g(v) -> str:
+    """Three significant figures without an exponent (queue depths, instance counts, seconds)."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return "-" if v != v else "inf"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.5f}"
+
+
+def _downsample(timeline: dict, rows: int) -> list[dict]:
+    """At most ``rows`` rows, each the mean of consecutive samples (for reading, not analysis)."""
+    import numpy as np
+
+    n = len(timeline["t_s"])
+    if n == 0:
+        return []
+    edges = np.linspace(0, n, min(rows, n) + 1).astype(int)
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        row = {k: float(np.mean(timeline[k][a:b])) for k in TIMELINE_KEYS}
+        row["t_s"] = float(timeline["t_s"][a])
+        out.append(row)
+    return out
+
+
+def _latency_rows(result, analytic, unloaded) -> list[dict]:
+    s = result.summary()
+    rows = [{"source": "simulated", "ttft_mean_s": s["ttft_mean_s"], "ttft_p50_s": s["ttft_p50_s"],
+             "ttft_p90_s": s["ttft_p90_s"], "ttft_p99_s": s["ttft_p99_s"], "tpot_mean_s": s["tpot_mean_s"],
+             "tpot_p99_s": s["tpot_p99_s"]}]
+    if analytic is not None:
+        rows.append({"source": "analytic at the offered rate", "ttft_mean_s": analytic.mean_s,
+                     "ttft_p50_s": analytic.p50_s, "ttft_p90_s": analytic.p90_s, "ttft_p99_s": analytic.p99_s,
+                     "tpot_mean_s": analytic.tpot_s, "tpot_p99_s": None})
+    rows.append({"source": "analytic unloaded", "ttft_mean_s": unloaded.mean_s, "ttft_p50_s": unloaded.p50_s,
+                 "ttft_p90_s": unloaded.p90_s, "ttft_p99_s": unloaded.p99_s, "tpot_mean_s": None,
+                 "tpot_p99_s": None})
+    return rows
+
+
+def simulation_report(a) -> Report:
+    """The report of a `SimulationAnswer`."""
+    result, ev, layout = a.result, a.evaluation, a.layout
+    head = {"layout": layout.name, "model": a.perf.model.name, "scheduler": a.scheduler,
+            "threshold_tokens": ev.threshold, "n_prefill": ev.n_prefill, "n_decode": ev.n_decode,
+            "lambda_max_rps": ev.lambda_max}
+    head.update(result.summary())
+    sections = [
+        Section("summary", "Simulation", [head], [
+            Column("layout", "layout"), Column("scheduler", "scheduler"),
+            Column("threshold_tokens", "t (tokens)", ",.0f"), Column("n_prefill", "N_p"), Column("n_decode", "N_d"),
+            Column("arrived", "arrived"), Column("completed", "completed"), Column("in_flight", "in flight"),
+            Column("offered_rps", "offered req/s", ".3f"), Column("steady_throughput_rps", "throughput req/s", ".3f"),
+            Column("lambda_max_rps", "Lambda_max req/s", ".3f"), Column("remote_share", "remote", ".1%"),
+            Column("egress_gbps", "egress Gbps", ".2f"), Column("role_changes", "role changes"),
+            Column("threshold_changes", "t changes")]),
+        Section("latency", "TTFT and TPOT (seconds)", _latency_rows(result, a.analytic, a.unloaded),
+                [Column("source", "source")] + [Column(k, k.replace("_s", "").replace("_", " "), _3g)
+                                                for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+                                                          "tpot_mean_s", "tpot_p99_s")]),
+        Section("routes", "TTFT by route (seconds)",
+                [{"route": k, **v} for k, v in result.ttft_by_route().items()]),
+        Section("stages", "Stage utilization and queues", result.stage_rows(), [
+            Column("stage", "stage"), Column("utilization", "utilization", ".1%"),
+            Column("mean_waiting", "mean waiting", ".2f"),
+            Column("peak_waiting", "peak waiting (link: flows)", ".0f")]),
+    ]
+    clusters = [{"cluster": k, **v} for k, v in result.cache.items() if k != "prefix_moves"]
+    if clusters:
+        moves = result.cache["prefix_moves"]
+        sections.append(Section("cache", "Prefix caches", clusters, [
+            Column("cluster", "cluster"), Column("prompt_tokens", "prompt tokens prefilled here", ",d"),
+            Column("hit_tokens", "from cache", ",d"), Column("hit_rate", "hit rate", ".1%"),
+            Column("used_bytes", "used GB", lambda v: f"{v / 1e9:,.0f}"), Column("evicted", "evicted", ",d")],
+            notes=[f"cross-cluster prefix moves: {moves['count']} ({moves['link_bytes'] / 1e9:,.1f} GB over the "
+                   "link)"]))
+    if a.scheduler == "adaptive" or a.other is not None:
+        roles = list(result.role_changes) if a.scheduler == "adaptive" else list(a.other.role_changes)
+        sections.append(Section("roles", "Role changes (adaptive)", roles or [{"change": "none"}]))
+    if a.other is not None:
+        sections.append(Section("comparison", "Static vs adaptive scheduler, same workload", a.comparison(), [
+            Column("figure", "figure"), Column("static", "static", _3g), Column("adaptive", "adaptive", _3g),
+            Column("adaptive_vs_static", "adaptive vs static", "+.1%")]))
+    sections.append(Section(
+        "timeline", f"Timeline (means over {max(1, len(result.timeline['t_s']) // TIMELINE_ROWS)} samples of "
+        f"{a.config.sample_s:g} s)", _downsample(result.timeline, TIMELINE_ROWS),
+        [Column("t_s", "t (s)", ",.0f"), Column("link_gbps", "egress Gbps", ".2f"),
+         Column("link_capacity_gbps", "line Gbps", ".0f"), Column("remote_waiting", "remote waiting", _3g),
+         Column("local_waiting", "local waiting", _3g), Column("decode_waiting", "decode waiting", _3g),
+         Column("decode_busy", "decode busy slots", _3g), Column("threshold_tokens", "t (tokens)", ",.0f"),
+         Column("n_prefill", "N_p", _3g), Column("n_decode", "N_d", _3g)]))
+    return Report(sections, a.notes, warnings=a.warnings,
+                  meta={"model": a.perf.model.name, "layout": layout.name, "scheduler": a.scheduler,
+                        "seed": a.seed, "requests": a.requests})

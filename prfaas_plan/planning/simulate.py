@@ -1,0 +1,239 @@
+"""The simulation question: plan a layout (the planner's layouts and performance inputs), build its
+workload (the paper's synthetic one or a trace), replay it through the discrete-event simulator and set
+the analytic model beside it.
+
+`answer_simulate` is the Python API behind ``prfaas-plan simulate``; it takes the planner's vocabulary
+(chips such as ``32xH200``, ``--tpot``, ``--inputs``, a layout file or a baseline kind). Units: seconds,
+requests/s, tokens, bit/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..errors import PlanError
+from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
+from .warnings import PlanWarning
+from .scenario import (
+    DEFAULTS,
+    INPUT_LEVELS,
+    check_choice,
+    instance_decode,
+    instance_prefill,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.latency import LatencySummary
+    from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs
+    from ..analytic.ttft import TTFTSummary
+    from ..simulator import SimConfig, SimResult
+
+BASELINES = ("prfaas", "homogeneous", "naive")
+DEFAULT_LOAD = 0.8             # offered load of the synthetic workload, fraction of Lambda_max
+DEFAULT_SYNTHETIC_S = 1800.0   # arrival window of the synthetic workload, seconds
+SYNTHETIC = ("paper",)
+
+
+def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
+                      link: Link | None = None, instance_chips: int = DEFAULTS.instance_chips,
+                      layout_file: str | None = None) -> Layout:
+    """The layout to simulate: a layout file (one PD site), or a ``baseline`` kind built from the chips —
+    ``prfaas`` (remote prefill + local PD), ``homogeneous`` (as many local-chip instances as the PrfaaS
+    layout has in total, as `compare` builds it) or ``naive`` (every prefill remote)."""
+    from ..layout import load_layout
+    from .plans import homogeneous_baseline
+
+    if layout_file is not None:
+        return load_layout(layout_file)
+    check_choice(baseline, BASELINES, "--baseline")
+    link = link or Link(1e11)
+    if baseline == "prfaas":
+        return prfaas_pd(remote, local, link, instance_chips)
+    if baseline == "homogeneous":
+        return homogeneous_baseline(remote, local, instance_chips)
+    return naive_heterogeneous(remote, local, link, instance_chips)
+
+
+def simulation_perf(layout: Layout, model_name: str, tpot_s: float, inputs: str, input_mean: float,
+                    output_mean: float):
+    """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
+    capacity at ``tpot_s`` and a mean context of input + output / 2."""
+    from ..analytic.throughput import PerfInputs, SitePerf
+    from ..profiles import get_model
+
+    model = get_model(model_name)
+    context = input_mean + output_mean / 2
+    sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs),
+                              instance_decode(model, s.instance, tpot_s, context, inputs)) for s in layout.pd_sites}
+    remote = instance_prefill(model, layout.remote.instance, inputs) if layout.remote is not None else None
+    return PerfInputs(model, remote, sites, output_mean)
+
+
+def perf_note(perf, inputs: str) -> str:
+    """Where the simulation's performance inputs come from."""
+    if inputs == "paper":
+        return "paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved"
+    return "performance model: " + "; ".join(
+        [f"remote prefill {perf.remote_prefill.source}"] * (perf.remote_prefill is not None)
+        + [f"{n} prefill {sp.prefill.source}; decode {sp.decode.source}" for n, sp in perf.sites.items()])
+
+
+def simulation_plan(layout: Layout, grid, perf, threshold: float | None = None, n_prefill: int | None = None):
+    """The layout optimized (distribution-exact) on ``grid``: threshold and split by grid search, or the
+    given split with the threshold that balances it. Checked for simulation; returns (layout, Evaluation)."""
+    from ..analytic.search import balanced_threshold, grid_search
+    from ..analytic.throughput import evaluate
+    from ..simulator.system import System
+
+    if layout.name in ("homogeneous-pd", "naive-heterogeneous"):
+        threshold = None  # their routing is fixed by the kind (inf, 0)
+    if n_prefill is None:
+        best = grid_search(layout, grid, perf, "exact", fixed_threshold=threshold).best
+    else:
+        if not 0 <= n_prefill <= layout.pd_sites[0].instances:
+            raise PlanError(f"--prefill-instances {n_prefill}: expected 0 to {layout.pd_sites[0].instances}")
+        layout = replace(layout, pd_sites=(layout.pd_sites[0].with_split(n_prefill),) + layout.pd_sites[1:])
+        t = layout.threshold if threshold is None else threshold
+        if t is None:
+            t = balanced_threshold(layout, grid, perf, n_prefill, "exact")
+        best = evaluate(layout, grid, perf, t, n_prefill, "exact")
+    System.build(best.layout, perf, best.threshold)
+    return best.layout, best
+
+
+@dataclass(frozen=True)
+class SimulationAnswer:
+    """``prfaas-plan simulate``: the planned layout, the run(s) and the analytic model beside them."""
+
+    layout: Layout
+    evaluation: Evaluation       # the plan: threshold, split, Lambda_max
+    perf: PerfInputs
+    grid: LengthGrid             # the uncached lengths the plan used
+    config: SimConfig
+    result: SimResult            # the run of ``scheduler``
+    other: SimResult | None      # the other scheduler's run (``compare``)
+    analytic: LatencySummary | None  # at the offered rate (None: fewer than two arrival times)
+    unloaded: TTFTSummary
+    scheduler: str
+    requests: int
+    seed: int
+    notes: list[str] = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+    def comparison(self) -> list[dict]:
+        """Both schedulers' figures on the same workload and the adaptive one's change against static
+        (a fraction; NaN where static is zero). Empty without ``compare``."""
+        if self.other is None:
+            return []
+        static, adaptive = (self.result, self.other) if self.scheduler == "static" else (self.other, self.result)
+        a, b = static.summary(), adaptive.summary()
+        rows = []
+        for key, label in (("steady_throughput_rps", "steady throughput (req/s)"),
+                           ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
+                           ("ttft_mean_s", "mean TTFT (s)"), ("ttft_p50_s", "P50 TTFT (s)"),
+                           ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)")):
+            x, y = float(a[key]), float(b[key])
+            rows.append({"figure": label, "static": x, "adaptive": y,
+                         "adaptive_vs_static": (y / x - 1.0) if x else math.nan})
+        return rows
+
+
+def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", layout_file: str | None = None,
+                    remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
+                    instance_chips: int = DEFAULTS.instance_chips, tpot: str = DEFAULTS.tpot,
+                    inputs: str = DEFAULTS.inputs, link: str = DEFAULTS.link,
+                    link_efficiency: float = DEFAULTS.link_efficiency, rtt: str | None = None,
+                    trace: str | None = None, synthetic: str | None = None, rate: float | None = None,
+                    load: float | None = None, duration_s: float | None = None, scheduler: str = "static",
+                    compare: bool = False, link_profile: str | None = None, threshold: float | None = None,
+                    prefill_instances: int | None = None, rebalance_s: float = 300.0, seed: int = 0,
+                    progress=None) -> SimulationAnswer:
+    """Plan, build the workload, simulate (both schedulers with ``compare``) and set the analytic model
+    beside the run. ``rate`` (requests/s) or ``load`` (fraction of Lambda_max) sets the offered load
+    (default 0.8 of Lambda_max synthetic; a trace keeps its own times); ``progress(done, total)`` is
+    called as the simulation advances."""
+    from ..analytic.latency import ttft_under_load
+    from ..analytic.ttft import ttft_summary
+    from ..simulator import (
+        SCHEDULERS,
+        LongTermRule,
+        SimConfig,
+        read_link_profile,
+        simulate,
+    )
+    from ..simulator.inputs import paper_grid, paper_requests, read_trace
+    from ..simulator.scheduler import empirical_grid
+    from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
+
+    check_choice(inputs, INPUT_LEVELS, "--inputs")
+    if scheduler not in SCHEDULERS:
+        raise PlanError(f"--scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    if trace is not None and synthetic is not None:
+        raise PlanError("give either --trace FILE or --synthetic paper, not both")
+    if synthetic is not None and synthetic not in SYNTHETIC:
+        raise PlanError(f"--synthetic {synthetic!r}: expected 'paper'")
+    if rate is not None and load is not None:
+        raise PlanError("give either --rate or --load, not both")
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
+        raise PlanError(f"--rate {rate!r}: expected a positive number of requests/s")
+    if load is not None and not (math.isfinite(load) and load > 0):
+        raise PlanError(f"--load {load!r}: expected a positive fraction of Lambda_max")
+    if not 0 < link_efficiency <= 1:
+        raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
+    lk = Link(parse_rate_bps(link, "--link"), link_efficiency, parse_time_s(rtt, "--rtt", "ms") if rtt else 0.0)
+    layout = simulation_layout(baseline, remote, local, lk, instance_chips, layout_file)
+    tpot_s = parse_tpot_s(tpot)
+    profile = read_link_profile(link_profile) if link_profile is not None else None
+    notes: list[str] = []
+
+    if trace is None:
+        grid = paper_grid()
+        perf = simulation_perf(layout, model, tpot_s, inputs, grid.mean, 1024.0)
+        layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
+        offered = rate if rate is not None else (load if load is not None else DEFAULT_LOAD) * ev.lambda_max
+        window = duration_s or DEFAULT_SYNTHETIC_S
+        requests = paper_requests(offered, window, seed)
+        workload = f"synthetic paper workload, Poisson at {offered:.3f} req/s for {window:g} s, seed {seed}"
+        if rate is None and load is None:
+            notes.append(f"default in effect: --load {DEFAULT_LOAD} of Lambda_max, --duration {window:g} s")
+    else:
+        requests = read_trace(trace, None if (rate or load) else duration_s)
+        grid = empirical_grid(requests.input_tokens)
+        perf = simulation_perf(layout, model, tpot_s, inputs, float(requests.input_tokens.mean()),
+                               float(requests.output_tokens.mean()))
+        layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
+        if rate is not None or load is not None:
+            requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)
+            if duration_s is not None:
+                requests = requests.until(duration_s)
+        workload = f"trace {trace} ({len(requests)} requests)"
+        notes.append("the plan (threshold, split, Lambda_max) and the analytic TTFT use the trace's full input "
+                     "lengths; the simulation replays prefix-cache hits, so its uncached lengths are shorter")
+    cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)
+
+    tick = None if progress is None else (lambda n: progress(n, len(requests)))
+    result = simulate(requests, layout, perf, cfg, progress=tick)
+    other = None
+    if compare:
+        alt = SCHEDULERS[1 - SCHEDULERS.index(scheduler)]
+        other = simulate(requests, layout, perf, replace(cfg, scheduler=alt), progress=tick)
+
+    offered_rps = result.summary()["offered_rps"]
+    analytic = None
+    if not math.isnan(offered_rps):  # nan: fewer than two distinct arrival times
+        analytic = ttft_under_load(layout, grid, perf, ev.threshold, ev.n_prefill, rate=offered_rps)
+        if not analytic.stable:
+            notes.append("analytic at the offered rate: a stage is saturated (no steady state); shown as inf")
+    unloaded = ttft_summary(layout, grid, perf, ev.threshold)
+    notes += [f"workload: {workload}", f"inputs: {perf_note(perf, inputs)}", f"method: {result.method}",
+              f"analytic: {analytic.method if analytic else 'not run'}",
+              "plan: threshold and local split from the distribution-exact grid search"
+              + (f" with N_p fixed at {prefill_instances}" if prefill_instances is not None else "")
+              + (f" with t fixed at {threshold:,.0f}" if threshold is not None else ""),
+              "throughput: steady = middle 90% of completions over their time span",
+              "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
+    warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
+    return SimulationAnswer(layout, ev, perf, grid, cfg, result, other, analytic, unloaded, scheduler,
+                            len(requests), seed, notes, warnings)

@@ -1,0 +1,68 @@
+"""Warnings about a plan an architect should not take at face value, each with a stable code.
+
+A `PlanWarning` is data: ``code`` is stable across releases (machine output keys on it), ``message``
+is the sentence a reader sees. Renderers print each once, before the notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REMOTE_UNDERUSED_BELOW = 0.10   # remote prefill utilization (fraction) below which the site adds little
+DECODE_BATCH_MIN = 4            # concurrent requests per decode instance below which the model barely fits
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """One warning: a stable kebab-case ``code`` and a one-sentence ``message``."""
+
+    code: str
+    message: str
+
+
+def plan_warnings(plan, sc) -> list[PlanWarning]:
+    """Warnings about a PrfaaS-PD `Plan` of the `Scenario` ``sc``: an idle remote site, a decode batch
+    too small to trust, and a remote chip predicted slower than a local chip it out-computes."""
+    ev, perf = plan.best, plan.perf
+    out = []
+    util = ev.stage_utilization
+    if ev.layout.remote is not None and ev.p_remote < 1e-3 and ev.bounds["link"] <= ev.bounds["remote_prefill"]:
+        # Any positive link is a valid input (units.MIN_LINK_BPS is the floor: 1 bit/s); one too slow to
+        # carry offloaded KV gives a plan that offloads (almost) nothing, said here rather than refused.
+        out.append(PlanWarning("link-prevents-offload",
+                               f"the {sc.link.bandwidth_bps / 1e9:g} Gbps link limits offload to {ev.p_remote:.2%} "
+                               "of requests: this plan is in effect homogeneous PD on the local cluster; a larger "
+                               "--link is needed for PrfaaS to help"))
+    if ev.layout.remote is not None and util["remote_prefill"] < REMOTE_UNDERUSED_BELOW:
+        out.append(PlanWarning("remote-underused",
+                               f"the remote prefill cluster is only {util['remote_prefill']:.0%} utilized at the "
+                               f"optimum ({ev.p_remote:.1%} of requests offloaded): it adds little here"))
+    decode = perf.sites[ev.layout.pd_sites[0].name].decode
+    if decode.batch < DECODE_BATCH_MIN:
+        out.append(PlanWarning("decode-barely-fits",
+                               f"decode fits only {decode.batch:.0f} concurrent requests per instance "
+                               f"({decode.binding} binds): the model barely fits; consider chips with more HBM "
+                               "or more chips per instance"))
+    if perf.remote_prefill is not None and ev.layout.remote is not None:
+        l = sc.grid.mean
+        remote_s = float(perf.remote_prefill.latency_s(l))
+        local_s = float(perf.sites[ev.layout.pd_sites[0].name].prefill.latency_s(l))
+        r_chip, l_chip = ev.layout.remote.instance.chip, ev.layout.pd_sites[0].instance.chip
+        if remote_s > local_s and r_chip.flops("bf16") >= 2 * l_chip.flops("bf16"):
+            out.append(PlanWarning(
+                "remote-slower-than-local",
+                f"{ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower ({remote_s:.2f} s) "
+                f"than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) despite "
+                f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' calibrations come "
+                "from different measurement setups (fixed overheads differ); treat the remote/local comparison "
+                "with caution (see `prfaas-plan rates`)"))
+    return out
+
+
+def beaten_warning(gains: dict[str, float | None]) -> list[PlanWarning]:
+    """A warning when PrfaaS-PD's throughput gain over some layout (name -> gain, x) is below 1."""
+    beaten_by = [name for name, g in gains.items() if g is not None and g < 1]
+    if not beaten_by:
+        return []
+    return [PlanWarning("prfaas-not-better", f"PrfaaS-PD does not beat {', '.join(beaten_by)} here "
+                                             "(PrfaaS gain < 1)")]

@@ -1,0 +1,55 @@
+"""A plain `size` pays only for what it uses: no scipy, cvxpy or matplotlib at start-up or while it plans.
+
+Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
+packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HEAVY = ("scipy", "cvxpy", "matplotlib", "pyarrow", "dask", "pandas")
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import contextlib, io, json, sys
+from prfaas_plan.cli import run
+args, watched = json.loads(sys.argv[1]), set(json.loads(sys.argv[2]))
+with contextlib.redirect_stdout(io.StringIO()):
+    code = run(args)
+heavy = sorted({m.split(".")[0] for m in sys.modules} & watched)
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def heavy_imports(args: list[str]) -> tuple[int, list[str]]:
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["code"], result["heavy"]
+
+
+@pytest.mark.parametrize("args", [["size"], ["size", "--model", "kimi-linear"], ["models"]])
+def test_plain_commands_import_no_heavy_library(args):
+    code, heavy = heavy_imports(args)
+    assert code == 0
+    assert heavy == [], f"`prfaas-plan {' '.join(args)}` imported {heavy}"
+
+
+def test_the_normal_cdf_needs_no_scipy():
+    from scipy.special import ndtr as reference
+
+    from prfaas_plan.workload.distributions import ndtr
+
+    z = np.linspace(-30.0, 30.0, 60_001)
+    got, want = ndtr(z), reference(z)
+    assert np.all(np.abs(got - want) <= 1e-13 * want)  # both ~1e-16 in the body; tails ~1e-14
+    assert np.allclose(ndtr(z) + ndtr(-z), 1.0, rtol=0, atol=2e-16)
+    assert ndtr(0.0) == 0.5 and ndtr(-math.inf) == 0.0 and ndtr(math.inf) == 1.0 and math.isnan(ndtr(math.nan))

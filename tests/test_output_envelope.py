@@ -1,0 +1,145 @@
+"""Every command writes the same envelope (docs/output.md): meta with the tool version, the command and
+every input in effect (defaults marked), warnings as {code, message}, sections of rows, notes; no
+non-finite number in JSON; CSV with the same warnings and notes as leading comment lines."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan import __version__
+
+PAPER = ("--model", "prfaas-1t", "--inputs", "paper")
+COMMANDS = {
+    "size": ("size", *PAPER),
+    "size --layout": ("size", *PAPER, "--layout", "examples/two-sites.yaml"),
+    "compare": ("compare", *PAPER),
+    "reproduce": ("reproduce",),
+    "simulate": ("simulate", *PAPER, "--duration", "60s"),
+    "kv": ("kv", "--model", "kimi-linear", "--len", "1k"),
+    "workload describe": ("workload", "describe"),
+    "validate": ("validate", "--model", "qwen3-235b"),
+    "models": ("models",),
+    "hardware": ("hardware",),
+    "show": ("show", "kimi-linear"),
+    "rates": ("rates", "--model", "kimi-linear", "--instance", "8xH20", "--len", "8k"),
+    "kv-throughput": ("kv-throughput", "--instance", "8xH200", "--len", "8k"),
+}
+
+
+def _check_finite(value, where="") -> None:
+    if isinstance(value, float):
+        assert math.isfinite(value), where
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{where}[{i}]")
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_json_envelope(cli, name):
+    code, out, err = cli(*COMMANDS[name], "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert list(doc) == ["meta", "warnings", "sections", "notes"]
+    meta = doc["meta"]
+    assert meta["tool"] == "prfaas-plan" and meta["version"] == __version__
+    assert meta["command"] == name.split(" --")[0]
+    assert meta["inputs"]["fmt"] == {"value": "json", "default": False}
+    for key, entry in meta["inputs"].items():
+        assert set(entry) == {"value", "default"} and isinstance(entry["default"], bool), key
+    assert "stack" in meta and meta["data_sources"]["profiles"]
+    for w in doc["warnings"]:
+        assert set(w) == {"code", "message"} and w["code"].replace("-", "").isalnum()
+    assert doc["sections"] and all(isinstance(rows, list) for rows in doc["sections"].values())
+    assert all(isinstance(row, dict) for rows in doc["sections"].values() for row in rows)
+    assert all(isinstance(n, str) for n in doc["notes"]) and len(set(doc["notes"])) == len(doc["notes"])
+    _check_finite(doc)
+    for rows in doc["sections"].values():
+        for row in rows:
+            for k, v in row.items():
+                if k.endswith("_nonfinite"):
+                    assert v in ("inf", "-inf", "nan") and row[k.removesuffix("_nonfinite")] is None
+
+
+@pytest.mark.parametrize("name", ["size", "compare", "kv", "workload describe"])
+def test_csv_carries_warnings_and_notes_as_comments(cli, name):
+    code, out, err = cli(*COMMANDS[name], "--format", "csv")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"# prfaas-plan {__version__} {name}"
+    comments = [l for l in lines if l.startswith("#")]
+    assert lines[:len(comments)] == comments  # comments lead, then one table
+    assert all(l.startswith(("# warning ", "# note: ")) for l in comments[1:])
+    code, js, _ = cli(*COMMANDS[name], "--format", "json")
+    doc = json.loads(js)
+    assert len(comments) - 1 == len(doc["warnings"]) + len(doc["notes"])
+
+
+def test_infinite_threshold_is_null_with_a_flag(cli):
+    code, out, err = cli("compare", *PAPER, "--format", "json")
+    assert code == 0, err
+    hom = next(r for r in json.loads(out)["sections"]["compare"] if r["layout"] == "homogeneous-pd")
+    assert hom["threshold_tokens"] is None and hom["threshold_tokens_nonfinite"] == "inf"
+    code, out, _ = cli("compare", *PAPER, "--format", "csv")
+    import csv
+    rows = {r["layout"]: r for r in csv.DictReader(l for l in out.splitlines() if not l.startswith("#"))}
+    assert rows["homogeneous-pd"]["threshold_tokens"] == "" and rows["homogeneous-pd"]["threshold_tokens_nonfinite"] == "inf"
+
+
+def test_warning_codes_are_listed_not_buried_in_notes(cli):
+    code, out, err = cli("size", "--model", "kimi-linear", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["warnings"] and not any(n.startswith("WARNING") for n in doc["notes"])
+    code, table, _ = cli("size", "--model", "kimi-linear")
+    for w in doc["warnings"]:
+        assert table.count(f"WARNING [{w['code']}]") == 1
+
+
+def test_tables_fit_100_columns_without_exponents_or_nan(cli, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for name in ("size", "compare", "simulate", "reproduce"):
+        code, table, err = cli(*COMMANDS[name])
+        assert code == 0, err
+        rows = [l for l in table.splitlines() if l[:1] in "┃│┏┡└┗━"]
+        assert rows and max(len(l) for l in rows) <= 100, name
+        assert " nan" not in table and "nan " not in table
+        assert not re.search(r"[0-9]e[+-][0-9]", " ".join(rows)), name
+
+
+def test_quiet_drops_notes_and_version_prints(cli):
+    code, loud, _ = cli("size", *PAPER)
+    code, quiet, _ = cli("--quiet", "size", *PAPER)
+    assert "note:" in loud and "note:" not in quiet and "PrfaaS-PD plan" in quiet
+    code, out, _ = cli("--version")
+    assert code == 0 and out.strip() == f"prfaas-plan {__version__}"
+
+
+@settings(derandomize=True, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15),
+       st.sampled_from([None, ".3f", ".2f", ".4g", ",.0f", ".1%", "+.2%"]))
+def test_a_table_cell_never_shows_an_exponent(v, fmt):
+    from prfaas_plan.output.report import _cell
+
+    text = _cell(v, fmt)
+    assert "e" not in text.lower() and "nan" not in text.lower(), (v, fmt, text)
+
+
+@settings(derandomize=True, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.floats(), st.integers(), st.none()), max_size=6))
+def test_json_rows_are_finite_and_flag_every_non_finite_value(values):
+    from prfaas_plan.output.report import Report, Section, render
+
+    row = {f"k{i}": v for i, v in enumerate(values)}
+    out = json.loads(render(Report([Section("s", "t", [row])]), "json"))["sections"]["s"][0]
+    for k, v in row.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            assert out[k] is None and out[f"{k}_nonfinite"] in ("inf", "-inf", "nan")
