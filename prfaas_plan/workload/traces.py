@@ -233,7 +233,8 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
     except OverflowError:
         return None
     if not (np.all(np.isfinite(t)) and t[0] >= (0.0 if previous is None else previous) and np.all(t[1:] >= t[:-1])
-            and li.min() >= 1 and lo.min() >= 0 and (not flat or block_ids.min() >= 0)):
+            and t[-1] <= MAX_TIMESTAMP_MS / 1000.0 and li.min() >= 1 and lo.min() >= 0
+            and max(li.max(), lo.max()) <= MAX_TOKENS and (not flat or block_ids.min() >= 0)):
         return None
     return t, li, lo, block_ids, np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
 
