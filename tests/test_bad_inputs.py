@@ -109,7 +109,7 @@ def layout_case(path, value, needle):
             ("size", "--model", "kimi-linear", "--layout", "lay.yaml"), needle)
 
 
-SIM = ("simulate", "--model", "kimi-linear", "--duration", "20", "--plot", "out.png")
+SIM = ("simulate", "--model", "kimi-linear", "--duration", "20s", "--plot", "out.png")
 
 
 def link_case(text, needle):
@@ -351,7 +351,7 @@ CASES.update({
     "opt-tpot-1e400-s": cli_case(["size", "--tpot", "1e400s"], "--tpot '1e400s'"),
     "opt-tpot-zero": cli_case(["size", "--tpot", "0ms"], "--tpot '0ms'"),
     "opt-rate-1e9": cli_case(["simulate", "--rate", "1e9", "--plot", "out.png"], "PRFAAS_PLAN_MAX_REQUESTS"),
-    "opt-duration-1e9": cli_case(["simulate", "--duration", "1e9", "--plot", "out.png"], "PRFAAS_PLAN_MAX_REQUESTS"),
+    "opt-duration-1e9": cli_case(["simulate", "--duration", "1e9s", "--plot", "out.png"], "PRFAAS_PLAN_MAX_REQUESTS"),
     "opt-rate-inf": cli_case(["simulate", "--rate", "inf"], "--rate inf"),
     "opt-rate-nan": cli_case(["simulate", "--rate", "nan"], "--rate nan"),
     "opt-duration-inf": cli_case(["simulate", "--duration", "1e400"], "--duration '1e400'"),
@@ -370,9 +370,9 @@ CASES.update({
     "opt-measurements-missing": cli_case(["calibrate", "--hardware", "h20", "--measurements", "nope.csv"], "nope.csv"),
     "opt-layout-missing": cli_case(["size", "--layout", "nope.yaml"], "nope.yaml"),
     "opt-tp-huge": cli_case(["kv", "--model", "kimi-linear", "--len", "1k", "--tp", str(10**20)], "--tp"),
-    "opt-load-1e9": cli_case(["simulate", "--load", "1e9", "--duration", "10"], "PRFAAS_PLAN_MAX_REQUESTS"),
-    "opt-threshold-1e30": cli_case(["simulate", "--threshold", "1e30", "--duration", "10"], "--threshold '1e30'"),
-    "opt-prefill-instances-huge": cli_case(["simulate", "--prefill-instances", str(10**15), "--duration", "10"],
+    "opt-load-1e9": cli_case(["simulate", "--load", "1e9", "--duration", "10s"], "PRFAAS_PLAN_MAX_REQUESTS"),
+    "opt-threshold-1e30": cli_case(["simulate", "--threshold", "1e30", "--duration", "10s"], "--threshold '1e30'"),
+    "opt-prefill-instances-huge": cli_case(["simulate", "--prefill-instances", str(10**15), "--duration", "10s"],
                                            "--prefill-instances"),
     "opt-link-efficiency-7.5": cli_case(["size", "--link-efficiency", "7.5"], "--link-efficiency 7.5"),
     "opt-rtt-1e400": cli_case(["size", "--rtt", "1e400s"], "--rtt '1e400s'"),
@@ -429,7 +429,7 @@ VALID = {
     "layout-base": ({"lay.yaml": _yaml(LAYOUT)}, ("size", "--model", "kimi-linear", "--layout", "lay.yaml")),
     "layout-efficiency-1": ({"lay.yaml": _yaml(_mutate(LAYOUT, "sites.0.link.efficiency", 1))},
                             ("size", "--model", "kimi-linear", "--layout", "lay.yaml")),
-    "link-profile": ({"link.csv": LINK_CSV}, ("simulate", "--model", "kimi-linear", "--duration", "20",
+    "link-profile": ({"link.csv": LINK_CSV}, ("simulate", "--model", "kimi-linear", "--duration", "20s",
                                               "--link-profile", "link.csv")),
     "jsonl": ({"t.jsonl": "".join(json.dumps(r) + "\n" for r in JSONL)},
               ("simulate", "--model", "kimi-linear", "--trace", "t.jsonl")),

@@ -70,7 +70,7 @@ def _write(tmp_path, name, text):
 
 def test_malformed_yaml_names_file_and_line(tmp_path, cli):
     _write(tmp_path, "bad.yaml", "kind: model\nname: x\nnum_layers: [1,\n")
-    code, out, err = cli("--profiles", str(tmp_path), "models")  # does not use it: one warning
+    code, out, err = cli("--profiles", str(tmp_path), "models", "--format", "csv")  # does not use it: one warning
     assert code == 0 and "kimi-linear-48b" in out
     assert err.count("bad.yaml:") == 1 and "malformed YAML" in err and err.startswith("warning:")
     code, _, err = cli("--profiles", str(tmp_path), "kv", "--model", "bad", "--len", "1k")  # uses it

@@ -16,12 +16,13 @@ Cache classes (``cache``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .schema import AttentionGroup
+# Rules take an `AttentionGroup` (``profiles.schema``, which imports this module, so it is not imported
+# back here).
+Group = Any
 
 
 def causal_pairs(l, cached):
@@ -56,50 +57,50 @@ class AttentionKind:
         """Fill derived defaults into validated field values (e.g. ``v_head_dim = head_dim``)."""
         return values
 
-    def check(self, g: AttentionGroup) -> str | None:
+    def check(self, g: Group) -> str | None:
         """A cross-field inconsistency of ``g`` as one phrase, or None."""
         return None
 
     # --- cache shapes (elements, one layer) -------------------------------------------------------
-    def kv_elements_per_token(self, g: AttentionGroup) -> int:
+    def kv_elements_per_token(self, g: Group) -> int:
         """Cached elements per token (growing and window kinds)."""
         return 0
 
-    def state_elements(self, g: AttentionGroup) -> int:
+    def state_elements(self, g: Group) -> int:
         """Elements of the recurrent state matrix (recurrent kinds)."""
         return 0
 
-    def conv_channels(self, g: AttentionGroup) -> int:
+    def conv_channels(self, g: Group) -> int:
         """Channels of the short causal convolution; 0 if none."""
         return 0
 
-    def linear_dims(self, g: AttentionGroup) -> tuple[int, int, int]:
+    def linear_dims(self, g: Group) -> tuple[int, int, int]:
         """(heads, key dim, value dim) of the recurrence (recurrent kinds)."""
         return 0, 0, 0
 
-    def kv_share_per_chip(self, g: AttentionGroup, tp: int) -> float:
+    def kv_share_per_chip(self, g: Group, tp: int) -> float:
         """Fraction of one layer's per-token cache one chip of a ``tp``-way group holds."""
         return 1.0
 
-    def replication(self, g: AttentionGroup, tp: int) -> int:
+    def replication(self, g: Group, tp: int) -> int:
         """Copies of one layer's cache a ``tp``-way group holds in total (1 = split, no copies)."""
         return 1
 
     # --- weights and FLOPs ------------------------------------------------------------------------
-    def params(self, g: AttentionGroup, hidden: int) -> int:
+    def params(self, g: Group, hidden: int) -> int:
         """Weight elements of one layer's attention block (projections; norms and biases omitted)."""
         raise NotImplementedError
 
-    def core_flops(self, g: AttentionGroup, l, cached=0):
+    def core_flops(self, g: Group, l, cached=0):
         """FLOPs of one layer's attention core for ``l`` new tokens after ``cached`` ones."""
         raise NotImplementedError
 
-    def decode_flops_per_pair(self, g: AttentionGroup) -> float:
+    def decode_flops_per_pair(self, g: Group) -> float:
         """FLOPs per query-key pair at decode (full/window kinds); the prefill figure unless the kind
         runs another form at decode."""
         return float(self.core_flops(g, 1))
 
-    def query_output_width(self, g: AttentionGroup) -> int:
+    def query_output_width(self, g: Group) -> int:
         """Per-head width of the activations an attention kernel reads and writes per token (q/k + v)."""
         return 0
 

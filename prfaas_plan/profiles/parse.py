@@ -227,9 +227,9 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
 
 def _check_magnitudes(m: ModelProfile) -> None:
     """A whole-context cache must stay an exact float64/int64 byte count (< 2^53 bytes, 9 PB)."""
-    from .. import arithmetic as A
-
-    full = A.s_kv(m, m.max_context)
+    per_token = sum(g.count * g.rule.kv_elements_per_token(g) for g in m.attention) * dtype_bytes(m.kv_dtype, m.path)
+    state = sum(g.count * (g.rule.state_elements(g) + g.rule.conv_channels(g) * g.conv_kernel) for g in m.attention)
+    full = per_token * m.max_context + state * 4  # states at most 4 bytes an element
     if full >= 2**53:
         raise PlanError(f"{m.path}: a {m.max_context:,}-token context would cache {float(full):.3g} bytes; "
                         "dimensions this large are not a real model (check num_kv_heads/head_dim/layers)")
