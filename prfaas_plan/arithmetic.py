@@ -164,11 +164,11 @@ def s_kv(model: ModelProfile, l, cached=0, tp: int = 1):
     return s_kv_parts(model, l, cached, tp).total
 
 
-def s_kv_at(model: ModelProfile, l) -> np.ndarray:
+def s_kv_at(model: ModelProfile, l, tp: int = 1) -> np.ndarray:
     """`s_kv` at real-valued lengths (grid points, conditional means): rounded to whole tokens, at least
-    one; float64 bytes, for vectorized planning arithmetic."""
+    one; float64 bytes, for vectorized planning arithmetic. ``tp`` as in `s_kv_parts`."""
     whole = np.maximum(np.rint(np.asarray(l, dtype=float)), 1).astype(np.int64)
-    return np.asarray(s_kv(model, whole), dtype=float)
+    return np.asarray(s_kv(model, whole, tp=tp), dtype=float)
 
 
 def dense_equivalent_kv(model: ModelProfile, l):

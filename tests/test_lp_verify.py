@@ -89,7 +89,7 @@ def test_random_configurations_exercise_the_link_row():
 
 def test_the_non_threshold_finding_is_reported(cli):
     code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
-                         "12.06G", "--tpot", "40ms", "--mode", "exact", "--verify", "--format", "json")
+                         "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact", "--verify", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     row = doc["sections"]["verify"][0]
@@ -99,7 +99,7 @@ def test_the_non_threshold_finding_is_reported(cli):
     assert any(w["code"] == "threshold-not-optimal" and w["message"].startswith("routing is NOT a pure threshold")
                for w in doc["warnings"])
     code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
-                         "12.06G", "--tpot", "40ms", "--mode", "exact", "--format", "json")
+                         "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact", "--format", "json")
     screened = [w["message"] for w in json.loads(out)["warnings"] if w["code"] == "threshold-may-not-be-optimal"
                 and w["message"].startswith("routing by length may not")]
     assert code == 0 and len(screened) == 1 and "13.1 req/s" in screened[0]   # the LP's figure, solver-free
@@ -114,7 +114,7 @@ def test_an_lp_above_what_its_routing_carries_is_an_internal_error(monkeypatch, 
 
     monkeypatch.setattr(lp, "_site_rows", bytes_not_bits)
     code, out, err = cli("size", "--model", "kimi-linear", "--remote", "64xH100", "--local", "40xH100", "--link",
-                         "12.06G", "--tpot", "40ms", "--verify")
+                         "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--verify")
     assert code == 3 and out == "" and err.startswith("internal error:") and "stage bounds" in err
     assert len(err.strip().splitlines()) == 1
 

@@ -36,8 +36,9 @@ def test_compare_csv_lists_three_layouts(cli):
     assert code == 0, err
     assert out.startswith("# prfaas-plan ") and "# note: comparison basis: instances" in out
     lines = [l for l in out.strip().splitlines() if not l.startswith("#")]
-    assert lines[0].startswith("layout,")
-    assert [l.split(",")[0] for l in lines[1:]] == ["prfaas-pd", "homogeneous-pd", "naive-heterogeneous"]
+    assert lines[0].startswith("section,layout,")  # several sections: compare, error_bars
+    assert [l.split(",")[1] for l in lines[1:] if l.startswith("compare,")] == [
+        "prfaas-pd", "homogeneous-pd", "naive-heterogeneous"]
 
 
 def test_compare_equal_cost_basis(cli):
@@ -235,3 +236,64 @@ def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
     code, out, err = cli("--profiles", str(tmp_path), "compare", "--local", "64xH20NP", "--basis", "cost")
     assert code == 2 and out == "" and "--basis cost needs purchase prices" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_size_plans_in_exact_mode_with_replicated_bytes_by_default(cli):
+    code, out, err = cli("size", "--model", "qwen3-235b", "--format", "json", "--samples", "0")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["meta"]["inputs"]["mode"] == {"value": "exact", "default": True}
+    assert doc["meta"]["inputs"]["transfer_bytes"] == {"value": "replicated", "default": True}
+    assert any(n.startswith("transfer bytes: replicated (default;") and "2.00x" in n for n in doc["notes"])
+    assert "error_bars" not in doc["sections"]
+    code, out, _ = cli("size", "--model", "qwen3-235b", "--format", "json", "--samples", "0",
+                       "--transfer-bytes", "logical")
+    logical = json.loads(out)["sections"]["plan"][0]
+    replicated = doc["sections"]["plan"][0]
+
+    def per_req(p):  # bytes per offloaded request, in Gbit
+        return p["egress_gbps"] / (p["throughput_rps"] * p["offloaded_share"])
+
+    assert per_req(replicated) > 1.2 * per_req(logical)
+
+
+def test_size_error_bars_and_degraded_link(cli):
+    code, out, err = cli("size", *PAPER, "--link-degraded", "10G", "--load", "0.2", "--samples", "200",
+                         "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    bars = {r["quantity"]: r for r in doc["sections"]["error_bars"]}
+    for q in ("throughput_rps", "prfaas_gain_x", "threshold_tokens", "egress_gbps"):
+        assert bars[q]["p10"] <= bars[q]["p50"] <= bars[q]["p90"]
+    assert bars["verdict (90% confidence)"]["point"] in ("pays", "does not pay", "cannot tell")
+    deg = doc["sections"]["degraded_link"][0]
+    assert deg["degraded_link_gbps"] == 10 and 0 < deg["kept"] <= 1
+    assert deg["switch_to_threshold_tokens"] >= deg["planned_threshold_tokens"]
+    assert deg["degraded_rps"] >= deg["rps_keeping_threshold"]
+    assert deg["offered_rps"] == pytest.approx(0.2 * doc["sections"]["plan"][0]["throughput_rps"])
+    assert deg["loaded_ttft_p90_s"] >= deg["ttft_unloaded_p90_s"]
+
+
+def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
+    code, out, err = cli("compare", *PAPER, "--samples", "100", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {r["quantity"] for r in doc["sections"]["error_bars"]} >= {"throughput_rps", "prfaas_gain_x"}
+    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays") for n in doc["notes"])
+
+
+def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
+    code, out, err = cli("size", "--model", "qwen3-235b", "--samples", "0", "--format", "json")
+    assert code == 0, err
+    codes = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}
+    assert "representative mode: gain 0.95 (does not pay)" in codes["modes-disagree"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("size", *PAPER, "--transfer-bytes", "physical"), "physical"),
+    (("size", *PAPER, "--link-degraded", "fast"), "--link-degraded 'fast'"),
+    (("compare", *PAPER, "--transfer-bytes", "x"), "'x'"),
+])
+def test_bad_transfer_or_degraded_option_is_one_line_exit_2(cli, args, needle):
+    code, out, err = cli(*args)
+    assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1

@@ -9,7 +9,8 @@ shared link. All times are seconds, rates requests/s, sizes bytes, link rates bi
   variation computed from the length distribution on the `LengthGrid`; the wait beyond ``P(wait > 0)``
   is taken as exponential with that mean (the heavy-traffic tail of Kingman-Whitt).
 - **Link** (remote requests): the KV of a request of length ``l`` needs ``X(l) = 8 S_kv(l) / goodput``
-  seconds alone on the link; concurrent transfers share it as an M/G/1 processor-sharing server, so a
+  seconds alone on the link (``S_kv``: the bytes the transfer moves, `PerfInputs.transfer_bytes`);
+  concurrent transfers share it as an M/G/1 processor-sharing server, so a
   transfer takes ``X / (1 - rho_link)``. It is pipelined with prefill layer by layer: the cache has
   arrived at ``max(T_r, X') + X' / layers + RTT / 2``. Inter-datacenter TCP runs at the link's own
   efficiency (goodput 95% of line rate by default).
@@ -32,7 +33,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import arithmetic as A
 from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
@@ -210,7 +210,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     remote_on = offloads(layout, perf, site)
     is_remote = (l > ev.threshold) if remote_on else np.zeros(l.shape, dtype=bool)
 
-    size = A.s_kv_at(perf.model, l)  # bytes of KV per grid length
+    size = perf.transfer_bytes(l, site.name)  # bytes a transfer moves per grid length
     local_s = np.asarray(sp.prefill.latency_s(l), dtype=float)
     local_pool = pool_wait(lam * w[~is_remote].sum(), ev.n_prefill, local_s[~is_remote], w[~is_remote])
     service = local_s + rdma_tail_s(size, site.instance, perf.model.num_layers)

@@ -1,4 +1,4 @@
-"""The general formulation: per-length-bin routing and instance counts as linear programs (HiGHS).
+"""The general formulation: per-length-bin routing and instance counts as linear programs (cvxpy).
 
 Variables: for each length bin ``b`` the request rate ``r_b`` prefilled remotely (requests/s; the
 rest of the bin, ``Lambda * w_b - r_b``, is prefilled locally), the system rate ``Lambda``, and
@@ -15,8 +15,10 @@ Every capacity row is written as a *utilization* (load / capacity <= 1, or insta
 against an instance count), so all coefficients are of order one. Written in raw units the link row
 holds bits (1e8-1e10 per request) against a goodput of ~1e9 bit/s: HiGHS's absolute feasibility
 tolerance (1e-6) is then 1e-15 of the row, the MIP rejects its own optimum over rounding noise and
-ends "optimal" at the trivial zero (docs/methods.md, section 4). The programs are solved by HiGHS
-through `scipy.optimize.milp`, whose ``disp`` option keeps the solver silent.
+ends "optimal" at the trivial zero (docs/methods.md, section 4). The programs are stated in cvxpy
+in matrix form (one variable vector, sparse rows; see `_Program.solve`) and solved by HiGHS through
+cvxpy's SCIPY interface, which scipy's ``disp`` option keeps silent. cvxpy is imported only when a
+program is solved, so a plain ``size`` never loads it.
 
 Each result says whether the optimal routing is a pure threshold (remote fraction non-decreasing in
 length, at most one split bin), which tests the paper's threshold policy.
@@ -30,7 +32,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import arithmetic as A
 from ..errors import InternalError, PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, offloads
@@ -62,7 +63,7 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     t_local = np.asarray(sp.prefill.latency_s(l), dtype=float)
     t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
-    kv = A.s_kv_at(perf.model, l)
+    kv = perf.transfer_bytes(l, site)
     edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])
     labels = np.zeros(len(l), dtype=int)
     labels[np.unique(edges[edges < len(l)])] = 1
@@ -127,7 +128,7 @@ def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol
 
 
 # ----------------------------------------------------------------------------------------------------
-# A small sparse program builder over scipy.optimize.milp (HiGHS)
+# A small sparse program builder, handed to cvxpy in matrix form
 
 
 class _Program:
@@ -162,48 +163,66 @@ class _Program:
 
     def solve(self, objective: list, maximize: bool, time_limit_s: float | None = None,
               mip_rel_gap: float = MIP_REL_GAP) -> _Solved:
-        """Solve for ``objective``, a list of (variable indices, coefficients), with HiGHS: a
-        continuous program through `scipy.optimize.linprog` (which gives the rows' duals), an integer
-        one through `scipy.optimize.milp`; both silent (scipy's ``disp`` defaults to off)."""
-        from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-        from scipy.sparse import csr_matrix, vstack
+        """Solve for ``objective``, a list of (variable indices, coefficients), in cvxpy.
 
-        sign = -1.0 if maximize else 1.0
+        The program is handed over in matrix form: one variable vector with its bounds and integrality,
+        and the rows as three sparse blocks (``A x <= hi``, ``A x >= lo``, ``A x == b``), so cvxpy
+        compiles a handful of constraints however many rows there are. cvxpy's SCIPY interface runs
+        HiGHS (`scipy.optimize.linprog` for a continuous program, which gives the rows' duals, and
+        `scipy.optimize.milp` for an integer one) and is silent through scipy's ``disp`` option.
+        """
+        import warnings
+
+        import cvxpy as cp
+        from scipy.sparse import csr_matrix
+
         c = np.zeros(self.n)
         for idx, coef in objective:
-            c[idx] += sign * coef
-        lo = np.array([r[2] for r in self.rows])
-        hi = np.array([r[3] for r in self.rows])
+            c[idx] += coef
+        lo = np.array([r[2] for r in self.rows], dtype=float)
+        hi = np.array([r[3] for r in self.rows], dtype=float)
         indptr = np.concatenate([[0], np.cumsum([len(r[0]) for r in self.rows])])
         a = csr_matrix((np.concatenate([r[1] for r in self.rows]), np.concatenate([r[0] for r in self.rows]),
                         indptr), shape=(len(self.rows), self.n))
         lb, ub = np.concatenate(self.lb), np.concatenate(self.ub)
-        integrality = np.concatenate(self.integer)
+        integer_idx = np.flatnonzero(np.concatenate(self.integer))
+        mip = len(integer_idx) > 0
+        x = cp.Variable(self.n, bounds=[lb, ub], integer=(integer_idx,) if mip else False)
+        eq = lo == hi
+        upper = ~eq & np.isfinite(hi)
+        lower = ~eq & np.isfinite(lo)
+        blocks = {}
+        if upper.any():
+            blocks["upper"] = a[upper] @ x <= hi[upper]
+        if lower.any():
+            blocks["lower"] = a[lower] @ x >= lo[lower]
+        if eq.any():
+            blocks["equal"] = a[eq] @ x == hi[eq]
+        problem = cp.Problem(cp.Maximize(c @ x) if maximize else cp.Minimize(c @ x), list(blocks.values()))
+        options = {"disp": False}
+        if mip:
+            options["mip_rel_gap"] = mip_rel_gap
+        if time_limit_s is not None:
+            options["time_limit"] = time_limit_s
         duals = np.full(len(self.rows), np.nan)
-        if integrality.any():
-            options = {"disp": False, "mip_rel_gap": mip_rel_gap}
-            if time_limit_s is not None:
-                options["time_limit"] = time_limit_s
-            res = milp(c, integrality=integrality, bounds=Bounds(lb, ub), constraints=LinearConstraint(a, lo, hi),
-                       options=options)
-        else:
-            eq = lo == hi
-            upper = ~eq & np.isfinite(hi)
-            lower = ~eq & np.isfinite(lo)
-            a_ub = vstack([a[upper], -a[lower]]).tocsr()
-            b_ub = np.concatenate([hi[upper], -lo[lower]])
-            res = linprog(c, A_ub=a_ub if len(b_ub) else None, b_ub=b_ub if len(b_ub) else None,
-                          A_eq=a[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
-                          bounds=np.column_stack([lb, ub]), method="highs")
-            if res.x is not None and upper.any():
-                duals[np.flatnonzero(upper)] = sign * np.asarray(res.ineqlin.marginals)[:int(upper.sum())]
-        status = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded"}.get(res.status, "solver_failed")
-        if res.x is None:
+        try:
+            with warnings.catch_warnings():  # a time limit's answer is "inaccurate"; its status says so
+                warnings.simplefilter("ignore")
+                problem.solve(solver=cp.SCIPY, scipy_options=options)
+        except cp.SolverError:
+            return _Solved(None, math.nan, math.nan, "solver_failed", duals)
+        status = {cp.OPTIMAL: "optimal", cp.OPTIMAL_INACCURATE: "time_limit", cp.INFEASIBLE: "infeasible",
+                  cp.UNBOUNDED: "unbounded"}.get(problem.status, "solver_failed")
+        if x.value is None:
             return _Solved(None, math.nan, math.nan, status, duals)
-        value = sign * float(res.fun)
-        bound = getattr(res, "mip_dual_bound", None) if integrality.any() else None
-        bound = value if bound is None else sign * float(bound)
-        return _Solved(np.asarray(res.x), value, bound, status, duals)
+        value = float(problem.value)
+        if not mip and "upper" in blocks:  # d(value)/d(hi): >= 0 when maximizing, <= 0 when minimizing
+            duals[np.flatnonzero(upper)] = (1.0 if maximize else -1.0) * np.asarray(blocks["upper"].dual_value)
+        bound = value
+        if mip:  # HiGHS's dual bound on the program cvxpy handed it (a minimization: -c when maximizing)
+            dual_bound = (problem.solver_stats.extra_stats or {}).get("mip_dual_bound")
+            bound = math.nan if dual_bound is None else (-1.0 if maximize else 1.0) * float(dual_bound)
+        return _Solved(np.asarray(x.value), value, bound, status, duals)
 
 
 def _no_solution(what: str, status: str) -> InternalError:

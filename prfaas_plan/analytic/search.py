@@ -25,6 +25,21 @@ from .throughput import (
 REL_TIE = 1e-9
 
 
+def per_support_step(grid: LengthGrid, fn):
+    """``fn(t)`` evaluated once per step of the routing statistics: they depend on ``t`` only through
+    which support points lie above it (`LengthGrid.split_index`), so a bisection on ``t`` that has
+    closed in on one support point needs no further evaluation. Results are exactly ``fn``'s."""
+    seen: dict[int, object] = {}
+
+    def at(t: float):
+        k = int(grid.split_index(t))
+        if k not in seen:
+            seen[k] = fn(t)
+        return seen[k]
+
+    return at
+
+
 def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
     """Candidate thresholds: log-spaced over the support, plus 0 and the support points' ends."""
     lo, hi = max(grid.lengths[0], 1.0), grid.lengths[-1]
@@ -82,6 +97,13 @@ def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_pre
     return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, 0, n_prefill, col.max())
 
 
+def best_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,
+                   mode: str = "exact") -> Evaluation:
+    """The layout evaluated at its `balanced_threshold` for the fixed split ``n_prefill``: instance counts
+    kept, only ``t`` re-optimized (a degraded link, `prfaas_plan.analytic.degraded`)."""
+    return evaluate(layout, grid, perf, balanced_threshold(layout, grid, perf, n_prefill, mode), n_prefill, mode)
+
+
 def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_lam) -> float:
     """Among thresholds reaching the best throughput, the one balancing remote and local prefill."""
     ok = np.flatnonzero(lam_col >= best_lam * (1 - 1e-6))
@@ -95,12 +117,15 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
     lo, hi = float(ts[lo_i]), float(ts[hi_i])
     sign_lo = np.sign(gap[lo_i])
     site = layout.pd_sites[0].name
+
+    def gap_sign(t: float) -> float:
+        bb = stage_bounds(layout, routing_stats(grid, perf, [t], mode, site), perf, [n_p])
+        return np.sign(np.log(min(bb.remote_prefill[0, 0], bb.link[0, 0])) - np.log(bb.local_prefill[0, 0]))
+
+    gap_sign = per_support_step(grid, gap_sign)
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        r = routing_stats(grid, perf, [mid], mode, site)
-        bb = stage_bounds(layout, r, perf, [n_p])
-        g = np.log(min(bb.remote_prefill[0, 0], bb.link[0, 0])) - np.log(bb.local_prefill[0, 0])
-        if np.sign(g) == sign_lo:
+        if gap_sign(mid) == sign_lo:
             lo = mid
         else:
             hi = mid

@@ -4,7 +4,8 @@ For a routing threshold ``t`` (uncached tokens; longer requests are prefilled re
 bound the system request rate ``Lambda`` (requests/s) as in the PrfaaS paper (``docs/methods.md`` section 3):
 
 - remote prefill compute: ``N_r / (p * T_r(l_long))``
-- remote egress (each link): ``B_eff / (p * S_kv(l_long))`` (bits vs bytes converted)
+- remote egress (each link): ``B_eff / (p * S_kv(l_long))`` (bits vs bytes converted), ``S_kv`` being the
+  bytes the transfer moves under the site's policy (`prfaas_plan.analytic.transfer`)
 - local prefill: ``N_p / ((1 - p) * T_l(l_short))``
 - local decode: ``N_d * BS / (T_decode * L_out)``, i.e. ``N_d * decode requests/s per instance``
 
@@ -22,13 +23,14 @@ number of thresholds at once (vectorized), which the optimizer's grid search use
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
-from .. import arithmetic as A
 from ..layout import Layout
 from ..performance.base import DecodeCapacity, PrefillModel
 from ..profiles import ModelProfile
+from .transfer import LOGICAL, TransferBytes
 
 MODES = ("representative", "exact")
 
@@ -63,13 +65,25 @@ class LengthGrid:
     def mean(self) -> float:
         return float(np.dot(self.lengths, self.weights))
 
+    @cached_property
+    def weight_suffix(self) -> np.ndarray:
+        """``suffix(1)``: probability of each support point or a longer one (computed once per grid)."""
+        return self.suffix(np.ones_like(self.lengths))
+
+    @cached_property
+    def length_suffix(self) -> np.ndarray:
+        """``suffix(lengths)``: partial first moment from each support point up (computed once per grid)."""
+        return self.suffix(self.lengths)
+
 
 @dataclass(frozen=True)
 class SitePerf:
-    """Per-instance performance of one local PD site: local prefill model and decode capacity."""
+    """Per-instance performance of one local PD site: local prefill model, decode capacity and the bytes a
+    KV transfer to it moves (`TransferBytes`; the planning layer sets the policy, one logical copy here)."""
 
     prefill: PrefillModel
     decode: DecodeCapacity
+    transfer: TransferBytes = LOGICAL
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,11 @@ class PerfInputs:
     remote_prefill: PrefillModel | None
     sites: dict[str, SitePerf] = field(hash=False)
     output_tokens: float = 1024.0
+
+    def transfer_bytes(self, l, site: str | None = None) -> np.ndarray:
+        """Bytes a KV transfer to ``site`` (default: the first) moves for uncached length(s) ``l``: the one
+        quantity every link, egress and transfer-time figure uses."""
+        return self.sites[site or next(iter(self.sites))].transfer.at(self.model, l)
 
 
 def offloads(layout: Layout, perf: "PerfInputs", site=None) -> bool:
@@ -112,10 +131,11 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     t = np.atleast_1d(np.asarray(thresholds, dtype=float))
-    site = perf.sites[local_site or next(iter(perf.sites))]
+    site_name = local_site or next(iter(perf.sites))
+    site = perf.sites[site_name]
     idx = grid.split_index(t)
     l = grid.lengths
-    w_suffix, l_suffix = grid.suffix(np.ones_like(l)), grid.suffix(l)
+    w_suffix, l_suffix = grid.weight_suffix, grid.length_suffix
     total, l_all = w_suffix[0], l_suffix[0]
     w_above = np.clip(w_suffix[idx], 0.0, total)
     p = w_above / total
@@ -127,7 +147,7 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         t_local = np.asarray(site.prefill.latency_s(l), dtype=float)
         t_remote = (np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
                     if perf.remote_prefill is not None else np.full_like(l, np.inf))
-        s_kv = A.s_kv_at(perf.model, l)
+        s_kv = perf.transfer_bytes(l, site_name)
         remote = grid.suffix(t_remote)[idx]
         link = grid.suffix(s_kv)[idx]
         local_suffix = grid.suffix(t_local)
@@ -137,7 +157,7 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         safe_short = np.nan_to_num(l_short, nan=1.0)
         remote = np.where(p > 0, p * (np.asarray(perf.remote_prefill.latency_s(safe_long), dtype=float)
                                       if perf.remote_prefill is not None else np.inf), 0.0)
-        link = np.where(p > 0, p * A.s_kv_at(perf.model, safe_long), 0.0)
+        link = np.where(p > 0, p * perf.transfer_bytes(safe_long, site_name), 0.0)
         local = np.where(p < 1, (1 - p) * np.asarray(site.prefill.latency_s(safe_short), dtype=float), 0.0)
     return Routing(t, p, l_long, l_short, remote, link.astype(float), local)
 

@@ -5,7 +5,8 @@ Method (stated in every report that prints TTFT): no queueing (queueing delay is
 ``T_l(l)``. One prefilled remotely takes ``T_r(l)`` while its KV streams over the link layer by layer
 (compute and transfer pipelined, as in the paper), so its cache has fully arrived at
 ``max(T_r(l), X(l)) + X(l) / layers + RTT / 2`` where ``X(l) = S_kv(l) * 8 / goodput`` is the transfer
-time at the link's full goodput (an unloaded link) and ``X / layers`` is the last layer's tail.
+time at the link's full goodput (an unloaded link), ``S_kv`` the bytes the transfer moves
+(`PerfInputs.transfer_bytes`), and ``X / layers`` is the last layer's tail.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import arithmetic as A
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, offloads
 
@@ -45,9 +45,9 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs) -> np.ndar
     return v[np.minimum(idx, len(v) - 1)]
 
 
-def transfer_s(model, l, goodput_bps: float) -> np.ndarray:
-    """Seconds to move ``S_kv(l)`` over a link of ``goodput_bps`` (bit/s)."""
-    return A.s_kv_at(model, l) * 8.0 / goodput_bps
+def transfer_s(perf: PerfInputs, l, goodput_bps: float, site: str | None = None) -> np.ndarray:
+    """Seconds to move the transfer bytes of length(s) ``l`` to ``site`` over a link of ``goodput_bps``."""
+    return perf.transfer_bytes(l, site) * 8.0 / goodput_bps
 
 
 def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> np.ndarray:
@@ -58,7 +58,7 @@ def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold
     if not offloads(layout, perf, site):
         return local
     remote_prefill = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
-    x = transfer_s(perf.model, l, site.link.goodput_bps)
+    x = transfer_s(perf, l, site.link.goodput_bps, site.name)
     remote = np.maximum(remote_prefill, x) + x / perf.model.num_layers + site.link.rtt_s / 2
     return np.where(l > threshold, remote, local)
 

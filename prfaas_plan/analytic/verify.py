@@ -171,8 +171,6 @@ def routing_bound(layout: Layout, grid: LengthGrid, perf: PerfInputs) -> tuple[f
     over every integer split, without a solver: each remote-side stage (link, remote prefill) bounds
     the rate on its own (`_knapsack_bound`) and the lower of the two holds. Exact when one of them is
     slack at the optimum. Returns (bound, local prefill instances reaching it)."""
-    from .. import arithmetic as A
-
     site = layout.pd_sites[0]
     sp = perf.sites[site.name]
     l, w = grid.lengths, grid.weights
@@ -184,7 +182,7 @@ def routing_bound(layout: Layout, grid: LengthGrid, perf: PerfInputs) -> tuple[f
         lam = np.minimum(np.divide(splits, local_total), decode)
     else:
         t_remote = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
-        kv_bits = A.s_kv_at(perf.model, l) * 8.0
+        kv_bits = perf.transfer_bytes(l, site.name) * 8.0
         lam = np.minimum(
             _knapsack_bound(t_local, kv_bits, w, site.link.goodput_bps, local_total, splits, decode),
             _knapsack_bound(t_local, t_remote, w, float(layout.remote.instances), local_total, splits, decode))

@@ -17,7 +17,9 @@ from . import (
     perf_cmds,  # noqa: E402,F401
     plan_cmds,  # noqa: E402,F401
     profile_cmds,  # noqa: E402,F401
+    report_cmds,  # noqa: E402,F401
     sim_cmds,  # noqa: E402,F401
+    sweep_cmds,  # noqa: E402,F401
     validate_cmds,  # noqa: E402,F401
     workload_cmds,  # noqa: E402,F401
 )

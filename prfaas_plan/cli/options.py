@@ -32,6 +32,11 @@ class InputLevel(StrEnum):
     paper = "paper"
 
 
+class TransferPolicy(StrEnum):
+    replicated = "replicated"
+    logical = "logical"
+
+
 class Basis(StrEnum):
     instances = "instances"
     cost = "cost"
@@ -72,8 +77,12 @@ LinkPrice = Annotated[float, typer.Option("--link-price", help="Link price, USD 
                                                                "hourly cost).")]
 
 # --- how it is modelled
-ModeOpt = Annotated[Mode, typer.Option("--mode", help="representative (the paper's: stages at E[L|L>t] and "
-                                                      "E[L|L<=t]) or exact (expectations).")]
+ModeOpt = Annotated[Mode, typer.Option("--mode", help="exact (planning's default: expectations over the length "
+                                                      "distribution) or representative (the paper's: stages at "
+                                                      "E[L|L>t] and E[L|L<=t]; reproduce's default).")]
+TransferBytesOpt = Annotated[TransferPolicy, typer.Option(
+    "--transfer-bytes", help="Bytes on the link: replicated (the per-rank KV copies a TP transfer engine moves, "
+                             "as Mooncake measured) or logical (one copy, the paper's convention).")]
 Inputs = Annotated[InputLevel, typer.Option(
     "--inputs", help="predicted (our performance model) or paper (prfaas-1t only: the paper's H200 profile "
                      "and back-solved H20 inputs).")]
@@ -82,6 +91,11 @@ Threshold = Annotated[Optional[str], typer.Option(
                         "optimizing it.")]
 
 # --- follow-up questions
+Samples = Annotated[int, typer.Option("--samples", min=0, help="Error-bar samples of the calibration errors "
+                                                             "(P10/P50/P90 of Lambda, gain, t, egress); 0: off.")]
+LinkDegraded = Annotated[Optional[str], typer.Option(
+    "--link-degraded", help="Also show the plan at a lower link rate (e.g. 10G): the threshold to switch to, "
+                            "the throughput kept and the TTFT, instance counts unchanged.")]
 Load = Annotated[Optional[float], typer.Option(
     "--load", help="Offered load as a fraction of Lambda_max (e.g. 0.8): latency with queueing.")]
 TtftSlo = Annotated[Optional[str], typer.Option(

@@ -14,6 +14,7 @@ from .options import (
     Inputs,
     InstanceChips,
     LayoutFile,
+    LinkDegraded,
     LinkEfficiency,
     LinkPrice,
     LinkRate,
@@ -24,10 +25,13 @@ from .options import (
     Plot,
     Remote,
     Rtt,
+    Samples,
+    Seed,
     SizeLink,
     TargetRate,
     Threshold,
     Tpot,
+    TransferBytesOpt,
     TtftSlo,
     Verify,
     Workload,
@@ -35,11 +39,11 @@ from .options import (
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-              link_price=DEFAULTS.link_price_usd_per_gbps_month):
+              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes):
     from ..planning import scenario
 
     return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price)
+                    link_efficiency, rtt, link_price, str(transfer_bytes))
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -68,6 +72,7 @@ def size_cmd(
     instance_chips: InstanceChips = DEFAULTS.instance_chips,
     target_rate: TargetRate = None,
     mode: ModeOpt = DEFAULTS.mode,
+    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
     inputs: Inputs = DEFAULTS.inputs,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
@@ -79,16 +84,20 @@ def size_cmd(
     ttft: TtftSlo = None,
     plot: Plot = None,
     layout: LayoutFile = None,
+    link_degraded: LinkDegraded = None,
+    samples: Samples = 400,
+    seed: Seed = 0,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
     from ..output.plan_report import layout_report, size_report
     from ..planning import answer_layout, answer_size
-    from ..units import parse_length, parse_ttft_slo
+    from ..units import parse_length, parse_rate_bps, parse_ttft_slo
 
     if layout is not None:
         extra = _given(["remote", "local", "link", "instance_chips", "rtt", "target_rate", "size_link", "load",
-                        "ttft", "plot", "verify", "threshold", "link_efficiency", "link_price"])
+                        "ttft", "plot", "verify", "threshold", "link_efficiency", "link_price", "link_degraded",
+                        "samples", "seed", "transfer_bytes"])
         if mode != "exact":
             extra += _given(["mode"])
         if extra:
@@ -99,9 +108,10 @@ def size_cmd(
     slo = parse_ttft_slo(ttft) if ttft is not None else None
     t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price)
+                   link_price, transfer_bytes)
+    degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
     answer = answer_size(sc, threshold=t, target_rate=target_rate, load=load, ttft_slo=slo, verify_lp=verify,
-                         size_link=size_link)
+                         size_link=size_link, link_degraded_bps=degraded, samples=samples, seed=seed)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{sc.model.name}: throughput vs threshold")
@@ -119,12 +129,15 @@ def compare_cmd(
     instance_chips: InstanceChips = DEFAULTS.instance_chips,
     basis: BasisOpt = "instances",
     mode: ModeOpt = DEFAULTS.mode,
+    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
     inputs: Inputs = DEFAULTS.inputs,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
     link_price: LinkPrice = DEFAULTS.link_price_usd_per_gbps_month,
     load: Load = None,
     plot: Plot = None,
+    samples: Samples = 400,
+    seed: Seed = 0,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
@@ -132,8 +145,8 @@ def compare_cmd(
     from ..planning import answer_compare
 
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price)
-    answer = answer_compare(sc, str(basis), load)
+                   link_price, transfer_bytes)
+    answer = answer_compare(sc, str(basis), load, samples=samples, seed=seed)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
@@ -143,7 +156,7 @@ def compare_cmd(
 @app.command("reproduce")
 def reproduce_cmd(
     inputs: Inputs = "paper",
-    mode: ModeOpt = DEFAULTS.mode,
+    mode: ModeOpt = "representative",
     plot: Plot = None,
     fmt: FormatOpt = "table",
 ) -> None:

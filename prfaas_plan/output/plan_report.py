@@ -189,6 +189,57 @@ def _link_section(k) -> Section:
                     "linear program's own (they differ slightly from the plan above) and the link is a lower bound"])
 
 
+BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v: v if isinstance(v, str) else num(v)),
+                Column("p10", "P10", num), Column("p50", "P50", num), Column("p90", "P90", num)]
+
+
+def _error_bars_section(eb, plan, mode: str) -> Section:
+    """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures, and the verdict."""
+    ev = plan.best
+    point = {"throughput_rps": ev.lambda_max, "prfaas_gain_x": eb.point_gain, "threshold_tokens": ev.threshold,
+             "egress_gbps": ev.egress_bps / 1e9}
+    bands = {"throughput_rps": eb.lambda_rps, "prfaas_gain_x": eb.gain, "threshold_tokens": eb.threshold_tokens,
+             "egress_gbps": eb.egress_gbps}
+    rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
+    rows.append({"quantity": "verdict (90% confidence)", "point": eb.verdict})
+    notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
+        "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
+        "binding ones speed up (docs/methods.md, error bars)"]
+    return Section("error_bars", f"Error bars from calibration errors ({eb.samples} samples, {mode} mode)", rows,
+                   BAND_COLUMNS, notes)
+
+
+def _seconds_or_saturated(v: float) -> str:
+    return f"{v:.2f}" if math.isfinite(v) else "saturated"
+
+
+def _degraded_section(d) -> Section:
+    """The plan at a degraded link: counts fixed, threshold re-optimized (with --load, the TTFT of the
+    plan's own traffic there)."""
+    row = {"link_gbps": d.planned.link_bps / 1e9, "degraded_link_gbps": d.bandwidth_bps / 1e9,
+           "planned_threshold_tokens": d.planned.threshold, "switch_to_threshold_tokens": d.switched.threshold,
+           "planned_rps": d.planned.lambda_max, "degraded_rps": d.switched.lambda_max, "kept": d.kept,
+           "rps_keeping_threshold": d.kept_threshold.lambda_max, "binding_stage": d.switched.binding,
+           "egress_gbps": d.switched.egress_bps / 1e9, "ttft_unloaded_p50_s": d.ttft.p50_s,
+           "ttft_unloaded_p90_s": d.ttft.p90_s, "instances": _counts(d.switched)}
+    cols = [Column("degraded_link_gbps", "link Gbps", num), Column("planned_threshold_tokens", "planned t", tokens),
+            Column("switch_to_threshold_tokens", "switch to t", tokens), Column("degraded_rps", "req/s", ".3f"),
+            Column("kept", "kept", ".1%"), Column("rps_keeping_threshold", "req/s at planned t", ".3f"),
+            Column("binding_stage", "binds"), Column("egress_gbps", "egress Gbps", ".2f"),
+            Column("ttft_unloaded_p50_s", "unloaded TTFT P50 s", ".2f"),
+            Column("ttft_unloaded_p90_s", "unloaded TTFT P90 s", ".2f")]
+    if d.loaded is not None:
+        row.update(offered_rps=d.loaded.rate_rps, loaded_ttft_p50_s=d.loaded.p50_s,
+                   loaded_ttft_p90_s=d.loaded.p90_s)
+        cols += [Column("offered_rps", "at the plan's load req/s", ".3f"),
+                 Column("loaded_ttft_p50_s", "loaded TTFT P50 s", _seconds_or_saturated),
+                 Column("loaded_ttft_p90_s", "loaded TTFT P90 s", _seconds_or_saturated)]
+    return Section("degraded_link", f"At a degraded link ({num(d.bandwidth_bps / 1e9)} Gbps): instance counts as "
+                   "planned, threshold re-optimized", [row], cols,
+                   [f"instances as planned: {_counts(d.planned)}; the planned {num(d.planned.link_bps / 1e9)} Gbps "
+                    f"plan serves {d.planned.lambda_max:.3f} req/s"])
+
+
 def size_report(a) -> Report:
     """The report of a `SizeAnswer`."""
     sc = a.scenario
@@ -205,6 +256,10 @@ def size_report(a) -> Report:
         sections.append(_verify_section(a.verification))
     if a.link_sizing is not None:
         sections.append(_link_section(a.link_sizing))
+    if a.degraded is not None:
+        sections.append(_degraded_section(a.degraded))
+    if a.error_bars is not None:
+        sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs})
 
@@ -220,6 +275,8 @@ def compare_report(a) -> Report:
         sections.append(Section("loaded", "TTFT and TPOT under load (each layout at the same fraction of its "
                                 "own Lambda_max)", loaded, [Column("layout", "layout")] + LOADED_COLUMNS,
                                 [f"method: {next(iter(a.loaded.values())).method}"]))
+    if a.error_bars is not None:
+        sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis})
 

@@ -17,7 +17,7 @@ from .report import write_atomic
 FORMATS = {".png": "png", ".svg": "svg"}
 
 
-def _figure_format(path: str) -> str:
+def figure_format(path: str) -> str:
     ext = Path(path).suffix.lower()
     if ext not in FORMATS:
         raise PlanError(f"--plot {path!r}: expected a .png or .svg file name")
@@ -26,7 +26,7 @@ def _figure_format(path: str) -> str:
 
 def plot_threshold_sweep(plan, path: str, title: str) -> None:
     """Lambda_max and stage bounds (requests/s) vs threshold t (tokens) at the optimum's split."""
-    fmt = _figure_format(path)
+    fmt = figure_format(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,8 +51,21 @@ def plot_threshold_sweep(plan, path: str, title: str) -> None:
     ax.set_title(f"{title}\n{best.n_prefill}P+{best.n_decode}D local, {best.mode} mode", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3)
+    write_atomic(path, figure_bytes(fig, fmt))
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    """A matplotlib figure as PNG or SVG bytes (the figure is closed)."""
+    import matplotlib.pyplot as plt
+
     buf = BytesIO()
     fig.savefig(buf, format=fmt, bbox_inches="tight")
     plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def figure_svg(fig) -> str:
+    """A matplotlib figure as an inline ``<svg>`` element (no XML prolog; glyphs are paths, no fonts)."""
+    text = figure_bytes(fig, "svg").decode()
+    return text[text.index("<svg"):]
 

@@ -12,13 +12,14 @@ Renderers (`prfaas_plan.output`) turn these records into tables, JSON and CSV; t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout
 from ..units import format_tokens
+from .confidence import degraded_link, mode_verdicts, plan_error_bars
 from .plans import Plan, compare, optimize, perf_inputs, size_layout
 from .questions import (
     LinkSizing,
@@ -37,8 +38,10 @@ from .scenario import DEFAULTS, Scenario, scenario_for
 from .warnings import PlanWarning, beaten_warning, plan_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.degraded import DegradedLink
     from ..analytic.lp import LPResult
     from ..analytic.throughput import PerfInputs
+    from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
@@ -79,17 +82,43 @@ class SizeAnswer:
     slo: SloRate | None = None
     verification: Verification | None = None
     link_sizing: LinkSizing | None = None
+    error_bars: ErrorBars | None = None
+    degraded: DegradedLink | None = None
+
+
+def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning]):
+    """The error bars (None when ``samples`` is 0), with a warning when the two modes disagree on the verdict."""
+    modes = mode_verdicts(sc, plan, baseline)
+    if modes.warning():
+        warnings.append(PlanWarning("modes-disagree", modes.warning()))
+    if samples == 0:
+        return None
+    return replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
+
+
+def _link_starves_offload(plan: Plan, sc: Scenario) -> bool:
+    """True when offloading even the longest 0.1% of requests makes the link bind before remote prefill."""
+    import numpy as np
+
+    from ..analytic.throughput import evaluate
+
+    i = min(int(np.searchsorted(np.cumsum(sc.grid.weights), 1 - 1e-3)), len(sc.grid.lengths) - 1)
+    ev = evaluate(plan.best.layout, sc.grid, plan.perf, float(sc.grid.lengths[i]), plan.best.n_prefill, sc.mode)
+    return ev.p_remote > 0 and ev.bounds["link"] < ev.bounds["remote_prefill"]
 
 
 def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
-                size_link: float | None = None) -> SizeAnswer:
+                size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
+                seed: int = 0) -> SizeAnswer:
     """Size PrfaaS-PD for ``sc`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
     (requests/s) sizes the cheapest cluster; ``load`` (fraction of Lambda_max) gives latency under load;
     ``ttft_slo`` = (percentile, seconds), percentile 0 for the mean, gives the rate within the SLO;
-    ``verify_lp`` cross-checks with the linear program; ``size_link`` (fraction) finds the smallest link.
+    ``verify_lp`` cross-checks with the linear program; ``size_link`` (fraction) finds the smallest link;
+    ``link_degraded_bps`` evaluates the plan at a lower link rate (counts fixed, threshold re-optimized);
+    ``samples`` (0: none) seeded draws of the calibration errors give error bars and a verdict.
     """
     from ..layout import prfaas_pd
 
@@ -114,7 +143,9 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
         loaded=latency_under_load(plan, sc, load) if load is not None else None,
         slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
         verification=checked,
-        link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None)
+        link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
+        error_bars=_confidence(sc, plan, None, samples, seed, warnings),
+        degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None)
 
 
 @dataclass(frozen=True)
@@ -128,9 +159,11 @@ class CompareAnswer:
     warnings: list[PlanWarning]
     notes: list[str]
     loaded: dict[str, LoadedLatency] | None = None
+    error_bars: ErrorBars | None = None
 
 
-def answer_compare(sc: Scenario, basis: str = "instances", load: float | None = None) -> CompareAnswer:
+def answer_compare(sc: Scenario, basis: str = "instances", load: float | None = None, samples: int = 400,
+                   seed: int = 0) -> CompareAnswer:
     """PrfaaS-PD, homogeneous PD and naive heterogeneous on ``basis`` (instances or cost); with ``load``
     each layout's latency at that fraction of its own Lambda_max."""
     plans = compare(sc, basis)
@@ -141,7 +174,8 @@ def answer_compare(sc: Scenario, basis: str = "instances", load: float | None = 
     warnings = beaten_warning({k: v for k, v in gains.items() if k != "prfaas-pd"}) + plan_warnings(prf, sc)
     notes = list(sc.notes) + perf_notes(prf.perf) + [f"comparison basis: {basis}",
                                                      f"TTFT method: {prf.ttft.method}"]
-    return CompareAnswer(sc, basis, plans, gains, warnings, notes, loaded)
+    bars = _confidence(sc, prf, plans["homogeneous-pd"].layout, samples, seed, warnings)
+    return CompareAnswer(sc, basis, plans, gains, warnings, notes, loaded, bars)
 
 
 @dataclass(frozen=True)

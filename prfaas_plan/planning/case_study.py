@@ -80,12 +80,13 @@ def h20_prediction_error(context_tokens: float) -> list[dict]:
 
 
 def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK):
-    """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G)."""
+    """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G), with the paper's
+    convention for bytes on the link: one logical copy of the cache."""
 
     if inputs not in ("paper", "predicted"):
         raise ValueError(inputs)
     return scenario_for(get_model(MODEL), REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), INSTANCE_CHIPS,
-                        TPOT_S, mode, inputs, paper_workload())
+                        TPOT_S, mode, inputs, paper_workload(), transfer="logical")
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analytic.search import GridResult, grid_search, threshold_candidates
+from ..analytic.search import GridResult, grid_search, per_support_step, threshold_candidates
 from ..analytic.throughput import (
     Evaluation,
     LengthGrid,
@@ -91,9 +91,10 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
     if ok[0] == 0:
         return None
     lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
+    carries_at = per_support_step(grid, lambda t: bool(carries([t])[0]))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if carries([mid])[0] else (mid, hi)
+        lo, hi = (lo, mid) if carries_at(mid) else (mid, hi)
     return hi
 
 
@@ -127,9 +128,10 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | 
     return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
-def size(sc: Scenario) -> Plan:
-    """The PrfaaS-PD plan for the scenario."""
-    perf = perf_inputs(sc)
+def size(sc: Scenario, perf: PerfInputs | None = None) -> Plan:
+    """The PrfaaS-PD plan for the scenario; ``perf`` is the scenario's `perf_inputs` when the caller
+    already has them (a sweep reuses them across points that differ only in the link)."""
+    perf = perf_inputs(sc) if perf is None else perf
     return optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
 
 
@@ -162,10 +164,11 @@ def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: st
     return homogeneous_pd(f"{n_hom * instance_chips}x{l_inst.chip.name}", instance_chips)
 
 
-def compare(sc: Scenario, basis: str = "instances") -> dict[str, Plan]:
-    """PrfaaS-PD, homogeneous PD (see `homogeneous_baseline` for ``basis``) and naive heterogeneous."""
+def compare(sc: Scenario, basis: str = "instances", perf: PerfInputs | None = None) -> dict[str, Plan]:
+    """PrfaaS-PD, homogeneous PD (see `homogeneous_baseline` for ``basis``) and naive heterogeneous;
+    ``perf`` as in `size`."""
     hom_layout = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis)
-    perf = perf_inputs(sc)
+    perf = perf_inputs(sc) if perf is None else perf
     prf = optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
     naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
     hom = optimize(hom_layout, sc, perf)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
+from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
@@ -34,8 +35,9 @@ class Defaults:
     tpot: str = "25ms"
     workload: str = "paper"
     instance_chips: int = 8
-    mode: str = "representative"
+    mode: str = "exact"                 # planning's; reproduce keeps the paper's representative mode
     inputs: str = "predicted"
+    transfer_bytes: str = DEFAULT_POLICY  # bytes on the link (analytic/transfer.py)
     link_efficiency: float = 0.95
     link_price_usd_per_gbps_month: float = 0.0
 
@@ -63,18 +65,21 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
+    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
 
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
-                 mode: str, inputs: str, workload, notes: tuple[str, ...] = ()) -> Scenario:
+                 mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
+                 transfer: str = DEFAULT_POLICY) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
     and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
     grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
     output = float(workload.output_length.mean())
     context = float(workload.total_input_length.mean()) + output / 2
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
+    notes = tuple(notes) + (wl_note, TransferBytes(transfer, instance_chips).describe(model))
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, tuple(notes) + (wl_note,))
+                    workload.name, notes, transfer)
 
 
 def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
@@ -89,7 +94,8 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
              instance_chips: int = DEFAULTS.instance_chips, mode: str = DEFAULTS.mode,
              inputs: str = DEFAULTS.inputs, link_efficiency: float = DEFAULTS.link_efficiency,
              rtt: str | None = None,
-             link_price: float = DEFAULTS.link_price_usd_per_gbps_month) -> Scenario:
+             link_price: float = DEFAULTS.link_price_usd_per_gbps_month,
+             transfer_bytes: str = DEFAULTS.transfer_bytes) -> Scenario:
     """A `Scenario` from the values a user types: ``link`` a rate such as ``"100G"``, ``tpot`` such as
     ``"25ms"`` or ``"40tok/s"``, ``rtt`` such as ``"2ms"`` (None: no propagation delay, noted),
     ``link_price`` in USD per Gbps-month, ``workload`` as `prfaas_plan.workload.resolve_workload` takes it."""
@@ -99,6 +105,7 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
 
     check_choice(mode, MODES, "--mode")
     check_choice(inputs, INPUT_LEVELS, "--inputs")
+    check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
     if not 0 < link_efficiency <= 1:
         raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
     if not (math.isfinite(link_price) and link_price >= 0):
@@ -107,7 +114,7 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
               link_price)
     notes = () if rtt else (RTT_NOTE,)
     return scenario_for(get_model(model), remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes)
+                        resolve_workload(workload), notes, transfer_bytes)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -156,7 +163,8 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
     r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs))
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs),
+                    TransferBytes(sc.transfer, l_inst.chips))
     return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs), {"local": site}, sc.output_tokens)
 
 
@@ -169,7 +177,8 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
         key = str(site.instance)
         if key not in by_instance:
             by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs),
-                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs))
+                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs),
+                                        TransferBytes(sc.transfer, site.instance.chips))
         sites[site.name] = by_instance[key]
     remote = None
     if layout.remote is not None:

@@ -61,23 +61,29 @@ def simulation_perf(layout: Layout, model_name: str, tpot_s: float, inputs: str,
     """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
     capacity at ``tpot_s`` and a mean context of input + output / 2."""
     from ..analytic.throughput import PerfInputs, SitePerf
+    from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
     from ..profiles import get_model
 
     model = get_model(model_name)
     context = input_mean + output_mean / 2
+    policy = "logical" if inputs == "paper" else DEFAULT_POLICY  # the paper's inputs keep its convention
     sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs),
-                              instance_decode(model, s.instance, tpot_s, context, inputs)) for s in layout.pd_sites}
+                              instance_decode(model, s.instance, tpot_s, context, inputs),
+                              TransferBytes(policy, s.instance.chips)) for s in layout.pd_sites}
     remote = instance_prefill(model, layout.remote.instance, inputs) if layout.remote is not None else None
     return PerfInputs(model, remote, sites, output_mean)
 
 
 def perf_note(perf, inputs: str) -> str:
     """Where the simulation's performance inputs come from."""
+    transfer = next(iter(perf.sites.values())).transfer.describe(perf.model)
     if inputs == "paper":
-        return "paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved"
+        return ("paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved; "
+                + transfer)
     return "performance model: " + "; ".join(
         [f"remote prefill {perf.remote_prefill.source}"] * (perf.remote_prefill is not None)
-        + [f"{n} prefill {sp.prefill.source}; decode {sp.decode.source}" for n, sp in perf.sites.items()])
+        + [f"{n} prefill {sp.prefill.source}; decode {sp.decode.source}" for n, sp in perf.sites.items()]
+        + [transfer])
 
 
 def simulation_plan(layout: Layout, grid, perf, threshold: float | None = None, n_prefill: int | None = None):

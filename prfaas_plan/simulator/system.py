@@ -71,9 +71,10 @@ class System:
         return self.link_bps * self.efficiency / 8.0
 
     def kv_bytes(self, tokens) -> np.ndarray:
-        """``S_kv`` in bytes of ``tokens`` (whole tokens, at least 1 counted), as a float array."""
+        """Bytes a KV transfer moves for ``tokens`` (whole tokens, at least 1 counted; the site's transfer
+        policy, `PerfInputs.transfer_bytes`), as a float array."""
         u = np.maximum(np.asarray(tokens, dtype=float), 1.0)
-        return A.s_kv(self.perf.model, u.astype(np.int64)).astype(float)
+        return self.perf.transfer_bytes(np.floor(u), self.layout.pd_sites[0].name)
 
     def service(self, uncached) -> dict[str, np.ndarray]:
         """Per uncached length (tokens, >= 1): local and remote prefill seconds, ``S_kv`` bytes and the

@@ -1,0 +1,276 @@
+"""Error bars: each performance source's calibration error carried into Lambda, the PrfaaS gain, t and egress.
+
+Method (``docs/methods.md``, "Error bars"):
+
+- Every performance input of a plan (remote prefill, local prefill, local decode capacity) has an
+  `ErrorBar`: a lognormal multiplicative error of log-width ``sigma`` with median 1. Inputs that share a
+  ``key`` (the same chip's constants) share one draw, so PrfaaS-PD and its homogeneous baseline on the
+  same local chips move together.
+- Where ``sigma`` comes from (`prefill_error_bar`, `decode_error_bar`): a performance source may state
+  its own -- an ``error_bar`` attribute holding an `ErrorBar`, the interface the performance layer fills
+  from its calibration (key ``prefill:<chip>`` / ``decode:<chip>`` to share draws as below); otherwise a roofline
+  prefill takes its chip calibration's leave-one-out error (median absolute relative error ``m`` of the
+  leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
+  deviation); a roofline decode capacity, which no measurement here calibrates, the width of the
+  memory-efficiency prior that holds it (`prfaas_plan.performance.constants.PRIOR_WIDTH`); a measured
+  table `MEASURED_SIGMA`; the paper's given and back-solved inputs none ("given, no error bar").
+- ``n`` seeded samples of the factors scale the per-request prefill seconds and the decode capacity of
+  the routing statistics, which are computed once on the threshold grid; every sample's best split
+  (the integer crossing of local prefill and decode bounds) and best threshold (a coarse pass over the
+  grid's thresholds, then the grid points around the best) are found with array operations over
+  samples x thresholds, so hundreds of samples take a fraction of a second
+  (``benchmarks/bench_uncertainty.py``).
+- The verdict compares the gain's P10 and P90 with 1: ``pays`` (P10 > 1), ``does not pay`` (P90 < 1), else
+  ``cannot tell`` -- each side at 90% one-sided confidence.
+
+The samples use the grid's thresholds without the point optimum's refinement between grid points. With
+one uncertain input the P50 matches the point estimate (``docs/invariants.md``); with several it need
+not: the minimum of the stages falls whenever any stage slows but rises only when the binding ones
+speed up, while balanced stages' capacities add (a sum of lognormals has its median above the sum of
+medians).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..layout import Layout
+from .throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
+
+MEASURED_SIGMA = 0.05   # run-to-run scatter of a measured prefill table, assumed (5%)
+QUANTILES = (10.0, 50.0, 90.0)
+DEFAULT_SAMPLES = 400
+DEFAULT_SEED = 0
+_MAD_TO_SIGMA = 0.6745   # median |z| of a standard normal
+_LOO = re.compile(r"leave-one-out median ([0-9.]+)%")
+
+
+@dataclass(frozen=True)
+class ErrorBar:
+    """Multiplicative error of one performance input: lognormal, median 1, log-width ``sigma`` (0: none).
+    Inputs with the same ``key`` share one draw; ``source`` says where ``sigma`` comes from."""
+
+    sigma: float
+    key: str
+    source: str
+
+
+def _given(key: str) -> ErrorBar:
+    return ErrorBar(0.0, key, "given, no error bar")
+
+
+def _loo_sigma(constants) -> tuple[float, str]:
+    """Log-width from a chip's calibration: its leave-one-out median error, or the compute prior's width
+    when the constants are priors; borrowed constants keep the lender's error (a lower bound)."""
+    from ..performance.constants import PRIOR_WIDTH
+
+    cal = constants.calibration
+    match = _LOO.search(cal.source)
+    if constants.origin == "prior" or match is None:
+        w = PRIOR_WIDTH["compute_efficiency"]
+        why = "no calibration" if constants.origin == "prior" else "its calibration records no leave-one-out error"
+        return w, f"compute-efficiency prior width x/ e^{w:g} ({why})"
+    m = float(match.group(1)) / 100.0
+    sigma = math.log1p(m) / _MAD_TO_SIGMA
+    lender = f" (borrowed from {constants.lender}: a lower bound)" if constants.origin == "borrowed" else ""
+    return sigma, f"calibration leave-one-out median {m:.1%} -> sigma {sigma:.3f}{lender}"
+
+
+def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
+    """The `ErrorBar` of a prefill model on ``chip_name`` (see the module docstring)."""
+    own = getattr(prefill, "error_bar", None)
+    if isinstance(own, ErrorBar):
+        return own
+    key = f"prefill:{chip_name}"
+    constants = getattr(prefill, "constants", None)
+    if constants is not None:
+        sigma, why = _loo_sigma(constants)
+        return ErrorBar(sigma, key, f"{chip_name} prefill: {why}")
+    if prefill.source.startswith("measured table"):
+        return ErrorBar(MEASURED_SIGMA, key, f"{chip_name} prefill: measured table, {MEASURED_SIGMA:.0%} "
+                        "run-to-run scatter (assumed)")
+    return _given(key)
+
+
+def decode_error_bar(decode, chip_name: str) -> ErrorBar:
+    """The `ErrorBar` of a decode capacity on ``chip_name`` (see the module docstring)."""
+    from ..performance.constants import PRIOR_WIDTH
+
+    own = getattr(decode, "error_bar", None)
+    if isinstance(own, ErrorBar):
+        return own
+    key = f"decode:{chip_name}"
+    if decode.binding == "given":
+        return _given(key)
+    w = PRIOR_WIDTH["memory_efficiency"]
+    return ErrorBar(w, key, f"{chip_name} decode: no decode measurement calibrates it; memory-efficiency "
+                    f"prior width x/ e^{w:g}")
+
+
+@dataclass(frozen=True)
+class Band:
+    """P10 / P50 / P90 of one figure over the samples."""
+
+    p10: float
+    p50: float
+    p90: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Band:
+        return cls(*(float(v) for v in np.percentile(values, QUANTILES)))
+
+
+@dataclass(frozen=True)
+class SampledLayout:
+    """One layout's optimum in every sample: ``lam`` (requests/s), ``threshold`` (tokens), ``egress_bps``."""
+
+    lam: np.ndarray
+    threshold: np.ndarray
+    egress_bps: np.ndarray
+
+
+def _best_split_bound(n_total: int, per_instance_local: np.ndarray, decode_rps: np.ndarray,
+                      splits: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Max over integer splits of min(local prefill, decode) bounds, and that local prefill bound.
+
+    ``per_instance_local`` (requests/s one prefill instance sustains; inf when nothing is local) and
+    ``decode_rps`` (per decode instance) broadcast over (samples, thresholds). ``splits`` pins the
+    prefill count (None: free in 0..n_total)."""
+    a, d = per_instance_local, decode_rps
+    if splits is None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cross = np.where(np.isinf(a), 0.0, n_total * d / (a + d))
+        cands = [np.clip(np.floor(cross), 0, n_total), np.clip(np.ceil(cross), 0, n_total)]
+    else:
+        cands = [np.full(np.broadcast_shapes(a.shape, d.shape), float(s)) for s in splits]
+    best = local_at_best = None
+    for n_p in cands:
+        with np.errstate(invalid="ignore"):
+            local = np.where(np.isinf(a), np.inf, n_p * a)
+        value = np.minimum(local, (n_total - n_p) * d)
+        if best is None:
+            best, local_at_best = value, local
+        else:
+            better = value > best
+            best, local_at_best = np.where(better, value, best), np.where(better, local, local_at_best)
+    return best, local_at_best
+
+
+COARSE_STEP = 8  # samples search every 8th grid threshold, then the 2 x 8 grid points around the best
+
+
+def sample_layout(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str, thresholds: np.ndarray,
+                  f_remote: np.ndarray, f_local: np.ndarray, f_decode: np.ndarray) -> SampledLayout:
+    """The optimum (threshold and split as in `prfaas_plan.analytic.search.grid_search`, on its grid
+    without refinement between points) of a single-PD-site layout for each sample of multiplicative
+    factors on remote and local prefill seconds and on decode capacity (arrays of one length).
+
+    Each sample searches every `COARSE_STEP`-th threshold, then the grid points around its best."""
+    site = layout.pd_sites[0]
+    pinned = layout.threshold
+    ts = np.array([pinned], dtype=float) if pinned is not None else np.asarray(thresholds, dtype=float)
+    splits = np.array([site.prefill]) if pinned == 0.0 else None
+    r = routing_stats(grid, perf, ts, mode, site.name)
+    b = stage_bounds(layout, r, perf, [0])
+    remote0, link0 = b.remote_prefill[:, 0], b.link[:, 0]
+    with np.errstate(divide="ignore"):
+        per_instance = np.where(r.local_s_per_req > 0, 1.0 / np.where(r.local_s_per_req > 0, r.local_s_per_req,
+                                                                          1.0), np.inf)
+    dec = (perf.sites[site.name].decode.requests_per_s(perf.output_tokens) * f_decode)[:, None]
+    fr, fl = f_remote[:, None], f_local[:, None]
+
+    def at(idx: np.ndarray):
+        """Lambda, the remote-side and the local prefill bound at threshold indices ``idx`` (samples x k)."""
+        inc = np.minimum(remote0[idx] / fr, link0[idx])
+        pd, local = _best_split_bound(site.instances, per_instance[idx] / fl, dec, splits)
+        return np.minimum(inc, pd), inc, local
+
+    coarse = np.unique(np.append(np.arange(0, len(ts), COARSE_STEP), len(ts) - 1))[None, :]
+    lam_c = at(coarse)[0]
+    centre = coarse[0, np.argmax(lam_c, axis=1)]
+    idx = np.clip(centre[:, None] + np.arange(-COARSE_STEP, COARSE_STEP + 1)[None, :], 0, len(ts) - 1)
+    lam, inc, local = at(idx)
+    best = lam.max(axis=1)
+    ok = lam >= best[:, None] * (1 - 1e-6)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.abs(np.log(np.maximum(inc, 1e-300)) - np.log(np.maximum(local, 1e-300)))
+    gap = np.where(ok, np.nan_to_num(gap, nan=np.inf), np.inf)
+    pick = np.where(np.isfinite(gap).any(axis=1), np.argmin(gap, axis=1), np.argmax(ok, axis=1))
+    i = idx[np.arange(len(best)), pick]
+    egress = best * r.link_bytes_per_req[i] * 8.0 if layout.remote is not None else np.zeros_like(best)
+    return SampledLayout(best, ts[i], np.where(np.isfinite(egress), egress, 0.0))
+
+
+@dataclass(frozen=True)
+class ErrorBars:
+    """P10/P50/P90 of the PrfaaS layout's Lambda (requests/s), gain over ``baseline`` (x), threshold
+    (tokens) and egress (Gbps), with the verdict; ``inputs`` lists each input's `ErrorBar`."""
+
+    samples: int
+    seed: int
+    lambda_rps: Band
+    gain: Band
+    threshold_tokens: Band
+    egress_gbps: Band
+    verdict: str
+    baseline: str
+    inputs: tuple[ErrorBar, ...]
+    point_gain: float = math.nan   # the point estimate's gain, when the caller has it (x)
+
+    @property
+    def given(self) -> bool:
+        """True when no input has an error bar (every sample equals the point estimate)."""
+        return all(e.sigma == 0 for e in self.inputs)
+
+    def verdict_line(self) -> str:
+        """One line: the verdict, the gain's band and how it was obtained."""
+        g = self.gain
+        said = {"pays": "PrfaaS pays", "does not pay": "PrfaaS does not pay",
+                "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict]
+        if self.given:
+            return f"verdict vs {self.baseline}: {said} (gain {g.p50:.2f}; given inputs, no error bar)"
+        return (f"verdict vs {self.baseline}: {said} at 90% confidence (gain P10 {g.p10:.2f} / P50 {g.p50:.2f} / "
+                f"P90 {g.p90:.2f}, {self.samples} samples, seed {self.seed})")
+
+
+def verdict(gain: Band) -> str:
+    """``pays`` when P10 > 1, ``does not pay`` when P90 < 1, else ``cannot tell``."""
+    if gain.p10 > 1.0:
+        return "pays"
+    if gain.p90 < 1.0:
+        return "does not pay"
+    return "cannot tell"
+
+
+def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
+               thresholds: np.ndarray, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> ErrorBars:
+    """Sample the performance inputs' errors and evaluate ``layout`` and ``baseline`` (both single-PD-site,
+    the same local chips, sharing ``perf``) in every sample."""
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    site = layout.pd_sites[0]
+    local_chip = site.instance.chip.name
+    sp = perf.sites[site.name]
+    bars = {"local_prefill": prefill_error_bar(sp.prefill, local_chip),
+            "local_decode": decode_error_bar(sp.decode, local_chip)}
+    if layout.remote is not None and perf.remote_prefill is not None:
+        bars["remote_prefill"] = prefill_error_bar(perf.remote_prefill, layout.remote.instance.chip.name)
+    keys = sorted({b.key for b in bars.values()})
+    sigma = {b.key: b.sigma for b in bars.values()}
+    z = np.random.default_rng(seed).standard_normal((samples, len(keys)))
+    factor = {k: np.exp(sigma[k] * z[:, j]) for j, k in enumerate(keys)}
+    ones = np.ones(samples)
+    f_remote = factor[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
+    f_local, f_decode = factor[bars["local_prefill"].key], factor[bars["local_decode"].key]
+    prf = sample_layout(layout, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
+    base = sample_layout(baseline, grid, perf, mode, thresholds, ones, f_local, f_decode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(base.lam > 0, prf.lam / base.lam, np.inf)
+    g = Band.of(gain)
+    return ErrorBars(samples, seed, Band.of(prf.lam), g, Band.of(prf.threshold), Band.of(prf.egress_bps / 1e9),
+                     verdict(g), f"{baseline.name} ({baseline.pd_sites[0].instances}x{baseline.pd_sites[0].instance})",
+                     tuple(bars.values()))

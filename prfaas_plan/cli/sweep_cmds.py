@@ -1,0 +1,92 @@
+"""``prfaas-plan sweep``: plan every point of a design-space spec (docs/sweep.md)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Optional
+
+import typer
+
+from .app import app
+
+
+@contextmanager
+def _progress(quiet: bool):
+    """(on_start, on_rows) callbacks driving a rich progress bar with an ETA on stderr; silent when
+    ``quiet`` or stderr is not a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield None, None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("points"),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   console=Console(file=sys.stderr), transient=True)
+    task = None
+
+    def on_start(total: int, done: int) -> None:
+        nonlocal task
+        task = bar.add_task("sweep", total=total, completed=done)
+
+    def on_rows(n: int) -> None:
+        bar.advance(task, n)
+
+    with bar:
+        yield on_start, on_rows
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec_path: str = typer.Argument(..., metavar="SPEC.yaml", help="Sweep spec: base:, grid:, zip: (docs/sweep.md)."),
+    output: str = typer.Option(..., "--output", "-o", help="Results file, .parquet or .csv (resumed if present)."),
+    workers: int = typer.Option(1, "--workers", "-j", help="Local worker processes (with --dask local: Dask "
+                                "workers)."),
+    dask: Optional[str] = typer.Option(None, "--dask", help="Run on Dask: 'local' (a LocalCluster) or a "
+                                       "scheduler address such as tcp://HOST:8786."),
+    chunk_size: int = typer.Option(50, "--chunk-size", help="Points per task."),
+    pareto: Optional[str] = typer.Option(None, "--pareto", help="Mark non-dominated rows on these metrics, "
+                                         "e.g. cost_per_mtok_usd,ttft_unloaded_p90_s (directions: docs/sweep.md)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front and one-parameter "
+                                       "sensitivities to FILE.png or FILE.svg."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
+    from ..output.plots import figure_format
+    from ..output.rowfile import table_format
+    from ..output.sweep_plots import plot_sweep
+    from ..planning.sweep import SCHEMA, load_spec, parse_metrics
+    from ..planning.sweep_run import run_sweep
+
+    table_format(output)
+    metrics = parse_metrics(pareto) if pareto else None
+    if plot:
+        figure_format(plot)
+    spec = load_spec(spec_path)
+    try:
+        with _progress(quiet) as (on_start, on_rows):
+            res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
+                            on_start=on_start, on_rows=on_rows)
+    except KeyboardInterrupt:
+        print(f"interrupted: the finished points are kept; run the same command again to resume into {output}",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
+    errors = sum(1 for r in res.rows if r["error"])
+    line = (f"wrote {len(res.rows)} rows to {output}: {res.evaluated} evaluated, {res.reused} reused from an "
+            f"earlier run, {errors} could not be planned (see the error column)")
+    if res.dropped:
+        line += f"; {res.dropped} earlier rows not in this spec were dropped"
+    if metrics:
+        line += f"; {sum(r['pareto'] for r in res.rows)} on the Pareto front of {', '.join(metrics)}"
+    print(line)
+    if plot:
+        plot_sweep(res.rows, SCHEMA, metrics, plot, spec.description, spec.axes)
+        print(f"wrote {plot}")

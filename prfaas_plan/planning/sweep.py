@@ -1,0 +1,523 @@
+"""Design-space sweeps: a spec of inputs expands to points, each planned by `plans.compare`.
+
+A spec (``docs/sweep.md``) has a ``base:`` block (any `INPUTS`, the rest take their defaults), a
+``grid:`` block (input -> list of values, Cartesian product) and a ``zip:`` block (inputs whose lists
+move together). Every point is validated before any is evaluated (`expand` raises `PlanError`).
+A point is evaluated by the same planning API as ``size`` and ``compare`` (`scenario_for`, `compare`);
+what the sweep adds is caching of the inputs many points share (workloads, scenarios without their
+link, per-instance performance) and one flat row per point (`ROW_COLUMNS`). A point the planner cannot
+plan gets its one-line `PlanError` text in the ``error`` column instead of stopping the sweep.
+
+Units follow the column names: ``_s`` seconds, ``_rps`` requests/s, ``_gbps`` Gbit/s, ``_usd`` US dollars,
+``_tokens`` tokens; shares and utilizations are fractions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import PlanError, closest_names
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs a spec may set. Defaults are `size`'s (cli/plan_cmds.py DEFAULTS and option defaults; kept
+# here until those move into planning/).
+
+
+@dataclass(frozen=True)
+class Input:
+    """One sweepable input: its default and the column type of its value (``str``, ``int``, ``float``)."""
+
+    default: object
+    kind: str
+    help: str
+
+
+INPUTS: dict[str, Input] = {
+    "model": Input("kimi-linear", "str", "model profile name or alias"),
+    "remote": Input("32xH200", "str", "remote prefill chips, e.g. 32xH200"),
+    "local": Input("64xH20", "str", "local PD chips, e.g. 64xH20"),
+    "link": Input("100G", "str", "inter-site line rate, e.g. 10G, 400G"),
+    "link_efficiency": Input(0.95, "float", "goodput fraction of the line rate, (0, 1]"),
+    "link_price": Input(0.0, "float", "link price, USD per Gbps-month (added to the hourly cost)"),
+    "rtt": Input("0ms", "str", "link round trip, e.g. 2ms (fiber: about 1 ms per 100 km)"),
+    "tpot": Input("25ms", "str", "decode SLO, e.g. 25ms or 40tok/s"),
+    "workload": Input("paper", "str", "paper, trace or a .jsonl/.csv trace path"),
+    "instance_chips": Input(8, "int", "chips per instance"),
+    "mode": Input("exact", "str", "exact (planning's default, as size and compare) or representative"),
+    "inputs": Input("predicted", "str", "predicted or paper (prfaas-1t only)"),
+    "basis": Input("instances", "str", "baseline budget: instances or cost"),
+}
+SPEC_KEYS = ("base", "grid", "zip", "description")
+CHOICES = {"mode": ("representative", "exact"), "inputs": ("predicted", "paper"), "basis": ("instances", "cost")}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep point: its position in the spec's order and every input (defaults filled)."""
+
+    index: int
+    inputs: tuple[tuple[str, object], ...]  # (name, value) in `INPUTS` order
+
+    @property
+    def values(self) -> dict:
+        return dict(self.inputs)
+
+    @property
+    def key(self) -> str:
+        """Hash of the inputs: the resume key (the same inputs give the same key in any spec)."""
+        return point_key(self.values)
+
+
+def point_key(values: dict) -> str:
+    """16 hex digits of the SHA-256 of the inputs as canonical JSON."""
+    text = json.dumps({k: values[k] for k in INPUTS}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed spec: the fixed inputs, the grid axes and the zip groups, in the spec's order."""
+
+    base: dict
+    grid: tuple[tuple[str, tuple], ...]
+    zips: tuple[tuple[tuple[str, tuple], ...], ...]
+    description: str = ""
+
+    @property
+    def axes(self) -> list[str]:
+        """The inputs that vary, in the order they appear."""
+        return [k for k, _ in self.grid] + [k for group in self.zips for k, _ in group]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for _, values in self.grid:
+            n *= len(values)
+        for group in self.zips:
+            n *= len(group[0][1])
+        return n
+
+
+def _check_name(name, where: str) -> str:
+    if not isinstance(name, str) or name.replace("-", "_") not in INPUTS:
+        raise PlanError(f"sweep spec {where}: unknown input {name!r} ({closest_names(str(name), INPUTS)})")
+    return name.replace("-", "_")
+
+
+def _check_scalar(name: str, value, where: str):
+    if isinstance(value, (dict, list, tuple)) or value is None:
+        raise PlanError(f"sweep spec {where}.{name}: expected one value, got {value!r}")
+    kind = INPUTS[name].kind
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PlanError(f"sweep spec {where}.{name}: expected a whole number, got {value!r}")
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlanError(f"sweep spec {where}.{name}: expected a number, got {value!r}")
+        value = float(value)
+    else:
+        if isinstance(value, bool):
+            raise PlanError(f"sweep spec {where}.{name}: expected text, got {value!r}")
+        value = str(value)
+    return value
+
+
+def _axis(name: str, values, where: str) -> tuple:
+    if not isinstance(values, list) or not values:
+        raise PlanError(f"sweep spec {where}.{name}: expected a non-empty list of values")
+    out = tuple(_check_scalar(name, v, where) for v in values)
+    if len(set(out)) != len(out):
+        raise PlanError(f"sweep spec {where}.{name}: a value is listed twice ({list(out)})")
+    return out
+
+
+def parse_spec(doc) -> SweepSpec:
+    """Validate a spec document (a mapping from YAML) into a `SweepSpec`; every error is a `PlanError`."""
+    if not isinstance(doc, dict):
+        raise PlanError("sweep spec: expected a mapping with base:, grid: and/or zip:")
+    for key in doc:
+        if key not in SPEC_KEYS:
+            raise PlanError(f"sweep spec: unknown key {key!r} (expected {', '.join(SPEC_KEYS)})")
+    base_doc = doc.get("base") or {}
+    if not isinstance(base_doc, dict):
+        raise PlanError("sweep spec base: expected a mapping of input: value")
+    base = {_check_name(k, "base"): _check_scalar(_check_name(k, "base"), v, "base") for k, v in base_doc.items()}
+    seen = set(base)
+
+    def claim(name: str, where: str) -> None:
+        if name in seen:
+            raise PlanError(f"sweep spec {where}: {name} is set twice (base, grid and zip are exclusive)")
+        seen.add(name)
+
+    grid_doc = doc.get("grid") or {}
+    if not isinstance(grid_doc, dict):
+        raise PlanError("sweep spec grid: expected a mapping of input: [values]")
+    grid = []
+    for k, values in grid_doc.items():
+        name = _check_name(k, "grid")
+        claim(name, "grid")
+        grid.append((name, _axis(name, values, "grid")))
+    zip_doc = doc.get("zip") or []
+    groups_doc = [zip_doc] if isinstance(zip_doc, dict) else zip_doc
+    if not isinstance(groups_doc, list) or not all(isinstance(g, dict) and g for g in groups_doc):
+        raise PlanError("sweep spec zip: expected a mapping of input: [values] (or a list of such mappings)")
+    zips = []
+    for gi, group_doc in enumerate(groups_doc):
+        where = "zip" if isinstance(zip_doc, dict) else f"zip[{gi}]"
+        group = []
+        for k, values in group_doc.items():
+            name = _check_name(k, where)
+            claim(name, where)
+            group.append((name, _axis(name, values, where)))
+        lengths = {len(v) for _, v in group}
+        if len(lengths) > 1:
+            raise PlanError(f"sweep spec {where}: its lists must have one length (they move together), got "
+                            + ", ".join(f"{n}: {len(v)}" for n, v in group))
+        zips.append(tuple(group))
+    description = doc.get("description") or ""
+    if not isinstance(description, str):
+        raise PlanError("sweep spec description: expected text")
+    return SweepSpec(base, tuple(grid), tuple(zips), description)
+
+
+def load_spec(path: str) -> SweepSpec:
+    """Read and validate a YAML spec file."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise PlanError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: not a text file") from None
+    return parse_spec(doc)
+
+
+def points(spec: SweepSpec) -> list[Point]:
+    """Every point of the spec in its deterministic order (the last grid axis, then the zip groups,
+    vary fastest), each with its inputs validated (`check_inputs`); nothing is evaluated."""
+    axes = [[((name, v),) for v in values] for name, values in spec.grid]
+    axes += [list(zip(*[[(name, v) for v in values] for name, values in group])) for group in spec.zips]
+    out = []
+    for i, combo in enumerate(itertools.product(*axes)):
+        values = {k: spec.base.get(k, inp.default) for k, inp in INPUTS.items()}
+        for part in combo:
+            values.update(dict(part))
+        try:
+            check_inputs(values)
+        except PlanError as exc:
+            varied = ", ".join(f"{k}={v}" for part in combo for k, v in part)
+            raise PlanError(f"sweep point {i + 1} ({varied or 'base'}): {exc}") from None
+        out.append(Point(i, tuple((k, values[k]) for k in INPUTS)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Resolution of inputs, cached: a sweep's points share most of them.
+
+
+def _rtt_s(text) -> float:
+    from ..units import parse_time_s
+
+    if str(text).strip().lower() in ("0", "0s", "0ms", "0.0", "none"):
+        return 0.0
+    return parse_time_s(text, "rtt")
+
+
+@lru_cache(maxsize=64)
+def _workload(spec: str):
+    from ..workload import resolve_workload
+
+    return resolve_workload(spec, what="workload")
+
+
+def check_inputs(v: dict) -> None:
+    """Parse every input of a point (units, names, enums, chip counts); a bad one is a `PlanError`."""
+    from ..layout import instances_from_chips
+    from ..profiles import get_model
+    from ..units import parse_rate_bps, parse_tpot_s
+
+    for name, choices in CHOICES.items():
+        if v[name] not in choices:
+            raise PlanError(f"{name} {v[name]!r}: expected {' or '.join(choices)}")
+    if not 0 < v["link_efficiency"] <= 1:
+        raise PlanError(f"link_efficiency {v['link_efficiency']:g}: expected a fraction in (0, 1]")
+    if not (math.isfinite(v["link_price"]) and v["link_price"] >= 0):
+        raise PlanError(f"link_price {v['link_price']:g}: expected a non-negative price")
+    if v["instance_chips"] < 1:
+        raise PlanError(f"instance_chips {v['instance_chips']}: expected at least 1")
+    get_model(v["model"])
+    instances_from_chips(v["remote"], v["instance_chips"], "remote")
+    instances_from_chips(v["local"], v["instance_chips"], "local")
+    parse_rate_bps(v["link"], "link")
+    parse_tpot_s(v["tpot"], "tpot")
+    _rtt_s(v["rtt"])
+    _workload(v["workload"])
+
+
+@lru_cache(maxsize=256)
+def _scenario_without_link(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str,
+                           inputs: str, workload: str):
+    """`scenario_for` of everything but the link (the link is a plain field, set per point)."""
+    from ..layout import Link
+    from ..profiles import get_model
+    from ..units import parse_tpot_s
+    from .plans import scenario_for
+
+    return scenario_for(get_model(model), remote, local, Link(1.0), instance_chips, parse_tpot_s(tpot, "tpot"),
+                        mode, inputs, _workload(workload))
+
+
+def scenario(v: dict):
+    """The `plans.Scenario` of a point's inputs."""
+    from ..layout import Link
+    from ..units import parse_rate_bps
+
+    sc = _scenario_without_link(v["model"], v["remote"], v["local"], v["instance_chips"], v["tpot"], v["mode"],
+                                v["inputs"], v["workload"])
+    link = Link(parse_rate_bps(v["link"], "link"), v["link_efficiency"], _rtt_s(v["rtt"]), v["link_price"])
+    return replace(sc, link=link)
+
+
+class MemoPrefill:
+    """A prefill model that remembers the latencies of each array of lengths it was asked for.
+
+    The optimizer asks the same questions at every point sharing a model, instance and workload (the
+    candidate thresholds' representative lengths, often the same bisection steps); the answer for an
+    array is the wrapped model's own for that exact array, so results are bit-identical with or
+    without the memo. At most `MAX_ENTRIES` arrays are kept.
+    """
+
+    MAX_ENTRIES = 4096
+
+    def __init__(self, inner):
+        self.inner = inner
+        self._memo: dict = {}
+
+    @property
+    def source(self) -> str:
+        return self.inner.source
+
+    def __getattr__(self, name):  # anything else a caller reads comes from the wrapped model
+        return getattr(self.inner, name)
+
+    def latency_s(self, l) -> np.ndarray:
+        arr = np.asarray(l, dtype=float)
+        key = (arr.shape, arr.tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= self.MAX_ENTRIES:
+                self._memo.clear()
+            hit = np.asarray(self.inner.latency_s(arr), dtype=float)
+            hit.setflags(write=False)
+            self._memo[key] = hit
+        return hit
+
+
+@lru_cache(maxsize=256)
+def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str, inputs: str,
+          workload: str):
+    """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
+    `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
+    from ..analytic.throughput import PerfInputs, SitePerf
+    from .plans import perf_inputs
+
+    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload)
+    try:
+        perf = perf_inputs(sc)
+    except PlanError as exc:
+        return exc
+    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
+    return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rows.
+
+HOURS = 3600.0
+
+# (column, type, meaning). Types: str, int, float, bool. Input columns come first (`INPUTS`).
+OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
+    ("link_gbps", "float", "line rate, Gbit/s (parsed from link)"),
+    ("rtt_s", "float", "round trip, s (parsed from rtt)"),
+    ("tpot_s", "float", "decode SLO, s per token (parsed from tpot)"),
+    ("remote_chips", "int", "remote chips in total"),
+    ("local_chips", "int", "local chips in total"),
+    ("threshold_tokens", "float", "routing threshold t: longer uncached prompts prefill remotely"),
+    ("offloaded_share", "float", "fraction of requests prefilled remotely"),
+    ("instances", "str", "instances per role, e.g. 2R + 8 (=5P+3D)"),
+    ("remote_prefill_instances", "int", "R: remote prefill instances"),
+    ("local_prefill_instances", "int", "P: local prefill instances"),
+    ("local_decode_instances", "int", "D: local decode instances"),
+    ("throughput_rps", "float", "Lambda_max of PrfaaS-PD, requests/s"),
+    ("output_tokens_per_s", "float", "output tokens/s at Lambda_max"),
+    ("binding_stage", "str", "stage that limits Lambda_max"),
+    ("egress_gbps", "float", "mean remote egress at Lambda_max, Gbit/s"),
+    ("link_utilization", "float", "egress / line rate"),
+    ("link_binds_below_tokens", "float", "the link binds for thresholds below this (empty: never)"),
+    ("ttft_unloaded_mean_s", "float", "unloaded TTFT mean, s (no queueing)"),
+    ("ttft_unloaded_p50_s", "float", "unloaded TTFT P50, s"),
+    ("ttft_unloaded_p90_s", "float", "unloaded TTFT P90, s"),
+    ("ttft_unloaded_p99_s", "float", "unloaded TTFT P99, s"),
+    ("capex_usd", "float", "purchase price of the chips, USD (profile price indications)"),
+    ("cloud_usd_per_hour", "float", "cloud cost of chips plus link, USD/hour"),
+    ("cost_per_mtok_usd", "float", "cloud USD per million output tokens at Lambda_max (full load)"),
+    ("homogeneous_throughput_rps", "float", "Lambda_max of homogeneous PD on the local chip (basis)"),
+    ("naive_throughput_rps", "float", "Lambda_max of naive heterogeneous on the same chips"),
+    ("gain_vs_homogeneous", "float", "PrfaaS-PD / homogeneous Lambda_max"),
+    ("gain_vs_naive", "float", "PrfaaS-PD / naive heterogeneous Lambda_max"),
+    ("baseline_error", "str", "why the baselines could not be planned (the PrfaaS-PD figures stand)"),
+    ("error", "str", "why this point could not be planned at all (other outputs empty)"),
+]
+ROW_COLUMNS: list[tuple[str, str]] = ([("point_key", "str"), ("point_index", "int")]
+                                      + [(k, i.kind) for k, i in INPUTS.items()]
+                                      + [(k, t) for k, t, _ in OUTPUT_COLUMNS])
+
+
+def _finite_or_none(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def _parsed_inputs(v: dict) -> dict:
+    from ..units import parse_chip_count, parse_rate_bps, parse_tpot_s
+
+    return {"link_gbps": parse_rate_bps(v["link"], "link") / 1e9, "rtt_s": _rtt_s(v["rtt"]),
+            "tpot_s": parse_tpot_s(v["tpot"], "tpot"),
+            "remote_chips": parse_chip_count(v["remote"], "remote").count,
+            "local_chips": parse_chip_count(v["local"], "local").count}
+
+
+def _counts(ev) -> str:
+    """Instances per role as ``2R + 8 (=5P+3D)`` (size's notation)."""
+    site = ev.layout.pd_sites[0]
+    local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D)"
+    return f"{ev.layout.remote.instances}R + {local}" if ev.layout.remote is not None else local
+
+
+def headline(plan, sc) -> dict:
+    """The headline figures of one PrfaaS-PD `plans.Plan` (the sweep's subset of ``size``'s plan row)."""
+    ev = plan.best
+    tokens_per_s = ev.lambda_max * sc.output_tokens
+    hourly = plan.cloud_usd_per_hour
+    return {
+        "threshold_tokens": ev.threshold, "offloaded_share": ev.p_remote, "instances": _counts(ev),
+        "remote_prefill_instances": ev.layout.remote.instances if ev.layout.remote else 0,
+        "local_prefill_instances": ev.n_prefill, "local_decode_instances": ev.n_decode,
+        "throughput_rps": ev.lambda_max, "output_tokens_per_s": tokens_per_s, "binding_stage": ev.binding,
+        "egress_gbps": ev.egress_bps / 1e9, "link_utilization": ev.link_utilization if ev.link_bps else None,
+        "link_binds_below_tokens": plan.link_bind_threshold,
+        "ttft_unloaded_mean_s": plan.ttft.mean_s, "ttft_unloaded_p50_s": plan.ttft.p50_s,
+        "ttft_unloaded_p90_s": plan.ttft.p90_s, "ttft_unloaded_p99_s": plan.ttft.p99_s,
+        "capex_usd": _finite_or_none(plan.capex_usd), "cloud_usd_per_hour": _finite_or_none(hourly),
+        "cost_per_mtok_usd": (hourly / (tokens_per_s * HOURS) * 1e6
+                              if tokens_per_s > 0 and math.isfinite(hourly) else None),
+    }
+
+
+def evaluate(point: Point) -> dict:
+    """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
+    from .plans import compare, size
+
+    v = point.values
+    row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
+    try:
+        sc = scenario(v)
+        perf = _perf(v["model"], v["remote"], v["local"], v["instance_chips"], v["tpot"], v["mode"], v["inputs"],
+                     v["workload"])
+        if isinstance(perf, PlanError):
+            raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
+        try:
+            plans = compare(sc, v["basis"], perf=perf)
+        except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
+            row["baseline_error"] = str(exc)
+            plans = {"prfaas-pd": size(sc, perf=perf)}
+        prf = plans["prfaas-pd"]
+        if prf.best.lambda_max <= 0:
+            raise PlanError(f"no request can be served: the {prf.best.binding} stage has zero capacity")
+        row.update(headline(prf, sc))
+        for name, col in (("homogeneous-pd", "homogeneous"), ("naive-heterogeneous", "naive")):
+            if name in plans:
+                base = plans[name].best.lambda_max
+                row[f"{col}_throughput_rps"] = base
+                row[f"gain_vs_{col}"] = prf.best.lambda_max / base if base > 0 else None
+    except PlanError as exc:
+        row["error"] = str(exc)
+    return {k: row.get(k) for k, _ in ROW_COLUMNS}
+
+
+def evaluate_chunk(chunk: list[Point]) -> list[dict]:
+    """Rows of a batch of points (one task of a parallel backend)."""
+    return [evaluate(p) for p in chunk]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pareto fronts.
+
+MINIMIZE = "min"
+MAXIMIZE = "max"
+# Direction in which each metric is better. docs/sweep.md prints this table.
+DIRECTIONS: dict[str, str] = {
+    **{k: MINIMIZE for k in (
+        "cost_per_mtok_usd", "capex_usd", "cloud_usd_per_hour", "ttft_unloaded_mean_s", "ttft_unloaded_p50_s",
+        "ttft_unloaded_p90_s", "ttft_unloaded_p99_s", "link_gbps", "link_price", "egress_gbps",
+        "link_utilization", "remote_chips", "local_chips", "rtt_s", "tpot_s", "threshold_tokens")},
+    **{k: MAXIMIZE for k in (
+        "throughput_rps", "output_tokens_per_s", "gain_vs_homogeneous", "gain_vs_naive", "offloaded_share",
+        "homogeneous_throughput_rps", "naive_throughput_rps")},
+}
+
+
+def _schema():
+    from ..output.rowfile import TableSchema
+
+    inputs = [(k, i.kind, i.help) for k, i in INPUTS.items()]
+    keys = [("point_key", "str", "hash of the point's inputs (the resume key)"),
+            ("point_index", "int", "position in the spec's order")]
+    pareto = [("pareto", "bool", "on the Pareto front of pareto_metrics"),
+              ("pareto_metrics", "str", "the metrics of the front")]
+    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + pareto), tuple(INPUTS), dict(DIRECTIONS))
+
+
+def parse_metrics(text: str) -> list[str]:
+    """``cost_per_mtok_usd,ttft_unloaded_p90_s`` -> the metric names, each in `DIRECTIONS`."""
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    if len(names) < 2:
+        raise PlanError(f"--pareto {text!r}: expected at least two metrics separated by commas")
+    for n in names:
+        if n not in DIRECTIONS:
+            raise PlanError(f"--pareto: {n!r} has no known direction ({closest_names(n, DIRECTIONS)})")
+    if len(set(names)) != len(names):
+        raise PlanError(f"--pareto {text!r}: a metric is named twice")
+    return names
+
+
+def pareto_mask(rows: list[dict], metrics: list[str]) -> list[bool]:
+    """True for each row no other row dominates on ``metrics`` (each in its `DIRECTIONS` sense; at least
+    as good on all, better on one). Rows with an error or a missing value are never on the front."""
+    signs = np.array([1.0 if DIRECTIONS[m] == MINIMIZE else -1.0 for m in metrics])
+    vals = np.full((len(rows), len(metrics)), np.nan)
+    for i, r in enumerate(rows):
+        if not r.get("error"):
+            vals[i] = [np.nan if r.get(m) is None else float(r[m]) for m in metrics]
+    ok = np.all(np.isfinite(vals), axis=1)
+    cost = vals * signs  # every metric now minimized
+    mask = np.zeros(len(rows), dtype=bool)
+    idx = np.flatnonzero(ok)
+    c = cost[idx]
+    for j, i in enumerate(idx):
+        dominated = np.any(np.all(c <= c[j], axis=1) & np.any(c < c[j], axis=1))
+        mask[i] = not dominated
+    return mask.tolist()
+
+
+SCHEMA = _schema()  # the rows' columns, inputs and directions, for plots and reports (output/)

@@ -1,0 +1,223 @@
+"""``sweep``: spec validation, point order, rows equal to ``size``/``compare``, identical rows on every
+backend, resumption, errors in rows, Pareto fronts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.errors import PlanError
+from prfaas_plan.output.rowfile import Journal, read_table
+from prfaas_plan.planning import sweep as S
+from prfaas_plan.planning.sweep_run import journal_path, run_sweep
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "sweep-links.yaml"
+
+
+def _spec(tmp_path, text: str) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("grid: {lnk: [10G]}", "unknown input 'lnk' (did you mean link"),
+    ("base: {model: kimi-linear}\nextra: 1", "unknown key 'extra'"),
+    ("grid: {link: 10G}", "grid.link: expected a non-empty list"),
+    ("grid: {link: [10G, 10G]}", "listed twice"),
+    ("base: {link: 10G}\ngrid: {link: [40G]}", "link is set twice"),
+    ("zip: {link: [10G, 40G], remote: [16xH200]}", "must have one length"),
+    ("grid: {instance_chips: [8, x]}", "expected a whole number"),
+    ("grid: {link: [10G, 10X]}", "sweep point 2 (link=10X): link '10X'"),
+    ("grid: {remote: [12xH200]}", "12 chips do not make whole 8-chip instances"),
+    ("grid: {mode: [exact, fast]}", "mode 'fast': expected representative or exact"),
+    ("grid: {model: [kimi-linear, no-such-model]}", "sweep point 2 (model=no-such-model)"),
+])
+def test_bad_spec_is_one_line_before_any_work(cli, tmp_path, text, message):
+    out = tmp_path / "r.parquet"
+    code, stdout, err = cli("sweep", _spec(tmp_path, text), "--output", str(out), "--quiet")
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not journal_path(out).exists()
+
+
+def test_points_follow_the_spec_order_and_zip_moves_together():
+    spec = S.parse_spec({"base": {"model": "kimi-linear"}, "grid": {"remote": ["16xH200", "32xH200"]},
+                         "zip": {"link": ["10G", "40G", "100G"], "link_price": [1, 2, 3]}})
+    pts = S.points(spec)
+    assert spec.size == len(pts) == 6
+    got = [(p.values["remote"], p.values["link"], p.values["link_price"]) for p in pts]
+    assert got[:3] == [("16xH200", "10G", 1.0), ("16xH200", "40G", 2.0), ("16xH200", "100G", 3.0)]
+    assert [p.index for p in pts] == list(range(6))
+    assert len({p.key for p in pts}) == 6
+    assert pts[0].values["local"] == S.INPUTS["local"].default
+
+
+def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
+    out = tmp_path / "r.csv"
+    spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200}\ngrid: {link: [10G, 40G]}")
+    assert cli("sweep", spec, "--output", str(out), "--quiet")[0] == 0
+    row = read_table(out, S.ROW_COLUMNS)[0]
+    code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
+                            "--link", "10G", "--format", "json")
+    plan = json.loads(stdout)["sections"]["plan"][0]
+    for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "ttft_unloaded_p90_s", "capex_usd",
+                "instances", "binding_stage"):
+        assert row[key] == plan[key], key
+    code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
+                            "--link", "10G", "--format", "json")
+    layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}
+    assert row["homogeneous_throughput_rps"] == layouts["homogeneous-pd"]["throughput_rps"]
+    assert row["gain_vs_homogeneous"] == pytest.approx(layouts["homogeneous-pd"]["prfaas_speedup_x"], rel=1e-12)
+    assert row["cost_per_mtok_usd"] == pytest.approx(
+        plan["cloud_usd_per_hour"] / (plan["output_tokens_per_s"] * 3600) * 1e6, rel=1e-12)
+
+
+def _example_rows(cli, tmp_path, name, *flags):
+    out = tmp_path / f"{name}.parquet"
+    code, stdout, err = cli("sweep", str(EXAMPLE), "--output", str(out), "--quiet", *flags)
+    assert code == 0, err
+    return read_table(out)
+
+
+def test_serial_and_workers_give_the_same_rows(cli, tmp_path):
+    serial = _example_rows(cli, tmp_path, "serial")
+    assert len(serial) == 6 and not any(r["error"] for r in serial)
+    assert serial == _example_rows(cli, tmp_path, "workers", "--workers", "2", "--chunk-size", "2")
+
+
+def test_dask_local_gives_the_same_rows(cli, tmp_path):
+    pytest.importorskip("distributed")
+    serial = _example_rows(cli, tmp_path, "serial")
+    assert serial == _example_rows(cli, tmp_path, "dask", "--dask", "local", "--workers", "1", "--chunk-size", "3")
+
+
+def test_dask_client_in_process_gives_the_same_rows(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec = S.load_spec(str(EXAMPLE))
+    serial = run_sweep(spec, tmp_path / "a.csv").rows
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = run_sweep(spec, tmp_path / "b.csv", client=client, chunk_size=2).rows
+    assert serial == remote
+
+
+def test_rerun_skips_points_already_done_and_resumes_from_the_journal(tmp_path):
+    out = tmp_path / "r.parquet"
+    small = S.parse_spec({"base": {"remote": "16xH200"}, "grid": {"link": ["10G", "40G"]}})
+    first = run_sweep(small, out)
+    assert (first.evaluated, first.reused) == (2, 0)
+    again = run_sweep(small, out)
+    assert (again.evaluated, again.reused) == (0, 2) and again.rows == first.rows
+    bigger = S.parse_spec({"base": {"remote": "16xH200"}, "grid": {"link": ["10G", "25G", "40G"]}})
+    # an interrupted run left one finished row in the journal, and half a line after it
+    done = S.evaluate(S.points(bigger)[1])
+    Journal(journal_path(out)).append([done])
+    with open(journal_path(out), "a") as fh:
+        fh.write('{"point_key": "tor')
+    res = run_sweep(bigger, out)
+    assert (res.evaluated, res.reused) == (0, 3)
+    assert [r["link"] for r in read_table(out)] == ["10G", "25G", "40G"]
+    assert not journal_path(out).exists()
+
+
+def test_a_point_that_cannot_be_planned_gets_its_reason(tmp_path):
+    spec = S.parse_spec({"base": {"remote": "16xH200"}, "grid": {"tpot": ["25ms", "0.01ms"]}})
+    rows = run_sweep(spec, tmp_path / "r.csv").rows
+    assert rows[0]["error"] is None and rows[0]["throughput_rps"] > 0
+    assert "cannot decode" in rows[1]["error"] and rows[1]["throughput_rps"] is None
+
+
+def test_csv_and_parquet_hold_the_same_typed_rows(tmp_path):
+    spec = S.parse_spec({"grid": {"link": ["10G", "100G"]}})
+    run_sweep(spec, tmp_path / "r.csv", pareto=["cost_per_mtok_usd", "ttft_unloaded_p90_s"])
+    run_sweep(spec, tmp_path / "r.parquet", pareto=["cost_per_mtok_usd", "ttft_unloaded_p90_s"])
+    cols = S.ROW_COLUMNS + [("pareto", "bool"), ("pareto_metrics", "str")]
+    assert read_table(tmp_path / "r.csv", cols) == read_table(tmp_path / "r.parquet")
+
+
+def test_output_problems_are_one_line(cli, tmp_path):
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "no" / "r.parquet"), "--quiet")
+    assert code == 2 and "does not exist" in err
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.xlsx"))
+    assert code == 2 and ".parquet or .csv" in err
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--pareto", "ttft_p90_s,capex_usd")
+    assert code == 2 and "did you mean" in err
+
+
+def test_plot_is_written(cli, tmp_path):
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--quiet",
+                         "--pareto", "cost_per_mtok_usd,ttft_unloaded_p90_s", "--plot", str(tmp_path / "f.svg"))
+    assert code == 0, err
+    assert "on the Pareto front" in out
+    assert (tmp_path / "f.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_memoized_prefill_answers_exactly_as_the_model():
+    from prfaas_plan.performance import prefill_model
+    from prfaas_plan.performance.base import parse_instance
+    from prfaas_plan.profiles import get_model
+
+    inner = prefill_model(get_model("kimi-linear"), parse_instance("8xH20"))
+    memo = S.MemoPrefill(inner)
+    lengths = np.geomspace(128, 131072, 257)
+    for _ in range(2):
+        assert np.array_equal(memo.latency_s(lengths), inner.latency_s(lengths))
+    assert memo.source == inner.source
+
+
+def _row(vals, error=None):
+    return {"cost_per_mtok_usd": vals[0], "gain_vs_homogeneous": vals[1], "error": error}
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=25))
+def test_the_front_is_exactly_the_non_dominated_rows(pairs):
+    rows = [_row(p) for p in pairs] + [_row((-1, 99), error="cannot plan")]
+    metrics = ["cost_per_mtok_usd", "gain_vs_homogeneous"]  # cost minimized, gain maximized
+    mask = S.pareto_mask(rows, metrics)
+    assert mask[-1] is False  # an error row is never on the front
+
+    def dominates(a, b):
+        return a[0] <= b[0] and a[1] >= b[1] and (a[0] < b[0] or a[1] > b[1])
+
+    for i, p in enumerate(pairs):
+        assert mask[i] == (not any(dominates(q, p) for q in pairs))
+
+
+def test_every_direction_is_a_row_column():
+    names = {n for n, _ in S.ROW_COLUMNS}
+    assert set(S.DIRECTIONS) <= names
+    assert S.DIRECTIONS["cost_per_mtok_usd"] == S.MINIMIZE and S.DIRECTIONS["gain_vs_homogeneous"] == S.MAXIMIZE
+    with pytest.raises(PlanError, match="at least two"):
+        S.parse_metrics("capex_usd")
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.lists(st.floats(1, 1e5), min_size=2, max_size=40, unique=True), st.floats(0, 2e5))
+def test_per_support_step_is_exact(lengths, t):
+    from prfaas_plan.analytic.search import per_support_step
+    from prfaas_plan.analytic.throughput import LengthGrid
+
+    ls = np.sort(np.array(lengths))
+    grid = LengthGrid(ls, np.full(len(ls), 1 / len(ls)))
+    calls = []
+
+    def above(x):
+        calls.append(x)
+        return float(grid.weights[ls > x].sum())
+
+    at = per_support_step(grid, above)
+    assert at(t) == above(t)
+    assert at(t * (1 + 1e-12)) == above(t * (1 + 1e-12))
+
+
+def test_the_docs_list_every_input_column_and_direction():
+    text = (Path(__file__).parent.parent / "docs" / "sweep.md").read_text()
+    for name in list(S.INPUTS) + [c for c, _, _ in S.OUTPUT_COLUMNS] + list(S.DIRECTIONS):
+        assert f"`{name}`" in text, name

@@ -1,0 +1,176 @@
+"""Error bars (analytic/uncertainty.py), the verdict in both modes and the degraded link: invariants
+(hypothesis, seeded) and the sources of each error bar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.analytic.degraded import degrade_link
+from prfaas_plan.analytic.search import grid_search, threshold_candidates
+from prfaas_plan.analytic.throughput import LengthGrid
+from prfaas_plan.analytic.uncertainty import (
+    Band,
+    ErrorBar,
+    decode_error_bar,
+    prefill_error_bar,
+    sample_layout,
+    verdict,
+)
+from prfaas_plan.layout import Link, homogeneous_pd, prfaas_pd
+from prfaas_plan.performance import decode_capacity, prefill_model
+from prfaas_plan.planning import case_study as paper
+from prfaas_plan.planning.confidence import mode_verdicts, plan_error_bars
+from prfaas_plan.planning.plans import compare, scenario_for
+from prfaas_plan.profiles import get_model
+from prfaas_plan.workload import TruncatedLogNormal, paper_workload
+
+GRID = LengthGrid.from_distribution(TruncatedLogNormal(9.9, 1.0, 128, 128_000), 1024)
+PAPER = paper.case_study_perf("paper")
+TS = threshold_candidates(GRID)
+
+
+def test_error_bar_sources():
+    m = get_model("qwen3-235b")
+    h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
+    assert h20.sigma == pytest.approx(np.log1p(0.07) / 0.6745, rel=1e-3)  # LOO median 7.0% in h20.yaml
+    assert "leave-one-out" in h20.source
+    assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
+    assert decode_error_bar(PAPER.sites["local"].decode, "h20").sigma == 0            # back-solved: given
+    table = prefill_error_bar(PAPER.remote_prefill, "h200")                            # measured table
+    assert 0 < table.sigma < h20.sigma and "measured table" in table.source
+    assert decode_error_bar(decode_capacity(m, "8xH20", 0.025, 4096), "h20").sigma > 0
+
+
+def test_a_source_can_state_its_own_error_bar():
+    class Stated:
+        source = "a stack profile"
+        error_bar = ErrorBar(0.3, "stack:x", "joint calibration, leave-one-model-out")
+
+        def latency_s(self, l):
+            return np.asarray(l, dtype=float) * 1e-4
+
+    assert prefill_error_bar(Stated(), "h20").sigma == 0.3
+
+
+def test_verdict_thresholds():
+    assert verdict(Band(1.01, 1.2, 1.5)) == "pays"
+    assert verdict(Band(0.5, 0.7, 0.99)) == "does not pay"
+    assert verdict(Band(0.9, 1.1, 1.3)) == "cannot tell"
+
+
+def test_unit_factors_reproduce_the_grid_optimum():
+    ones = np.ones(1)
+    for lay in (prfaas_pd("32xH200", "64xH20", Link(100e9)), homogeneous_pd("96xH20")):
+        for mode in ("exact", "representative"):
+            point = grid_search(lay, GRID, PAPER, mode).best
+            s = sample_layout(lay, GRID, PAPER, mode, TS, ones, ones, ones)
+            assert s.lam[0] == pytest.approx(point.lambda_max, rel=2e-3)   # grid points vs refined t
+            assert s.egress_bps[0] == pytest.approx(point.egress_bps, rel=0.02, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def predicted():
+    sc = scenario_for(get_model("kimi-linear"), "32xH200", "64xH20", Link(100e9), 8, 0.025, "exact", "predicted",
+                      paper_workload())
+    return sc, compare(sc)
+
+
+def test_error_bars_bracket_the_plan_and_are_seeded(predicted):
+    sc, plans = predicted
+    prf, hom = plans["prfaas-pd"], plans["homogeneous-pd"]
+    eb = plan_error_bars(sc, prf, hom.layout, samples=300, seed=3)
+    assert eb.lambda_rps.p10 < prf.best.lambda_max < eb.lambda_rps.p90
+    gain = prf.best.lambda_max / hom.best.lambda_max
+    assert eb.gain.p10 < gain * 1.01 and gain * 0.99 < eb.gain.p90
+    assert eb.verdict == verdict(eb.gain) and not eb.given
+    again = plan_error_bars(sc, prf, hom.layout, samples=300, seed=3)
+    assert again == eb
+
+
+def test_given_inputs_have_no_spread():
+    sc = paper.scenario("paper", "exact")
+    plans = compare(sc)
+    prf = plans["prfaas-pd"]
+    only_h200 = plan_error_bars(sc, prf, plans["homogeneous-pd"].layout, samples=200)
+    assert [b.sigma > 0 for b in only_h200.inputs].count(True) == 1   # the measured H200 table
+    assert only_h200.gain.p50 > 1 and only_h200.verdict == "pays"
+    assert only_h200.verdict_line().startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays at 90% confidence")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 10_000))
+def test_p50_equals_the_point_estimate_with_one_uncertain_input(seed):
+    """Lambda is monotone in a single factor, so its median is Lambda at the factor's median (1), up to
+    the sample median's spread (~1.25 sigma / sqrt(n) in log) and the grid's resolution."""
+    lay = prfaas_pd("32xH200", "64xH20", Link(100e9))
+    point = grid_search(lay, GRID, PAPER, "exact").best.lambda_max
+    n = 801
+    z = np.random.default_rng(seed).standard_normal(n)
+    ones = np.ones(n)
+    sigma = 0.1
+    s = sample_layout(lay, GRID, PAPER, "exact", TS, np.exp(sigma * z), ones, ones)
+    assert np.median(s.lam) == pytest.approx(point, rel=3 * 1.25 * sigma / np.sqrt(n) + 2e-3)
+
+
+def test_modes_disagree_warning_names_both():
+    sc = paper.scenario("paper", "exact")
+    plans = compare(sc)
+    mv = mode_verdicts(sc, plans["prfaas-pd"], plans["homogeneous-pd"].layout)
+    assert set(mv.gain) == {"representative", "exact"}
+    assert mv.warning() is None  # the case study pays in both modes
+    forced = type(mv)({"representative": 1.2, "exact": 0.9}, "homogeneous-pd")
+    assert "representative mode: gain 1.20 (pays)" in forced.warning()
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.floats(0.5, 200.0), st.floats(0.5, 200.0))
+def test_more_bandwidth_never_lowers_the_kept_throughput(a_gbps, b_gbps):
+    lay = prfaas_pd("32xH200", "64xH20", Link(100e9))
+    planned = grid_search(lay, GRID, PAPER, "exact").best
+    lo, hi = sorted((a_gbps, b_gbps))
+    d_lo = degrade_link(planned, GRID, PAPER, lo * 1e9)
+    d_hi = degrade_link(planned, GRID, PAPER, hi * 1e9)
+    assert d_hi.switched.lambda_max >= d_lo.switched.lambda_max * (1 - 1e-6)
+    for d in (d_lo, d_hi):  # counts never change; switching t never loses to keeping it
+        assert (d.switched.n_prefill, d.switched.n_decode) == (planned.n_prefill, planned.n_decode)
+        assert d.switched.lambda_max >= d.kept_threshold.lambda_max * (1 - 1e-6)
+
+
+def test_degraded_link_ttft_is_at_the_degraded_bandwidth():
+    lay = prfaas_pd("32xH200", "64xH20", Link(100e9))
+    planned = grid_search(lay, GRID, PAPER, "exact").best
+    d = degrade_link(planned, GRID, PAPER, 10e9)
+    assert d.switched.link_bps == 10e9 and d.switched.threshold >= planned.threshold
+    assert 0 < d.kept < 1
+    assert d.ttft.p90_s > 0
+
+
+def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
+    lay = prfaas_pd("32xH200", "64xH20", Link(100e9))
+    planned = grid_search(lay, GRID, PAPER, "exact").best
+    kept = degrade_link(planned, GRID, PAPER, 10e9).switched.lambda_max
+    below = degrade_link(planned, GRID, PAPER, 10e9, rate_rps=0.5 * kept).loaded
+    above = degrade_link(planned, GRID, PAPER, 10e9, rate_rps=1.1 * kept).loaded
+    assert below.stable and np.isfinite(below.p90_s) and below.p90_s > 0
+    assert not above.stable and above.p90_s == np.inf
+
+
+def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_compute_prior():
+    from dataclasses import replace
+
+    from prfaas_plan.performance.constants import (
+        PRIOR_WIDTH,
+        ChipConstants,
+        prior_calibration,
+    )
+
+    pm = prefill_model(get_model("qwen3-235b"), "8xH20")
+    prior = replace(pm, constants=ChipConstants(prior_calibration(), "prior"))
+    assert prefill_error_bar(prior, "h20").sigma == PRIOR_WIDTH["compute_efficiency"]
+    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set"),
+                                                     "calibrated"))
+    bar = prefill_error_bar(unrecorded, "h20")
+    assert bar.sigma == PRIOR_WIDTH["compute_efficiency"] and "records no leave-one-out" in bar.source
