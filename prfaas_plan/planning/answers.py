@@ -127,10 +127,6 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     ev = plan.best
     if ev.lambda_max <= 0:
         raise PlanError(f"no request can be served: the {ev.binding} stage has zero capacity")
-    if threshold is None and ev.p_remote < 1e-3 and _link_starves_offload(plan, sc):
-        raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
-                        f"limits offload to {ev.p_remote:.2%} of requests (local-only carries {ev.lambda_max:.3g} "
-                        "req/s); use a larger --link or compare against homogeneous PD")
     notes = list(sc.notes) + perf_notes(perf) + [_link_note(plan, sc), f"TTFT method: {plan.ttft.method}",
                                                  COST_NOTE]
     if threshold is not None:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
-from .warnings import PlanWarning
 from .scenario import (
     DEFAULTS,
     INPUT_LEVELS,
@@ -23,6 +22,7 @@ from .scenario import (
     instance_decode,
     instance_prefill,
 )
+from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.latency import LatencySummary
