@@ -1,5 +1,5 @@
 """``python -m prfaas_plan ...`` runs the command-line tool (the same as ``prfaas-plan``)."""
 
-from .cli import main
+from .entry import main
 
 main()

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .profiles import (GROWING_KINDS, RECURRENT_KINDS, WINDOW_KINDS, AttentionGroup, ModelProfile,
-                       dtype_bytes)
+from .profiles import AttentionGroup, ModelProfile, dtype_bytes
 
 
 def _as_len(l):
@@ -51,31 +50,17 @@ def _bytes(model: ModelProfile, which: str) -> float:
 
 def kv_elements_per_token(g: AttentionGroup) -> int:
     """Cached elements per token per layer for growing/window kinds (K and V, or MLA latent + rope)."""
-    if g.kind in ("gqa", "swa"):
-        return g.num_kv_heads * (g.head_dim + g.v_head_dim)
-    if g.kind == "mla":
-        return g.kv_lora_rank + g.qk_rope_head_dim
-    return 0
+    return g.rule.kv_elements_per_token(g)
 
 
 def recurrent_state_elements(g: AttentionGroup) -> int:
     """Elements of the recurrent state matrix of one layer (heads x key dim x value dim)."""
-    if g.kind == "kda":
-        return g.num_heads * g.head_dim * g.head_dim
-    if g.kind == "gated_deltanet":
-        return g.num_value_heads * g.key_head_dim * g.value_head_dim
-    if g.kind == "lightning":
-        return g.num_heads * g.head_dim * g.head_dim
-    return 0
+    return g.rule.state_elements(g)
 
 
 def conv_channels(g: AttentionGroup) -> int:
     """Channels of the short causal convolution (q, k and v streams) of one layer; 0 if none."""
-    if g.kind == "kda":
-        return 3 * g.num_heads * g.head_dim
-    if g.kind == "gated_deltanet":
-        return 2 * g.num_key_heads * g.key_head_dim + g.num_value_heads * g.value_head_dim
-    return 0
+    return g.rule.conv_channels(g)
 
 
 def conv_state_elements(g: AttentionGroup) -> int:
@@ -92,25 +77,25 @@ def conv_state_elements(g: AttentionGroup) -> int:
 def kv_bytes_per_token(model: ModelProfile) -> int:
     """Bytes per prompt token of the growing (full-attention) layers, all layers summed."""
     b = _bytes(model, "kv")
-    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.groups(*GROWING_KINDS)))
+    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.cached_as("growing")))
 
 
 def swa_bytes_per_token(model: ModelProfile) -> int:
     """Bytes per token of the sliding-window layers (capped at each layer's window)."""
     b = _bytes(model, "kv")
-    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.groups(*WINDOW_KINDS)))
+    return int(sum(g.count * kv_elements_per_token(g) * b for g in model.cached_as("window")))
 
 
 def recurrent_state_bytes(model: ModelProfile) -> int:
     """Bytes of the recurrent state matrices of all linear-attention layers, per request."""
     b = _bytes(model, "state")
-    return int(sum(g.count * recurrent_state_elements(g) * b for g in model.groups(*RECURRENT_KINDS)))
+    return int(sum(g.count * recurrent_state_elements(g) * b for g in model.cached_as("recurrent")))
 
 
 def conv_state_bytes(model: ModelProfile) -> int:
     """Bytes of the short-convolution states of all linear-attention layers, per request."""
     b = _bytes(model, "conv")
-    return int(sum(g.count * conv_state_elements(g) * b for g in model.groups(*RECURRENT_KINDS)))
+    return int(sum(g.count * conv_state_elements(g) * b for g in model.cached_as("recurrent")))
 
 
 def fixed_state_bytes(model: ModelProfile) -> int:
@@ -123,25 +108,16 @@ def swa_bytes(model: ModelProfile, l):
     l = _as_len(l)
     b = _bytes(model, "kv")
     total = 0 if np.isscalar(l) else np.zeros_like(l)
-    for g in model.groups(*WINDOW_KINDS):
+    for g in model.cached_as("window"):
         total = total + _capped(l, g.window) * int(g.count * kv_elements_per_token(g) * b)
     return total if np.isscalar(l) else np.asarray(total, dtype=np.int64)
 
 
 def _replication(model: ModelProfile, g: AttentionGroup, tp: int) -> int:
-    """How many copies of a layer's cache a tensor-parallel group of ``tp`` ranks holds in total.
-
-    GQA/SWA: when ``tp`` exceeds the KV heads, each rank holds one head, so the heads are replicated
-    ``tp / kv_heads`` times (Qwen3-235B: 4 heads on TP8 -> 2x, as Mooncake measured). MLA: every rank
-    holds the whole latent (``tp`` copies). Recurrent states are split by head: one copy.
-    """
-    if tp <= 1:
-        return 1
-    if g.kind in ("gqa", "swa"):
-        return max(1, tp // g.num_kv_heads) if g.num_kv_heads < tp else 1
-    if g.kind == "mla":
-        return tp
-    return 1
+    """How many copies of a layer's cache a tensor-parallel group of ``tp`` ranks holds in total
+    (the kind's rule: GQA/SWA replicate heads beyond their KV heads, MLA copies the latent to every
+    rank, recurrent states split by head)."""
+    return 1 if tp <= 1 else g.rule.replication(g, tp)
 
 
 @dataclass(frozen=True)
@@ -171,10 +147,10 @@ def s_kv_parts(model: ModelProfile, l, cached=0, tp: int = 1) -> KVParts:
     del cached  # the cached prefix changes nothing that crosses; kept for the signature's clarity
     kvb = _bytes(model, "kv")
     growing = sum(g.count * kv_elements_per_token(g) * kvb * _replication(model, g, tp)
-                  for g in model.groups(*GROWING_KINDS))
+                  for g in model.cached_as("growing"))
     growing = l * int(growing)
     window = 0 if np.isscalar(l) else np.zeros_like(l)
-    for g in model.groups(*WINDOW_KINDS):
+    for g in model.cached_as("window"):
         per = int(g.count * kv_elements_per_token(g) * kvb * _replication(model, g, tp))
         window = window + _capped(l, g.window) * per
     zero = 0 if np.isscalar(l) else np.zeros_like(l)
@@ -199,9 +175,7 @@ def dense_equivalent_kv(model: ModelProfile, l):
     """Bytes a dense model of the same depth would cache for ``l`` tokens: every layer as the model's
     own full-attention kind (its first growing group's shape). Used for the KV reduction factor."""
     l = _as_len(l)
-    full = model.groups(*GROWING_KINDS)
-    if not full:
-        full = model.groups(*WINDOW_KINDS)
+    full = model.cached_as("growing") or model.cached_as("window")
     if not full:
         return 0 * l
     per_layer = kv_elements_per_token(full[0]) * _bytes(model, "kv")
@@ -214,36 +188,7 @@ def dense_equivalent_kv(model: ModelProfile, l):
 
 def attention_params(model: ModelProfile, g: AttentionGroup) -> int:
     """Weight elements of one layer's attention block (projections; norms and biases omitted)."""
-    h = model.hidden_size
-    if g.kind in ("gqa", "swa"):
-        q = h * g.num_heads * g.head_dim
-        kv = h * g.num_kv_heads * (g.head_dim + g.v_head_dim)
-        o = g.num_heads * g.v_head_dim * h
-        gate = h * g.num_heads * g.v_head_dim if g.output_gate else 0
-        return q + kv + o + gate
-    if g.kind == "mla":
-        qk = g.qk_nope_head_dim + g.qk_rope_head_dim
-        q = (h * g.q_lora_rank + g.q_lora_rank * g.num_heads * qk) if g.q_lora_rank else h * g.num_heads * qk
-        kv_a = h * (g.kv_lora_rank + g.qk_rope_head_dim)
-        kv_b = g.kv_lora_rank * g.num_heads * (g.qk_nope_head_dim + g.v_head_dim)
-        o = g.num_heads * g.v_head_dim * h
-        gate = h * g.num_heads * g.v_head_dim if g.output_gate else 0
-        return q + kv_a + kv_b + o + gate
-    if g.kind == "kda":
-        hd = g.num_heads * g.head_dim
-        qkv_o = 4 * h * hd
-        gates = 2 * (h * g.head_dim + g.head_dim * hd)  # low-rank forget gate and output gate
-        beta = h * g.num_heads
-        return qkv_o + gates + beta + conv_channels(g) * g.conv_kernel
-    if g.kind == "gated_deltanet":
-        qkvz = h * (2 * g.num_key_heads * g.key_head_dim + 2 * g.num_value_heads * g.value_head_dim)
-        ba = h * 2 * g.num_value_heads
-        o = g.num_value_heads * g.value_head_dim * h
-        return qkvz + ba + o + conv_channels(g) * g.conv_kernel
-    if g.kind == "lightning":
-        hd = g.num_heads * g.head_dim
-        return 5 * h * hd  # q, k, v, output gate, o
-    raise ValueError(g.kind)
+    return g.rule.params(g, model.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -307,39 +252,10 @@ def weight_bytes_per_instance(model: ModelProfile, chips: int) -> float:
 # FLOPs
 
 
-def _causal_pairs(l, cached):
-    """Sum over new positions i = cached+1 .. cached+l of i: query-key pairs of causal attention."""
-    return l * cached + l * (l + 1) // 2
-
-
-def _window_pairs(l, window: int):
-    """Sum over positions i = 1..l of min(i, window)."""
-    inside = np.minimum(l, window)
-    return inside * (inside + 1) // 2 + np.maximum(l - window, 0) * window
-
-
 def attention_core_flops(g: AttentionGroup, l, cached=0):
     """FLOPs of one layer's attention core (score, softmax-weighted sum, or state recurrence) for ``l``
     new tokens after ``cached`` ones; projections are not included."""
-    if g.kind == "gqa":
-        return 2 * g.num_heads * (g.head_dim + g.v_head_dim) * _causal_pairs(l, cached)
-    if g.kind == "mla":
-        qk = g.qk_nope_head_dim + g.qk_rope_head_dim
-        return 2 * g.num_heads * (qk + g.v_head_dim) * _causal_pairs(l, cached)
-    if g.kind == "swa":
-        if np.isscalar(l) and cached:
-            pairs = _window_pairs(cached + l, g.window) - _window_pairs(cached, g.window)
-        else:
-            pairs = _window_pairs(np.asarray(l) + cached, g.window) - _window_pairs(np.asarray(cached), g.window)
-        return 2 * g.num_heads * (g.head_dim + g.v_head_dim) * pairs
-    state = recurrent_state_elements(g)
-    # The short convolution is not part of the core: its weights are in `attention_params`, so its
-    # multiply-adds are already in `PrefillFlops.dense_matmul` (2 x params x tokens).
-    if g.kind in ("kda", "gated_deltanet"):
-        return l * (2 * 3 * state + state)
-    if g.kind == "lightning":
-        return l * (2 * 2 * state + state)
-    raise ValueError(g.kind)
+    return g.rule.core_flops(g, l, cached)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ site is prefill-only. A YAML layout file (see `load_layout`) describes anything 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -180,42 +181,78 @@ def load_layout(path: str | Path) -> Layout:
 
     A site (or ``remote``) may name its serving stack profile, ``stack: vllm``; otherwise ``--stack`` holds.
     """
-    from .profiles import _Fields, get_stack, read_yaml
-    from .units import parse_length
+    from .profiles import get_stack, read_yaml
+    from .profiles.validation import check
+    from .units import MAX_CHIPS, parse_length
 
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"--layout {str(path)!r}: no such file")
-    data = read_yaml(p)
-    f = _Fields(data, str(p))
+    doc = check(_layout_schema(), read_yaml(p), str(p))
     remote = None
-    if data.get("remote"):
-        r = _Fields(data["remote"], f"{p}: remote")
-        remote = PrefillSite("remote", parse_instance(r.get("instance", str), f"{p}: remote.instance"),
-                             r.get("instances", int, minimum=0),
-                             get_stack(r.get("stack", str)).name if r.data.get("stack") else "")
-    raw_sites = data.get("sites")
-    if not isinstance(raw_sites, list) or not raw_sites:
-        raise PlanError(f"{p}: missing field 'sites' (a list of local PD sites)")
+    if doc.remote is not None:
+        remote = PrefillSite("remote", parse_instance(doc.remote.instance, f"{p}: remote.instance"),
+                             doc.remote.instances, get_stack(doc.remote.stack).name if doc.remote.stack else "")
     sites = []
-    for i, raw in enumerate(raw_sites):
-        s = _Fields(raw, f"{p}: sites[{i}]")
+    for i, s in enumerate(doc.sites):
         link = None
-        if raw.get("link") is not None:
-            lk = _Fields(raw["link"], f"{p}: sites[{i}].link")
-            link = Link(parse_rate_bps(lk.get("bandwidth", str), f"{p}: sites[{i}].link.bandwidth"),
-                        lk.get("efficiency", float, TCP_EFFICIENCY, minimum=0.01),
-                        parse_time_s(lk.get("rtt", str, "1us"), f"{p}: sites[{i}].link.rtt", "ms"),
-                        lk.get("usd_per_gbps_month", float, 0.0, minimum=0))
-        sites.append(PDSite(s.get("name", str, f"site{i}"),
-                            parse_instance(s.get("instance", str), f"{p}: sites[{i}].instance"),
-                            s.get("prefill", int, minimum=0), s.get("decode", int, minimum=0), link,
-                            get_stack(s.get("stack", str)).name if raw.get("stack") else ""))
-    t_raw = data.get("threshold", "auto")
+        if s.link is not None:
+            lk = s.link
+            link = Link(parse_rate_bps(lk.bandwidth, f"{p}: sites[{i}].link.bandwidth"), lk.efficiency,
+                        parse_time_s(lk.rtt, f"{p}: sites[{i}].link.rtt", "ms"), lk.usd_per_gbps_month)
+        sites.append(PDSite(s.name or f"site{i}", parse_instance(s.instance, f"{p}: sites[{i}].instance"),
+                            s.prefill, s.decode, link, get_stack(s.stack).name if s.stack else ""))
+    chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
+    chips += remote.instances * remote.instance.chips if remote else 0
+    if chips > MAX_CHIPS:
+        raise PlanError(f"{p}: {chips:,} chips in all, more than the planner's cap of {MAX_CHIPS:,} chips")
+    t_raw = doc.threshold
     if t_raw in ("auto", None):
         threshold = None
     elif str(t_raw).lower() == "inf":
         threshold = float("inf")
     else:
         threshold = float(parse_length(t_raw, f"{p}: threshold")) if t_raw != 0 else 0.0
-    return Layout(f.get("name", str, p.stem), tuple(sites), remote, threshold)
+    return Layout(doc.name or p.stem, tuple(sites), remote, threshold)
+
+
+@functools.cache
+def _layout_schema():
+    """The pydantic schema of a layout file (built on first use; see `prfaas_plan.profiles.validation`)."""
+    from typing import Annotated, Literal
+
+    from pydantic import Field
+
+    from .profiles.validation import Efficiency, NonNegative, Strict
+    from .units import MAX_CHIPS
+
+    Instances = Annotated[int, Field(ge=0, le=MAX_CHIPS)]
+    Text = Annotated[str, Field(min_length=1, max_length=200)]
+
+    class LinkDoc(Strict):
+        bandwidth: Text | float
+        efficiency: Efficiency = TCP_EFFICIENCY
+        rtt: Text | float = "1us"
+        usd_per_gbps_month: NonNegative = 0.0
+
+    class SiteDoc(Strict):
+        name: Text | None = None
+        instance: Text
+        prefill: Instances
+        decode: Instances
+        link: LinkDoc | None = None
+        stack: Text | None = None    # serving stack profile of this site (profiles/stack.py)
+
+    class RemoteDoc(Strict):
+        instance: Text
+        instances: Instances
+        stack: Text | None = None
+
+    class LayoutDoc(Strict):
+        kind: Literal["layout"] | None = None
+        name: Text | None = None
+        remote: RemoteDoc | None = None
+        threshold: Text | Annotated[int, Field(ge=0)] | None = "auto"
+        sites: Annotated[list[SiteDoc], Field(min_length=1, max_length=1000)]
+
+    return LayoutDoc

@@ -33,6 +33,28 @@ _NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)"
 # or ``100000000xH200`` is an error rather than a plan built on float overflow.
 MAX_TOKENS = 2**30          # 1,073,741,824 tokens (1024m)
 MAX_CHIPS = 1_000_000
+# Link rates: any rate a network link can have is valid; a link too slow to offload anything gives a
+# plan that offloads nothing (with a warning), never an error. 1 bit/s .. 1 Pbit/s.
+MIN_LINK_BPS = 1.0
+MAX_LINK_BPS = 1e15
+
+
+def parse_finite(text: str, what: str, minimum: float | None = None, positive: bool = False,
+                 maximum: float | None = None) -> float:
+    """A finite float from a text field (a CSV cell); `PlanError` naming ``what`` and the text otherwise."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError, OverflowError):
+        raise PlanError(f"{what}: expected a number, not {str(text)[:40]!r}") from None
+    if not math.isfinite(value):
+        raise PlanError(f"{what}: expected a finite number, not {str(text)[:40]!r}")
+    if positive and value <= 0:
+        raise PlanError(f"{what}: must be positive, not {str(text)[:40]!r}")
+    if minimum is not None and value < minimum:
+        raise PlanError(f"{what}: must be >= {minimum:g}, not {str(text)[:40]!r}")
+    if maximum is not None and value > maximum:
+        raise PlanError(f"{what}: must be at most {maximum:g}, not {str(text)[:40]!r}")
+    return value
 
 
 def parse_length(text: str | int, what: str = "length") -> int:
@@ -82,6 +104,10 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
             value *= 8.0
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"{what} {text!r}: expected a positive rate")
+    if value < MIN_LINK_BPS:
+        raise PlanError(f"{what} {text!r}: below {MIN_LINK_BPS:g} bit/s, not a network link (write 1k for 1 kbit/s)")
+    if value > MAX_LINK_BPS:
+        raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_LINK_BPS / 1e12:g} Tbit/s")
     return value
 
 
@@ -108,8 +134,8 @@ def parse_tpot_s(text: str, what: str = "--tpot") -> float:
     m = re.fullmatch(_NUMBER + r"\s*(tok/s|tokens/s|tps)", s)
     if m:
         speed = float(m.group(1))
-        if speed <= 0:
-            raise PlanError(f"{what} {text!r}: expected a positive speed")
+        if not (math.isfinite(speed) and speed > 0):
+            raise PlanError(f"{what} {text!r}: expected a positive, finite speed")
         return 1.0 / speed
     return parse_time_s(text, what, "ms")
 

@@ -122,8 +122,8 @@ def test_imported_kimi_k3_keeps_unquantized_modules_in_bf16():
     import json
     from pathlib import Path
 
-    from prfaas_plan.profiles.hf_import import import_hf_config
     from prfaas_plan.profiles import model_from_dict
+    from prfaas_plan.profiles.hf_import import import_hf_config
 
     cfg = json.loads((Path(__file__).parent / "data/hf_configs/moonshotai--Kimi-K3.config.json").read_text())
     m = model_from_dict(import_hf_config(cfg, "k3-imported"))

@@ -13,8 +13,8 @@ import yaml
 
 from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
-from prfaas_plan.profiles.hf_import import import_hf_config, read_hf_config
 from prfaas_plan.profiles import get_model, model_from_dict
+from prfaas_plan.profiles.hf_import import import_hf_config, read_hf_config
 
 DATA = Path(__file__).parent / "data"
 CONFIGS = sorted((DATA / "hf_configs").glob("*.config.json"))

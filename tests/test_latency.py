@@ -10,13 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from prfaas_plan.planning import case_study as paper
-from prfaas_plan.errors import PlanError
-from prfaas_plan.analytic.latency import METHOD, erlang_c, pool_wait, rdma_efficiency, ttft_under_load
-from prfaas_plan.layout import Link, homogeneous_pd, prfaas_pd
+from prfaas_plan.analytic.latency import (
+    METHOD,
+    erlang_c,
+    pool_wait,
+    rdma_efficiency,
+    ttft_under_load,
+)
 from prfaas_plan.analytic.search import grid_search
 from prfaas_plan.analytic.throughput import LengthGrid
 from prfaas_plan.analytic.ttft import ttft_summary
+from prfaas_plan.errors import PlanError
+from prfaas_plan.layout import Link, homogeneous_pd, prfaas_pd
+from prfaas_plan.planning import case_study as paper
 
 MU, SIGMA, LO, HI = 9.90, 1.00, 128, 128_000
 

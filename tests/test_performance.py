@@ -11,13 +11,31 @@ from hypothesis import strategies as st
 
 from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
-from prfaas_plan.performance import (ChipConstants, Instance, Parallel, PrefillModel, RooflinePrefill, TabulatedPrefill,
-                                     chip_constants, decode_capacity, decode_memory, decode_step_s,
-                                     parse_instance, prefill_model)
+from prfaas_plan.performance import (
+    ChipConstants,
+    Instance,
+    Parallel,
+    PrefillModel,
+    RooflinePrefill,
+    TabulatedPrefill,
+    chip_constants,
+    decode_capacity,
+    decode_memory,
+    decode_step_s,
+    parse_instance,
+    prefill_model,
+)
 from prfaas_plan.performance.operators import pass_work
 from prfaas_plan.performance.roofline import pass_seconds, unit_times
 from prfaas_plan.performance.serving import serving_at_concurrency
-from prfaas_plan.profiles import Calibration, all_models, all_stacks, get_hardware, get_model, get_stack
+from prfaas_plan.profiles import (
+    Calibration,
+    all_models,
+    all_stacks,
+    get_hardware,
+    get_model,
+    get_stack,
+)
 from prfaas_plan.profiles.stack import stack_from_dict
 
 MODELS = sorted(all_models())

@@ -10,9 +10,17 @@ from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
 from prfaas_plan.performance import RooflinePrefill, kv_throughput, parse_instance
 from prfaas_plan.performance.calibrate import fit_joint
-from prfaas_plan.performance.measurements import (BUNDLED_FILES, REFERENCE_DIR, load_measurements,
-                                                  paper_kv_throughput, resolve_path)
-from prfaas_plan.performance.profile_text import calibrated_profile_text, stack_profile_text
+from prfaas_plan.performance.measurements import (
+    BUNDLED_FILES,
+    REFERENCE_DIR,
+    load_measurements,
+    paper_kv_throughput,
+    resolve_path,
+)
+from prfaas_plan.performance.profile_text import (
+    calibrated_profile_text,
+    stack_profile_text,
+)
 from prfaas_plan.performance.serving import serving_at_concurrency
 from prfaas_plan.profiles import get_hardware, get_model, get_stack, hardware_from_dict
 from prfaas_plan.profiles.stack import stack_from_dict

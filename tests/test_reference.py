@@ -10,7 +10,13 @@ from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
 from prfaas_plan.profiles import AttentionGroup, all_models, get_model
 from prfaas_plan.reference import linear_core
-from prfaas_plan.reference.cache import BlockPool, Codecs, Layout, RequestCache, layout_of
+from prfaas_plan.reference.cache import (
+    BlockPool,
+    Codecs,
+    Layout,
+    RequestCache,
+    layout_of,
+)
 from prfaas_plan.reference.conv import short_conv
 from prfaas_plan.reference.mla import MLA
 from prfaas_plan.reference.model import TinyModel, pattern_layers, scale_profile

@@ -78,8 +78,10 @@ def test_wrong_kv_formula_fails_validate(cli, monkeypatch):
 
 
 def test_wrong_state_formula_fails_the_byte_checks(monkeypatch):
-    right = A.recurrent_state_elements
-    monkeypatch.setattr(A, "recurrent_state_elements", lambda g: right(g) - 1 if right(g) else 0)
+    from prfaas_plan.profiles import kinds
+
+    right = kinds._Recurrent.state_elements  # the one rule the state bytes and the core FLOPs both use
+    monkeypatch.setattr(kinds._Recurrent, "state_elements", lambda self, g: right(self, g) - 1)
     v = validate_model(get_model("qwen3.5-397b"))
     assert not v.ok
     failed = {r["check"] for r in v.rows if r["result"] == "FAIL"}

@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from prfaas_plan.planning import case_study as paper
 from prfaas_plan.analytic.latency import ttft_under_load
-from prfaas_plan.layout import Link, Layout, PDSite, PrefillSite, prfaas_pd
 from prfaas_plan.analytic.search import grid_search
-from prfaas_plan.performance.base import parse_instance
-from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
 from prfaas_plan.analytic.throughput import LengthGrid
 from prfaas_plan.analytic.ttft import ttft_summary
+from prfaas_plan.layout import Layout, Link, PDSite, PrefillSite, prfaas_pd
+from prfaas_plan.performance.base import parse_instance
+from prfaas_plan.planning import case_study as paper
+from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
 
 MU, SIGMA, LO, HI = 9.90, 1.00, 128, 128_000
 A_CDF, B_CDF = norm.cdf((math.log(LO) - MU) / SIGMA), norm.cdf((math.log(HI) - MU) / SIGMA)

@@ -78,7 +78,7 @@ def _bad_profile(tmp_path):
 
 @pytest.mark.parametrize("make_args,needle", [
     (lambda d: ("--trace", _bad_trace(d)), "bad.jsonl:2: "),
-    (lambda d: ("--link-profile", _bad_profile(d)), "drop.csv:3: gbps -10.0 must be"),
+    (lambda d: ("--link-profile", _bad_profile(d)), "drop.csv:3: gbps: must be >= 0"),
     (lambda d: ("--prefill-instances", "8"), "has no decode instance"),
     (lambda d: ("--layout", "hub"), "--layout 'hub': no such file"),
     (lambda d: ("--baseline", "hub"), "'hub' is not one of 'prfaas', 'homogeneous', 'naive'"),

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import PlanError
-from prfaas_plan.workload.prefix_cache import PrefixCache
 from prfaas_plan.simulator.inputs import read_trace
 from prfaas_plan.simulator.link import LinkProfile, SharedLink, read_link_profile
 from prfaas_plan.simulator.requests import Requests
 from prfaas_plan.simulator.routing import Router
 from prfaas_plan.simulator.scheduler import AdaptiveThreshold, ShortTermRule
+from prfaas_plan.workload.prefix_cache import PrefixCache
 
 TRACE = "prfaas_plan/data/traces/mooncake_conversation_trace.jsonl"
 
@@ -127,8 +127,9 @@ def test_link_profile_reader(tmp_path):
     p.write_text("time_s,gbps\n0,100\n600,10\n900,100\n")
     prof = read_link_profile(p)
     assert prof.times_s == (0.0, 600.0, 900.0) and prof.bps == (100e9, 10e9, 100e9)
-    for body, needle in (("time_s,gbps\n0,-5\n", "gbps -5.0 must be"), ("t,g\n0,1\n", "columns time_s,gbps"),
-                         ("time_s,gbps\n5,1\n3,1\n", "goes backwards"), ("time_s,gbps\nx,1\n", ":2: expected"),
+    for body, needle in (("time_s,gbps\n0,-5\n", ":2: gbps: must be >= 0"), ("t,g\n0,1\n", "unknown column 't'"),
+                         ("time_s\n0\n", "columns time_s,gbps"), ("time_s,gbps\n0,1,7\n", ":2: expected 2 fields"),
+                         ("time_s,gbps\n5,1\n3,1\n", "goes backwards"), ("time_s,gbps\nx,1\n", ":2: time_s: expected a number"),
                          ("time_s,gbps\n", "no rows")):
         p.write_text(body)
         with pytest.raises(PlanError, match=needle):

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic import lp
-from prfaas_plan.planning import case_study as paper
-from prfaas_plan.errors import PlanError
-from prfaas_plan.layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
 from prfaas_plan.analytic.search import grid_search
 from prfaas_plan.analytic.throughput import LengthGrid, evaluate
+from prfaas_plan.errors import PlanError
+from prfaas_plan.layout import Link, homogeneous_pd, naive_heterogeneous, prfaas_pd
+from prfaas_plan.planning import case_study as paper
 from prfaas_plan.workload import TruncatedLogNormal
 
 GRID = LengthGrid.from_distribution(TruncatedLogNormal(9.9, 1.0, 128, 128_000), 1024)

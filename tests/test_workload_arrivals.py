@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from prfaas_plan.errors import PlanError
-from prfaas_plan.workload import (BUNDLED_TRACE, empirical_rate, gamma_arrivals, load_trace,
-                                  mmpp_arrivals, poisson_arrivals, rescale, trace_arrivals)
+from prfaas_plan.workload import (
+    BUNDLED_TRACE,
+    empirical_rate,
+    gamma_arrivals,
+    load_trace,
+    mmpp_arrivals,
+    poisson_arrivals,
+    rescale,
+    trace_arrivals,
+)
 
 
 def _cv(times: np.ndarray) -> float:

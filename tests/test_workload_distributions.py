@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.errors import PlanError
-from prfaas_plan.workload import Empirical, Fixed, LogNormal, TruncatedLogNormal, Uniform
+from prfaas_plan.workload import (
+    Empirical,
+    Fixed,
+    LogNormal,
+    TruncatedLogNormal,
+    Uniform,
+)
 
 PAPER = TruncatedLogNormal(9.90, 1.00, 128, 131072)
 PARAMETRIC = [PAPER, LogNormal(8.0, 1.5), Uniform(128, 32768), TruncatedLogNormal(7.0, 2.0, 1000, math.inf)]

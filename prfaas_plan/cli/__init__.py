@@ -56,11 +56,20 @@ def run(argv: list[str] | None = None) -> int:
         print(f"error: {exc.format_message()}", file=sys.stderr)
         return 2
     except exit_types as exc:
+        if exc.exit_code == 130:  # typer turns Ctrl-C inside a command into a silent Exit(130)
+            print("error: interrupted", file=sys.stderr)
         return exc.exit_code
-    except abort_types:
-        print("error: aborted", file=sys.stderr)
+    except (KeyboardInterrupt, *abort_types):
+        print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    if result == 130:  # click returns typer's Exit(130) for a Ctrl-C inside a command
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    from ..profiles.store import broken_profiles
+
+    for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
+        print(f"warning: skipped profile {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

@@ -35,7 +35,7 @@ def _summary(m: ModelProfile) -> list[str]:
              f"KV cache {A.kv_bytes_per_token(m):,} B/token ({m.kv_dtype})",
              f"fixed state {A.fixed_state_bytes(m):,} B/request"
              + (f" ({m.state_dtype} state, {m.conv_dtype} conv)" if A.fixed_state_bytes(m) else "")]
-    for g in m.groups("swa"):
+    for g in m.cached_as("window"):
         lines.append(f"sliding window {A.swa_bytes_per_token(m):,} B/token, capped at {g.window} tokens")
     return lines
 

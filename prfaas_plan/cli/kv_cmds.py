@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..output.report import Column, Report, Section
-from ..units import parse_lengths
+from ..units import MAX_CHIPS, parse_lengths
 from .app import app
 from .envelope import emit
 from .options import FormatOpt
@@ -16,7 +16,7 @@ def kv_cmd(
     model: list[str] = typer.Option(..., "--model", "-m", help="Model name or alias (repeatable)."),
     length: list[str] = typer.Option(["1k", "8k", "32k", "128k"], "--len", "-l",
                                      help="Uncached prompt length(s), e.g. 32k or 1k,8k (K = 1024)."),
-    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel ranks: >1 gives the bytes a "
+    tp: int = typer.Option(1, "--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks: >1 gives the bytes a "
                            "TP transfer moves when KV heads are replicated across ranks."),
     fmt: FormatOpt = "table",
 ) -> None:

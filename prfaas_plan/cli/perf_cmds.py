@@ -46,8 +46,8 @@ def _pct(v) -> str:
 
 
 def _prefill_section(chosen, roof, measured, lengths: list[int], serving: list | None) -> Section:
-    from ..performance.base import busy_s
     from ..performance import source_kind
+    from ..performance.base import busy_s
 
     l = np.asarray(lengths, dtype=float)
     t, t_roof, busy = chosen.latency_s(l), roof.latency_s(l), busy_s(chosen, l)
@@ -288,7 +288,11 @@ def calibrate_cmd(
     """Fit chip efficiencies and serving-stack overheads jointly on measured points; report every point and
     in-sample, leave-one-out and leave-one-model-out errors per chip and per stack."""
     from ..performance.calibrate import fit_joint
-    from ..performance.measurements import BUNDLED_FILES, load_measurements, resolve_path
+    from ..performance.measurements import (
+        BUNDLED_FILES,
+        load_measurements,
+        resolve_path,
+    )
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
     from ..profiles import get_stack
 

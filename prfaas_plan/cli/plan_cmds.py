@@ -8,7 +8,6 @@ import typer
 
 from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
-from .stack_option import StackOption
 from .app import app
 from .envelope import emit
 from .options import (
@@ -46,6 +45,7 @@ from .options import (
     WeightDtype,
     Workload,
 )
+from .stack_option import StackOption
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,

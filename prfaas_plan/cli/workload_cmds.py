@@ -12,7 +12,7 @@ import typer
 
 from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
-from ..units import parse_lengths
+from ..units import MAX_TOKENS, parse_lengths
 from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
 from .app import app
 from .envelope import emit
@@ -33,7 +33,7 @@ def describe_cmd(
         None, "--prefix-cache/--no-prefix-cache",
         help="Replay the trace's hash ids through an LRU prefix cache so input lengths are uncached "
              "lengths (default: on when the trace has hash ids)."),
-    block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", min=1,
+    block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", min=1, max=MAX_TOKENS,
                                    help="Tokens per hash id of the trace."),
     cache_blocks: Optional[int] = typer.Option(None, "--cache-blocks", min=1,
                                                help="Prefix-cache capacity in blocks (default unlimited)."),

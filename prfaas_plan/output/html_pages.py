@@ -9,8 +9,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .html import (NONFINITE, Result, card, card_for, cell_value, e, figure, fmt, key_value_table, notes_list, page,
-                   table)
+from .html import (
+    NONFINITE,
+    Result,
+    card,
+    card_for,
+    cell_value,
+    e,
+    figure,
+    fmt,
+    key_value_table,
+    notes_list,
+    page,
+    table,
+)
 from .plots import figure_svg
 
 WIDE = 6  # a one-row section with more columns than this reads better as quantity | value

@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..errors import PlanError
 from ..profiles import HardwareProfile, get_hardware
 from ..units import parse_chip_count
 
@@ -33,7 +34,11 @@ def parse_instance(text: str | Instance, what: str = "--instance") -> Instance:
     if isinstance(text, Instance):
         return text
     cc = parse_chip_count(text, what)
-    return Instance(get_hardware(cc.chip), cc.count)
+    try:
+        chip = get_hardware(cc.chip)
+    except PlanError as exc:
+        raise PlanError(f"{what} {str(text)!r}: {exc}") from None
+    return Instance(chip, cc.count)
 
 
 @runtime_checkable

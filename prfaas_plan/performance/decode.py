@@ -21,10 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arithmetic as A
-from ..profiles import GROWING_KINDS, WINDOW_KINDS, ModelProfile, StackProfile, get_model, get_stack
+from ..profiles import ModelProfile, StackProfile, get_model, get_stack
 from .base import DecodeCapacity, Instance, parse_instance
 from .constants import ChipConstants, chip_constants
-from .operators import Parallel, kv_bytes_per_token_per_chip, pass_work, state_bytes_per_chip
+from .operators import (
+    Parallel,
+    kv_bytes_per_token_per_chip,
+    pass_work,
+    state_bytes_per_chip,
+)
 from .roofline import pass_seconds
 
 MEM_FRACTION = 0.9  # share of HBM for weights + KV pool (SGLang mem_fraction_static ~0.88-0.9), assumed
@@ -55,9 +60,9 @@ def decode_memory(model: ModelProfile | str, instance: Instance | str, context_t
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
     per_request = state_bytes_per_chip(model, tp)
-    for g in model.groups(*GROWING_KINDS):
+    for g in model.cached_as("growing"):
         per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, tp)
-    for g in model.groups(*WINDOW_KINDS):
+    for g in model.cached_as("window"):
         per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, tp)
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
 

@@ -39,10 +39,11 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._data import REFERENCE_DIR
 from .. import arithmetic as A
-from ..errors import PlanError
+from .._data import REFERENCE_DIR
+from ..errors import PlanError, closest_names
 from ..profiles import get_model, get_stack
+from ..units import parse_finite, parse_length
 from .base import parse_instance
 from .kv_throughput import with_state_dtype
 
@@ -61,6 +62,7 @@ GENERIC_COLUMNS = ("model", "instance", "len_tokens", "stack", "ttft_s", "latenc
 PAPER_FILE = "paper_kv_throughput_8xh200.csv"
 BUNDLED_FILES = ("nvidia_silicon_sample_subset.csv", PAPER_FILE, "paper_internal_1t_8xh200.csv",
                  "mooncake_h20_qwen3_235b_pd.csv", "lmsys_antgroup_h20_deepseek_r1.csv")
+MAX_MEASUREMENTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -109,14 +111,18 @@ def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, st
     return s_kv * 8 / (gbps * 1e9), note
 
 
+MAX_LATENCY_S = 1e5  # a prefill measured in more than a day is not a prefill measurement
+
+
 def _number(row: dict, key: str, where: str, cast=float):
-    try:
-        value = cast(row[key])
-    except (KeyError, TypeError, ValueError):
-        raise PlanError(f"{where}: column '{key}' must be a number, not {row.get(key)!r}") from None
-    if not value > 0:
-        raise PlanError(f"{where}: column '{key}' must be positive, not {row.get(key)!r}")
-    return value
+    """A positive finite number from a CSV cell; ``cast=int`` also requires a whole number of at most
+    `units.MAX_TOKENS` (lengths, GPU counts)."""
+    if cast is int:
+        text = str(row.get(key, "")).strip()
+        if not text.isdigit():
+            raise PlanError(f"{where}: column '{key}' must be a whole number, not {row.get(key)!r}")
+        return parse_length(text, f"{where}: column '{key}'")
+    return parse_finite(row.get(key), f"{where}: column '{key}'", positive=True)
 
 
 def _optional(row: dict, key: str, where: str, cast=float):
@@ -127,7 +133,10 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
     for key in ("model", "instance", "len_tokens", "stack"):
         if not row.get(key):
             raise PlanError(f"{where}: missing column '{key}'")
-    model = get_model(row["model"]).name
+    try:
+        model = get_model(row["model"]).name
+    except PlanError as exc:
+        raise PlanError(f"{where}: {exc}") from None
     parse_instance(row["instance"], f"{where}: instance")
     stack = get_stack(row["stack"]).name
     length = _number(row, "len_tokens", where, int)
@@ -139,6 +148,10 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
         ttft, derived = latency_from_kv_throughput(model, length, _number(row, "kv_throughput_gbps", where),
                                                    (row.get("state_dtype") or "").lower(), where)
     tpot, busy = _optional(row, "tpot_s", where), _optional(row, "busy_s", where)
+    ttft_column = "ttft_s" if row.get("ttft_s") else "latency_s"
+    for column, value in ((ttft_column, ttft), ("tpot_s", tpot), ("busy_s", busy)):
+        if value is not None and value > MAX_LATENCY_S:
+            raise PlanError(f"{where}: column '{column}' {value:g} s is more than {MAX_LATENCY_S:g} s")
     if ttft is None and tpot is None and busy is None:
         raise PlanError(f"{where}: each row needs ttft_s (or latency_s / kv_throughput_gbps), tpot_s or busy_s")
     output = _optional(row, "output_tokens", where, int) or 0
@@ -178,6 +191,8 @@ def _convert(header: list[str], row: dict, where: str, default_source: str, defa
                "source": "arXiv 2604.15039 Table 5 (8xH200, in-house vLLM); lengths as the prfaas-1t profile reads them"}
     elif all(k in header for k in MOONCAKE_KEYS):
         ttft, transfer = _number(row, "ttft_ms", where), _number(row, "transfer_ms", where)
+        if transfer >= ttft:
+            raise PlanError(f"{where}: transfer_ms {transfer:g} is not below ttft_ms {ttft:g}")
         row = {"model": "qwen3-235b", "instance": "8xH20-3e", "stack": "mooncake-sglang-pd",
                "len_tokens": row["prompt_len_tokens"], "latency_s": repr((ttft - transfer) / 1e3),
                "source": MOONCAKE_SOURCE}
@@ -198,8 +213,7 @@ def _convert(header: list[str], row: dict, where: str, default_source: str, defa
     else:
         unknown = sorted(set(header) - set(GENERIC_COLUMNS))
         if unknown:
-            raise PlanError(f"{where}: unknown column(s) {', '.join(unknown)} (expected some of "
-                            f"{', '.join(GENERIC_COLUMNS)})")
+            raise PlanError(f"{where}: unknown column {unknown[0]!r}; {closest_names(unknown[0], GENERIC_COLUMNS)}")
         row = {**{k: v for k, v in defaults.items() if v}, **{k: v for k, v in row.items() if v}}
     return _generic(row, where, default_source)
 
@@ -235,6 +249,9 @@ def load_measurements(path: str | Path, defaults: dict | None = None) -> tuple[l
     if len(lines) < 2:
         raise PlanError(f"{path}: expected a header row and at least one measurement")
     header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
+    if len(lines) - 1 > MAX_MEASUREMENTS:
+        raise PlanError(f"{path}: {len(lines) - 1:,} measurements, more than the cap of {MAX_MEASUREMENTS:,} "
+                        "(calibration fits a handful of constants; thin the file)")
     points, excluded = [], []
     for lineno, line in lines[1:]:
         values = next(csv.reader(io.StringIO(line)))

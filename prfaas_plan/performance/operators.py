@@ -94,7 +94,7 @@ def kv_bytes_per_token_per_chip(model: ModelProfile, g: AttentionGroup, tp: int)
     GQA/SWA split KV heads across chips but never below one head per chip (heads are replicated when
     ``tp`` exceeds them); MLA's latent has no head dimension, so every chip holds all of it.
     """
-    share = max(1 / g.num_kv_heads, 1 / tp) if g.kind in ("gqa", "swa") else 1.0
+    share = g.rule.kv_share_per_chip(g, tp)
     return A.kv_elements_per_token(g) * share * dtype_bytes(model.kv_dtype, model.name)
 
 
@@ -146,16 +146,9 @@ def _core_flops_per_pair(g: AttentionGroup, phase: str) -> float:
     absorbed (queries attend to the latent: score over latent + rope, value over latent), as SGLang and
     vLLM do.
     """
-    if g.kind == "mla" and phase == "decode":
-        return 2.0 * g.num_heads * (2 * g.kv_lora_rank + g.qk_rope_head_dim)
+    if phase == "decode":
+        return g.rule.decode_flops_per_pair(g)
     return float(A.attention_core_flops(g, 1))
-
-
-def _linear_dims(g: AttentionGroup) -> tuple[int, int, int]:
-    """(heads, key dim, value dim) of a linear-attention layer."""
-    if g.kind == "gated_deltanet":
-        return g.num_value_heads, g.key_head_dim, g.value_head_dim
-    return g.num_heads, g.head_dim, g.head_dim
 
 
 def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict) -> dict[str, _Terms]:
@@ -169,14 +162,14 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
         width = params / h  # summed output width of the projections, per token
         terms["attn_proj"].add("T", n * 2.0 * params / tp, n * ab * (2 * h + 2 * width / tp))
         terms["attn_proj"].add("one", 0.0, n * params * wb / tp)
-        if g.kind in ("gqa", "mla", "swa"):
-            qk = g.qk_nope_head_dim + g.qk_rope_head_dim if g.kind == "mla" else g.head_dim
-            qo = g.num_heads / tp * (qk + g.v_head_dim) * ab
-            if g.kind == "mla" and phase == "prefill":
+        cache = g.rule.cache
+        if cache in ("growing", "window"):
+            qo = g.num_heads / tp * g.rule.query_output_width(g) * ab
+            if phase == "prefill" and g.rule.decompresses_at_prefill:
                 qo *= 2  # the decompressed per-head K and V are written and read back
             flops = n * _core_flops_per_pair(g, phase) / tp
             kv = n * kv_bytes_per_token_per_chip(model, g, tp)
-            if g.kind == "swa":
+            if cache == "window":
                 key = f"swa{g.window}"
                 if key not in bases:
                     c, q, R = bases["c"], bases["q"], bases["R"]
@@ -190,7 +183,7 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
                 terms["attn_full"].add("kvtok", 0.0, kv)
                 terms["attn_full"].add("T", 0.0, n * qo)
         else:
-            heads, dk, dv = _linear_dims(g)
+            heads, dk, dv = g.rule.linear_dims(g)
             state = A.recurrent_state_elements(g) / tp * dtype_bytes(model.state_dtype, model.name)
             conv = A.conv_state_elements(g) / tp * dtype_bytes(model.conv_dtype, model.name)
             recurrent = float(A.attention_core_flops(g, 1))  # per token, all heads
@@ -201,7 +194,7 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
                 # chunk (C/2 keys on average for scores and values); delta-rule kinds (KDA, GDN) spend as
                 # much again on the WY/UT transform. Chunk-boundary states are written and read back; the
                 # final state is written (and an initial one read when there is a cached prefix).
-                intra = LINEAR_CHUNK * (dk + dv) * heads * (2 if g.kind != "lightning" else 1)
+                intra = LINEAR_CHUNK * (dk + dv) * heads * g.rule.chunk_intra_factor()
                 lin.add("T", n * (recurrent + intra) / tp, n * (qkvo + 2 * state / LINEAR_CHUNK))
                 lin.add("first", 0.0, n * (state + conv))
             else:

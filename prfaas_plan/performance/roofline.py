@@ -18,7 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..profiles import Calibration, HardwareProfile, ModelProfile, StackProfile, get_stack
+from ..profiles import (
+    Calibration,
+    HardwareProfile,
+    ModelProfile,
+    StackProfile,
+    get_stack,
+)
 from .base import Instance
 from .constants import ChipConstants, chip_constants
 from .operators import OpWork, Parallel, pass_work

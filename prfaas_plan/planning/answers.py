@@ -139,10 +139,6 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     check_servable(plan)
     ev = plan.best
     offloads = ev.layout.remote is not None and ev.layout.remote.instances > 0
-    if threshold is None and offloads and ev.p_remote < 1e-3 and _link_starves_offload(plan, sc):
-        raise PlanError(f"--link {sc.link.bandwidth_bps / 1e9:g} Gbps is too small for any offload: the link "
-                        f"limits offload to {ev.p_remote:.2%} of requests (local-only carries {ev.lambda_max:.3g} "
-                        "req/s); use a larger --link or compare against homogeneous PD")
     notes = list(sc.notes) + perf_notes(perf) + ([_link_note(plan, sc)] if offloads else []) + [
         f"TTFT method: {plan.ttft.method}", COST_NOTE]
     if threshold is not None:

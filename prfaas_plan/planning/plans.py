@@ -11,7 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..analytic.search import GridResult, grid_search, per_support_step, threshold_candidates
+from ..analytic.search import (
+    GridResult,
+    grid_search,
+    per_support_step,
+    threshold_candidates,
+)
 from ..analytic.throughput import (
     Evaluation,
     LengthGrid,

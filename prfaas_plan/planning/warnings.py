@@ -26,6 +26,13 @@ def plan_warnings(plan, sc) -> list[PlanWarning]:
     ev, perf = plan.best, plan.perf
     out = []
     util = ev.stage_utilization
+    if ev.layout.remote is not None and ev.p_remote < 1e-3 and ev.bounds["link"] <= ev.bounds["remote_prefill"]:
+        # Any positive link is a valid input (units.MIN_LINK_BPS is the floor: 1 bit/s); one too slow to
+        # carry offloaded KV gives a plan that offloads (almost) nothing, said here rather than refused.
+        out.append(PlanWarning("link-prevents-offload",
+                               f"the {sc.link.bandwidth_bps / 1e9:g} Gbps link limits offload to {ev.p_remote:.2%} "
+                               "of requests: this plan is in effect homogeneous PD on the local cluster; a larger "
+                               "--link is needed for PrfaaS to help"))
     if ev.layout.remote is not None and util["remote_prefill"] < REMOTE_UNDERUSED_BELOW:
         out.append(PlanWarning("remote-underused",
                                f"the remote prefill cluster is only {util['remote_prefill']:.0%} utilized at the "

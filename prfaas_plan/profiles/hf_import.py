@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PlanError
+from .kinds import KINDS
+from .schema import MAX_CONTEXT, MAX_LAYERS
 
 CONFIG = "config.json"
 _REQUIRED = object()
@@ -37,6 +39,8 @@ def read_hf_config(path: str | Path) -> dict:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    except RecursionError:
+        raise PlanError(f"{path}: malformed JSON (nested too deeply)") from None
     if not isinstance(config, dict):
         raise PlanError(f"{path}: expected a JSON object at the top level")
     return config
@@ -89,11 +93,13 @@ class _Reader:
             self.sources[target] = f"{CONFIG} field {found[0]}{note}"
         return found[1]
 
-    def count(self, target: str, *fields: str, minimum: int = 1, **kw: Any) -> int:
-        """An integer field (>= ``minimum``), see `value`."""
+    def count(self, target: str, *fields: str, minimum: int = 1, maximum: int = MAX_CONTEXT, **kw: Any) -> int:
+        """An integer field in [``minimum``, ``maximum``] (the cap keeps layer lists and sizes built from
+        it bounded), see `value`."""
         value = self.value(target, *fields, **kw)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.error(f"field '{self.path(*fields)}' must be an integer >= {minimum}, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise self.error(f"field '{self.path(*fields)}' must be an integer from {minimum} to {maximum:,}, "
+                             f"not {str(value)[:40]!r}")
         return value
 
     def int_list(self, target: str, field: str, length: int | None = None, note: str = "") -> list[int]:
@@ -402,6 +408,9 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     types = [scope.get("model_type") for _, scope in reversed(r.scopes) if scope.get("model_type")]
     if not types:
         raise r.error("missing field 'model_type'")
+    for t in types:
+        if not isinstance(t, str):
+            raise r.error(f"field 'model_type' must be a string, not {str(t)[:40]!r}")
     model_type = next((t for t in types if t in _ARCHITECTURES), None)
     if model_type is None:
         raise r.error(f"unsupported model_type {types[0]!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
@@ -412,7 +421,7 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
                       "pass one with --name")
     profile: dict[str, Any] = {"kind": "model", "name": _profile_name(name or repo_name, label),
                                "display_name": repo_name or name}
-    n = r.count("num_layers", "num_hidden_layers")
+    n = r.count("num_layers", "num_hidden_layers", maximum=MAX_LAYERS)
     profile["num_layers"] = n
     profile["hidden_size"] = r.count("hidden_size", "hidden_size")
     profile["vocab_size"] = r.count("vocab_size", "vocab_size")
@@ -421,7 +430,7 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     attention, ffn = _ARCHITECTURES[model_type](r, n)
     profile["attention"] = attention
     profile["ffn"] = ffn
-    recurrent = any(g["kind"] in ("kda", "gated_deltanet") for g in attention)
+    recurrent = any(KINDS[g["kind"]].cache == "recurrent" for g in attention)
     profile["dtypes"] = _dtypes(r, recurrent)
     origin = f" ({Path(source).name})" if source else ""
     profile["sources"] = {"architecture": f"Hugging Face {CONFIG}{origin}, model_type {model_type}, "

@@ -6,13 +6,14 @@ to where it came from, or ``assumed: why``.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Annotated, Any
 
-from ..errors import PlanError
-from .efficiency import calibration_from_dict
+from ..errors import PlanError, closest_names
+from .efficiency import KERNEL_DEFAULTS, Calibration
+from .kinds import KINDS
 from .schema import (
-    _ATTN_FIELDS,
-    ATTENTION_KINDS,
+    DTYPE_BYTES,
     AttentionGroup,
     HardwareProfile,
     MeasuredPrefill,
@@ -23,211 +24,299 @@ from .schema import (
 )
 
 
-class _Fields:
-    """Typed access to one mapping of a profile, raising `PlanError` that names file and field."""
+@functools.cache
+def _model_schemas():
+    """The pydantic schemas of a model profile (built on first use; see `validation`)."""
+    from typing import Literal
 
-    def __init__(self, data: Any, where: str):
-        if not isinstance(data, dict):
-            raise PlanError(f"{where}: expected a mapping")
-        self.data = data
-        self.where = where
+    from pydantic import Field, create_model
 
-    def get(self, key: str, typ: type, default: Any = ..., minimum: float | None = None) -> Any:
-        if key not in self.data or self.data[key] is None:
-            if default is ...:
-                raise PlanError(f"{self.where}: missing field '{key}'")
-            return default
-        value = self.data[key]
-        try:
-            if typ is int:
-                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                    raise ValueError
-                value = int(value)
-            elif typ is float:
-                if isinstance(value, bool):
-                    raise ValueError
-                value = float(value)
-            elif typ is bool:
-                if not isinstance(value, bool):
-                    raise ValueError
-            elif typ is str:
-                value = str(value)
-        except (TypeError, ValueError):
-            raise PlanError(f"{self.where}: field '{key}' must be {typ.__name__}, not {value!r}") from None
-        if minimum is not None and value < minimum:
-            raise PlanError(f"{self.where}: field '{key}' must be >= {minimum}, not {value!r}")
-        return value
+    from .schema import MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_LAYERS, MAX_VOCAB
+    from .validation import LowerName, Name, NonNegative, Strict, Text
+
+    Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+    OptDim = Annotated[int, Field(ge=0, le=MAX_DIM)]
+    Layer = Annotated[int, Field(ge=0, lt=MAX_LAYERS)]
+    DType = LowerName
+
+    class LayerRange(Strict):
+        start: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = 0
+        stop: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
+        step: Annotated[int, Field(ge=1, le=MAX_LAYERS)] = 1
+
+    Layers = Literal["rest"] | Annotated[list[Layer], Field(max_length=MAX_LAYERS)] | LayerRange
+
+    class MoESchema(Strict):
+        num_experts: Annotated[int, Field(ge=1, le=MAX_EXPERTS)]
+        top_k: Annotated[int, Field(ge=1, le=MAX_EXPERTS)]
+        expert_intermediate: Dim
+        shared_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS)] = 0
+        shared_intermediate: OptDim = 0
+        latent_dim: OptDim = 0
+
+    class FFNSchema(Strict):
+        moe: MoESchema | None = None
+        dense_layers: Layers = []
+        dense_intermediate: OptDim = 0
+
+    class DTypes(Strict):
+        weights: DType = "bf16"
+        experts: DType | None = None
+        kv_cache: DType = "bf16"
+        state: DType = "fp32"
+        conv_state: DType = "bf16"
+
+    class Published(Strict):
+        total: NonNegative
+        active: NonNegative
+
+    class Point(Strict):
+        len_tokens: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
+        latency_s: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+        cache_mib: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)] = 0.0
+
+    class Measured(Strict):
+        instance: Name
+        points: Annotated[list[Point], Field(min_length=2, max_length=10_000)]
+        source: Text
+
+    class ModelDoc(Strict):
+        kind: Literal["model"] | None = None
+        name: Name
+        display_name: Name | None = None
+        aliases: Annotated[list[Name], Field(max_length=100)] = []
+        num_layers: Annotated[int, Field(ge=1, le=MAX_LAYERS)]
+        hidden_size: Dim
+        vocab_size: Annotated[int, Field(ge=1, le=MAX_VOCAB)]
+        max_context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
+        attention: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_LAYERS)]
+        ffn: FFNSchema = FFNSchema()
+        dtypes: DTypes = DTypes()
+        tie_word_embeddings: bool = False
+        published_params: Published | None = None
+        reconstruction: str = ""
+        measured_prefill: list[Measured] = []
+        sources: Annotated[dict[str, str], Field(min_length=1)]
+
+    def group_schema(kind_name: str):
+        kind = KINDS[kind_name]
+        fields: dict[str, Any] = {"kind": (str, ...), "layers": (Layers, ...)}
+        for f in kind.required:
+            fields[f] = (Annotated[int, Field(ge=1, le=MAX_DIM)], ...)
+        for f in kind.optional:
+            fields[f] = (OptDim, 0)
+        if kind.gated:
+            fields["output_gate"] = (bool, False)
+        return create_model(f"{type(kind).__name__}Group", __base__=Strict, **fields)
+
+    return ModelDoc, functools.cache(group_schema)
 
 
-def _layer_list(value: Any, num_layers: int, where: str) -> tuple[int, ...]:
-    """Layers as a list of 0-based ints, or ``{start, stop, step}`` (stop exclusive); a group may say
-    ``layers: rest`` for every layer the other groups do not name."""
-    if isinstance(value, dict):
-        f = _Fields(value, where)
-        value = list(range(f.get("start", int, 0), f.get("stop", int, num_layers), f.get("step", int, 1)))
-    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
-        raise PlanError(f"{where}: 'layers' must be a list of 0-based layer indices")
-    for i in value:
-        if not 0 <= i < num_layers:
+def _layers(spec: Any, num_layers: int, where: str) -> tuple[int, ...]:
+    """Layers as validated by the schema (a list, a ``{start, stop, step}`` range with stop exclusive),
+    checked against the model's depth; ``rest`` is resolved by the caller."""
+    if not isinstance(spec, list):
+        stop = num_layers if spec.stop is None else spec.stop
+        spec = list(range(spec.start, stop, spec.step))
+    for i in spec:
+        if i >= num_layers:
             raise PlanError(f"{where}: layer {i} outside 0..{num_layers - 1}")
-    return tuple(value)
+    return tuple(spec)
 
 
 def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
     """Validate a model profile mapping (as read from YAML) into a `ModelProfile`."""
-    f = _Fields(data, path)
-    name = f.get("name", str).lower()
-    num_layers = f.get("num_layers", int, minimum=1)
-    groups = []
-    raw_groups = data.get("attention")
-    if not isinstance(raw_groups, list) or not raw_groups:
-        raise PlanError(f"{path}: missing field 'attention' (a list of layer groups)")
-    seen: dict[int, str] = {}
-    explicit = set()
-    for raw in raw_groups:
-        if isinstance(raw, dict) and raw.get("layers") != "rest":
-            explicit.update(_layer_list(raw.get("layers"), num_layers, f"{path}: attention"))
-    for gi, raw in enumerate(raw_groups):
+    from .validation import check
+
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping")
+    ModelDoc, group_schema = _model_schemas()
+    doc = check(ModelDoc, data, path)
+    name = doc.name.lower()
+    n = doc.num_layers
+    raw_groups = []
+    for gi, raw in enumerate(doc.attention):
         where = f"{path}: attention[{gi}]"
-        g = _Fields(raw, where)
-        kind = g.get("kind", str).lower()
-        if kind not in _ATTN_FIELDS:
-            raise PlanError(f"{where}: unknown attention kind {kind!r}; expected one of {', '.join(ATTENTION_KINDS)}")
-        if raw.get("layers") == "rest":  # every layer no other group names
-            layers = tuple(i for i in range(num_layers) if i not in explicit)
-        else:
-            layers = _layer_list(raw.get("layers"), num_layers, where)
-        kwargs: dict[str, Any] = {}
-        for key, typ in _ATTN_FIELDS[kind].items():
-            if key == "output_gate":
-                kwargs[key] = g.get(key, bool, False)
-            elif typ is None:
-                kwargs[key] = g.get(key, int, 0, minimum=0)
-            else:
-                kwargs[key] = g.get(key, typ, minimum=1)
-        if kind in ("gqa", "swa") and not kwargs.get("v_head_dim"):
-            kwargs["v_head_dim"] = kwargs["head_dim"]
+        kind = raw.get("kind")
+        if not isinstance(kind, str):
+            raise PlanError(f"{where}: missing field 'kind' (one of {', '.join(KINDS)})")
+        if kind.lower() not in KINDS:
+            raise PlanError(f"{where}: unknown attention kind {kind!r}; {closest_names(kind, KINDS)}")
+        raw_groups.append(check(group_schema(kind.lower()), dict(raw, kind=kind.lower()), path, ("attention", gi)))
+    explicit = set()
+    for gi, g in enumerate(raw_groups):
+        if g.layers != "rest":
+            explicit.update(_layers(g.layers, n, f"{path}: attention[{gi}]"))
+    groups = []
+    seen: dict[int, str] = {}
+    for gi, g in enumerate(raw_groups):
+        where = f"{path}: attention[{gi}]"
+        layers = (tuple(i for i in range(n) if i not in explicit) if g.layers == "rest"
+                  else _layers(g.layers, n, where))
         for i in layers:
             if i in seen:
                 raise PlanError(f"{where}: layer {i} is already {seen[i]}")
-            seen[i] = kind
-        groups.append(AttentionGroup(kind=kind, layers=layers, **kwargs))
-    missing = [i for i in range(num_layers) if i not in seen]
+            seen[i] = g.kind
+        rule = KINDS[g.kind]
+        values = rule.complete(g.model_dump(exclude={"kind", "layers"}))
+        group = AttentionGroup(kind=g.kind, layers=layers, **values)
+        problem = rule.check(group)
+        if problem:
+            raise PlanError(f"{where}: {problem}")
+        groups.append(group)
+    missing = [i for i in range(n) if i not in seen]
     if missing:
         raise PlanError(f"{path}: layers {missing[:5]} have no attention group")
 
     moe = None
     moe_layers: tuple[int, ...] = ()
-    ffn = _Fields(data.get("ffn", {}), f"{path}: ffn")
-    if "moe" in ffn.data and ffn.data["moe"] is not None:
-        m = _Fields(ffn.data["moe"], f"{path}: ffn.moe")
-        moe = MoE(
-            num_experts=m.get("num_experts", int, minimum=1),
-            top_k=m.get("top_k", int, minimum=1),
-            expert_intermediate=m.get("expert_intermediate", int, minimum=1),
-            shared_experts=m.get("shared_experts", int, 0, minimum=0),
-            shared_intermediate=m.get("shared_intermediate", int, 0, minimum=0),
-            latent_dim=m.get("latent_dim", int, 0, minimum=0),
-        )
+    ffn = doc.ffn
+    if ffn.moe is not None:
+        moe = MoE(**ffn.moe.model_dump())
         if moe.top_k > moe.num_experts:
             raise PlanError(f"{path}: ffn.moe: top_k {moe.top_k} exceeds num_experts {moe.num_experts}")
-        dense = _layer_list(ffn.data.get("dense_layers", []), num_layers, f"{path}: ffn.dense_layers")
-        moe_layers = tuple(i for i in range(num_layers) if i not in set(dense))
-    dense_inter = ffn.get("dense_intermediate", int, 0, minimum=0)
-    if (moe is None or len(moe_layers) < num_layers) and dense_inter <= 0:
+        if ffn.dense_layers == "rest":
+            raise PlanError(f"{path}: ffn.dense_layers: 'rest' is for attention groups; list the dense layers")
+        dense = set(_layers(ffn.dense_layers, n, f"{path}: ffn.dense_layers"))
+        moe_layers = tuple(i for i in range(n) if i not in dense)
+    if (moe is None or len(moe_layers) < n) and ffn.dense_intermediate <= 0:
         raise PlanError(f"{path}: ffn: missing field 'dense_intermediate' (model has dense FFN layers)")
 
-    dt = _Fields(data.get("dtypes", {}), f"{path}: dtypes")
-    dtypes = {k: dt.get(k, str, d).lower() for k, d in
-              (("weights", "bf16"), ("kv_cache", "bf16"), ("state", "fp32"), ("conv_state", "bf16"))}
-    dtypes["experts"] = dt.get("experts", str, dtypes["weights"]).lower()
+    dt = doc.dtypes
+    dtypes = {"weights": dt.weights, "kv_cache": dt.kv_cache, "state": dt.state, "conv_state": dt.conv_state,
+              "experts": dt.experts or dt.weights}
     for k, v in dtypes.items():
         dtype_bytes(v, f"{path}: dtypes.{k}")
 
-    published = None
-    if data.get("published_params"):
-        p = _Fields(data["published_params"], f"{path}: published_params")
-        published = (p.get("total", float, minimum=0), p.get("active", float, minimum=0))
-
     measured = []
-    for mi, raw in enumerate(data.get("measured_prefill", []) or []):
-        where = f"{path}: measured_prefill[{mi}]"
-        m = _Fields(raw, where)
-        points = raw.get("points")
-        if not isinstance(points, list) or len(points) < 2:
-            raise PlanError(f"{where}: 'points' must list at least two measurements")
-        rows = [_Fields(p, f"{where}.points") for p in points]
-        lengths = tuple(r.get("len_tokens", int, minimum=1) for r in rows)
+    for mi, m in enumerate(doc.measured_prefill):
+        lengths = tuple(p.len_tokens for p in m.points)
         if list(lengths) != sorted(set(lengths)):
-            raise PlanError(f"{where}: points must have strictly increasing len_tokens")
+            raise PlanError(f"{path}: measured_prefill[{mi}]: points must have strictly increasing len_tokens")
         measured.append(MeasuredPrefill(
-            instance=m.get("instance", str),
-            lengths=lengths,
-            latency_s=tuple(r.get("latency_s", float, minimum=0) for r in rows),
-            cache_bytes=tuple(r.get("cache_mib", float, 0.0, minimum=0) * 2**20 for r in rows),
-            source=m.get("source", str),
-        ))
+            instance=m.instance, lengths=lengths, latency_s=tuple(p.latency_s for p in m.points),
+            cache_bytes=tuple(p.cache_mib * 2**20 for p in m.points), source=m.source))
 
-    sources = data.get("sources", {})
-    if not isinstance(sources, dict) or not sources:
-        raise PlanError(f"{path}: missing field 'sources' (where every number comes from)")
-
-    return ModelProfile(
+    profile = ModelProfile(
         name=name,
-        display_name=f.get("display_name", str, name),
-        num_layers=num_layers,
-        hidden_size=f.get("hidden_size", int, minimum=1),
-        vocab_size=f.get("vocab_size", int, minimum=1),
-        max_context=f.get("max_context", int, minimum=1),
+        display_name=doc.display_name or name,
+        num_layers=n,
+        hidden_size=doc.hidden_size,
+        vocab_size=doc.vocab_size,
+        max_context=doc.max_context,
         attention=tuple(groups),
         moe=moe,
         moe_layers=moe_layers,
-        dense_intermediate=dense_inter,
+        dense_intermediate=ffn.dense_intermediate,
         weight_dtype=dtypes["weights"],
         expert_dtype=dtypes["experts"],
         kv_dtype=dtypes["kv_cache"],
         state_dtype=dtypes["state"],
         conv_dtype=dtypes["conv_state"],
-        tie_word_embeddings=f.get("tie_word_embeddings", bool, False),
-        aliases=tuple(str(a).lower() for a in data.get("aliases", []) or []),
-        published_params=published,
-        reconstruction=f.get("reconstruction", str, ""),
+        tie_word_embeddings=doc.tie_word_embeddings,
+        aliases=tuple(a.lower() for a in doc.aliases),
+        published_params=(doc.published_params.total, doc.published_params.active) if doc.published_params else None,
+        reconstruction=doc.reconstruction,
         measured_prefill=tuple(measured),
-        sources={str(k): str(v) for k, v in sources.items()},
+        sources=dict(doc.sources),
         path=path,
     )
+    _check_magnitudes(profile)
+    return profile
+
+
+def _check_magnitudes(m: ModelProfile) -> None:
+    """A whole-context cache must stay an exact float64/int64 byte count (< 2^53 bytes, 9 PB)."""
+    per_token = sum(g.count * g.rule.kv_elements_per_token(g) for g in m.attention) * dtype_bytes(m.kv_dtype, m.path)
+    state = sum(g.count * (g.rule.state_elements(g) + g.rule.conv_channels(g) * g.conv_kernel) for g in m.attention)
+    full = per_token * m.max_context + state * 4  # states at most 4 bytes an element
+    if full >= 2**53:
+        raise PlanError(f"{m.path}: a {m.max_context:,}-token context would cache {float(full):.3g} bytes; "
+                        "dimensions this large are not a real model (check num_kv_heads/head_dim/layers)")
+
+
+@functools.cache
+def _hardware_schema():
+    """The pydantic schema of a hardware profile (built on first use; see `validation`)."""
+    from typing import Literal
+
+    from pydantic import Field
+
+    from .validation import Efficiency, LowerName, Name, NonNegative, Strict, Text
+
+    def bounded(high: float, low_exclusive: bool = True):
+        return Annotated[float, Field(gt=0, le=high, allow_inf_nan=False)] if low_exclusive else \
+            Annotated[float, Field(ge=0, le=high, allow_inf_nan=False)]
+
+
+    class PriceDoc(Strict):
+        purchase_usd: NonNegative
+        cloud_usd_per_hour: NonNegative
+        note: Text = "price indication"
+
+    class CalibrationDoc(Strict):   # chip constants only (profiles/efficiency.py); overheads are the stack's
+        gemm_efficiency: Annotated[dict[LowerName, Efficiency], Field(min_length=1)]
+        memory_efficiency: Efficiency
+        comm_efficiency: bounded(2.0)   # may exceed 1 where the switch reduces in-network (NVLink SHARP)
+        source: Text
+
+    class HardwareDoc(Strict):
+        kind: Literal["hardware"] | None = None
+        name: Name
+        display_name: Name | None = None
+        aliases: Annotated[list[Name], Field(max_length=100)] = []
+        peak_tflops: Annotated[dict[LowerName, bounded(1e6)],
+                               Field(min_length=1)]
+        hbm_gb: bounded(1e6)
+        hbm_tb_s: bounded(1e4)
+        scaleup_gb_s: bounded(1e6)
+        nic_gbps: bounded(1e6, low_exclusive=False) = 0.0
+        power_w: bounded(1e6, low_exclusive=False) = 0.0
+        price: PriceDoc | None = None
+        calibration: CalibrationDoc | None = None
+        sources: Annotated[dict[str, str], Field(min_length=1)]
+
+    return HardwareDoc
 
 
 def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
     """Validate a hardware profile mapping into a `HardwareProfile`."""
-    f = _Fields(data, path)
-    tf = _Fields(data.get("peak_tflops"), f"{path}: peak_tflops")
-    peak = {str(k).lower(): tf.get(k, float, minimum=0) for k in tf.data}
-    if "bf16" not in peak:
+    from .validation import check
+
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: expected a mapping")
+    doc = check(_hardware_schema(), data, path)
+    for dtype in doc.peak_tflops:
+        if dtype not in DTYPE_BYTES:
+            raise PlanError(f"{path}: peak_tflops: unknown dtype {dtype!r}; {closest_names(dtype, DTYPE_BYTES)}")
+    if "bf16" not in doc.peak_tflops:
         raise PlanError(f"{path}: peak_tflops: missing field 'bf16'")
-    price = None
-    if data.get("price"):
-        p = _Fields(data["price"], f"{path}: price")
-        price = Price(p.get("purchase_usd", float, minimum=0), p.get("cloud_usd_per_hour", float, minimum=0),
-                      p.get("note", str, "price indication"))
+    price = Price(doc.price.purchase_usd, doc.price.cloud_usd_per_hour, doc.price.note) if doc.price else None
     calibration = None
-    if data.get("calibration"):
-        calibration = calibration_from_dict(data["calibration"], f"{path}: calibration")
-    sources = data.get("sources", {})
-    if not isinstance(sources, dict) or not sources:
-        raise PlanError(f"{path}: missing field 'sources' (where every number comes from)")
+    if doc.calibration is not None:
+        gemm = dict(doc.calibration.gemm_efficiency)
+        classes = tuple(DTYPE_BYTES) + tuple(KERNEL_DEFAULTS)
+        for key in gemm:
+            if key not in classes:
+                raise PlanError(f"{path}: calibration.gemm_efficiency: unknown class {key!r}; "
+                                f"{closest_names(key, classes)}")
+        if "bf16" not in gemm:
+            raise PlanError(f"{path}: calibration.gemm_efficiency: missing field 'bf16'")
+        calibration = Calibration(gemm=gemm, memory=doc.calibration.memory_efficiency,
+                                  comm=doc.calibration.comm_efficiency, source=doc.calibration.source)
+    name = doc.name.lower()
     return HardwareProfile(
-        name=f.get("name", str).lower(),
-        display_name=f.get("display_name", str, f.get("name", str)),
-        peak_tflops=peak,
-        hbm_gb=f.get("hbm_gb", float, minimum=0.001),
-        hbm_tb_s=f.get("hbm_tb_s", float, minimum=0.001),
-        scaleup_gb_s=f.get("scaleup_gb_s", float, minimum=0.001),
-        nic_gbps=f.get("nic_gbps", float, 0.0, minimum=0),
-        power_w=f.get("power_w", float, 0.0, minimum=0),
+        name=name,
+        display_name=doc.display_name or doc.name,
+        peak_tflops=dict(doc.peak_tflops),
+        hbm_gb=doc.hbm_gb,
+        hbm_tb_s=doc.hbm_tb_s,
+        scaleup_gb_s=doc.scaleup_gb_s,
+        nic_gbps=doc.nic_gbps,
+        power_w=doc.power_w,
         price=price,
         calibration=calibration,
-        aliases=tuple(str(a).lower() for a in data.get("aliases", []) or []),
-        sources={str(k): str(v) for k, v in sources.items()},
+        aliases=tuple(a.lower() for a in doc.aliases),
+        sources=dict(doc.sources),
         path=path,
     )

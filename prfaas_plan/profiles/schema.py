@@ -6,30 +6,22 @@ Loading lives in ``store.py`` and validation in ``parse.py``; this module holds 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import PlanError
 from .efficiency import Calibration
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5, "mxfp4": 0.5, "int4": 0.5}
 
-ATTENTION_KINDS = ("gqa", "mla", "swa", "kda", "gated_deltanet", "lightning")
-GROWING_KINDS = ("gqa", "mla")          # block-level KV that grows with the prompt
-WINDOW_KINDS = ("swa",)                 # KV capped at a window
-RECURRENT_KINDS = ("kda", "gated_deltanet", "lightning")  # fixed-size state per request
+from .kinds import KINDS, AttentionKind
 
-# Fields each attention kind needs (beyond kind and layers); value None = optional.
-_ATTN_FIELDS: dict[str, dict[str, Any]] = {
-    "gqa": {"num_heads": int, "num_kv_heads": int, "head_dim": int, "v_head_dim": None, "output_gate": None},
-    "swa": {"num_heads": int, "num_kv_heads": int, "head_dim": int, "v_head_dim": None, "window": int,
-            "output_gate": None},
-    "mla": {"num_heads": int, "kv_lora_rank": int, "qk_rope_head_dim": int, "qk_nope_head_dim": int,
-            "v_head_dim": int, "q_lora_rank": None, "output_gate": None},
-    "kda": {"num_heads": int, "head_dim": int, "conv_kernel": int},
-    "gated_deltanet": {"num_key_heads": int, "num_value_heads": int, "key_head_dim": int,
-                       "value_head_dim": int, "conv_kernel": int},
-    "lightning": {"num_heads": int, "head_dim": int},
-}
+# Caps on element counts in a profile: far beyond any published model, low enough that exact int64
+# arithmetic on them (KV bytes of a whole context, FLOPs) cannot overflow. Raise them here if a real
+# architecture ever needs more.
+MAX_LAYERS = 4096
+MAX_DIM = 1 << 20          # hidden size, head dims, ranks, FFN widths (1,048,576)
+MAX_EXPERTS = 1 << 16
+MAX_VOCAB = 1 << 24
+MAX_CONTEXT = 1 << 30      # = units.MAX_TOKENS
 
 
 def dtype_bytes(name: str, where: str) -> float:
@@ -45,7 +37,7 @@ class AttentionGroup:
     """All layers of one attention kind with identical shapes.
 
     ``layers`` are 0-based layer indices. Dimensions are element counts; which fields are meaningful
-    depends on ``kind`` (see ``_ATTN_FIELDS``); unused ones are 0.
+    depends on ``kind`` (see `prfaas_plan.profiles.kinds`); unused ones are 0.
     """
 
     kind: str
@@ -70,6 +62,11 @@ class AttentionGroup:
     def count(self) -> int:
         """Number of layers in the group."""
         return len(self.layers)
+
+    @property
+    def rule(self) -> AttentionKind:
+        """The byte, state and FLOP rules of this group's kind."""
+        return KINDS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -138,6 +135,10 @@ class ModelProfile:
         """Attention groups of the given kinds."""
         return tuple(g for g in self.attention if g.kind in kinds)
 
+    def cached_as(self, cache: str) -> tuple[AttentionGroup, ...]:
+        """Attention groups of one cache class: ``"growing"``, ``"window"`` or ``"recurrent"``."""
+        return tuple(g for g in self.attention if g.rule.cache == cache)
+
     @property
     def weights_summary(self) -> str:
         """E.g. ``fp8`` or ``bf16 (experts int4)``."""
@@ -148,7 +149,7 @@ class ModelProfile:
     @property
     def attention_summary(self) -> str:
         """E.g. ``KDA 20 + MLA 7``."""
-        return " + ".join(f"{g.kind.upper().replace('GATED_DELTANET', 'GDN')} {g.count}" for g in self.attention)
+        return " + ".join(f"{g.rule.summary_name()} {g.count}" for g in self.attention)
 
 
 @dataclass(frozen=True)

@@ -132,10 +132,8 @@ def check_flops(v: ModelValidation, tm: TinyModel, tokens: np.ndarray) -> None:
     tm.prefill(tokens[:l], tm.new_cache(tm.new_pool()), fl, form="chunked")
     core = A.prefill_flops(s, l).attention_core
     lo = hi = 0
-    for g in s.groups("kda", "gated_deltanet", "lightning"):
-        heads = g.num_value_heads if g.kind == "gated_deltanet" else g.num_heads
-        dk = g.key_head_dim if g.kind == "gated_deltanet" else g.head_dim
-        dv = g.value_head_dim if g.kind == "gated_deltanet" else g.head_dim
+    for g in s.cached_as("recurrent"):
+        heads, dk, dv = g.rule.linear_dims(g)
         b = chunk_bound(l, heads, dk, dv, tm.chunk)
         lo, hi = lo + g.count * b[0], hi + g.count * b[1]
     v.add("flops", f"prefill {l}: attention core (chunked form, chunk {tm.chunk})", fl["core"], core, "FLOP",

@@ -24,7 +24,6 @@ import numpy as np
 
 from ..errors import PlanError
 
-
 # ----------------------------------------------------------------------------------------------------
 # FLOP counting
 

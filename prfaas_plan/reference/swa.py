@@ -1,8 +1,8 @@
 """Sliding-window attention (SWA) with a window-capped cache.
 
 Same projections as GQA (`prfaas_plan.reference.gqa.GQA`); the query at position p attends to keys
-``max(0, p - window + 1) .. p`` (``window`` keys including itself, as ``_window_pairs`` in
-`prfaas_plan.arithmetic` counts). The cache keeps the K and V of the last ``min(length, window)``
+``max(0, p - window + 1) .. p`` (``window`` keys including itself, as `window_pairs` in
+`prfaas_plan.profiles.kinds` counts). The cache keeps the K and V of the last ``min(length, window)``
 tokens: the new token's K/V are appended, then the oldest dropped. (Decoding the next token needs only
 ``window - 1`` of them; engines keep ``window`` slots, and so does the planner.) FLOPs as GQA.
 """

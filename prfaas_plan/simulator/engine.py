@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..analytic.throughput import PerfInputs
 from ..errors import PlanError
 from ..layout import Layout
-from ..analytic.throughput import PerfInputs
 from .link import LinkProfile
 from .requests import Requests
 from .result import SimResult
 from .routing import Router
 from .scheduler import LongTermRule, ShortTermRule
-from .schedulers import ENGINES, SCHEDULERS as _REGISTRY, get_scheduler
+from .schedulers import ENGINES, get_scheduler
+from .schedulers import SCHEDULERS as _REGISTRY
 from .system import System
 
 SCHEDULERS = tuple(_REGISTRY)

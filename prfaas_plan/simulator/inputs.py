@@ -8,12 +8,14 @@ read the same workload the same way.
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import PlanError
 from ..analytic.throughput import LengthGrid
+from ..errors import PlanError
 from ..workload import load_trace, paper_workload, poisson_window, trace_arrivals
 from .requests import Requests
 
@@ -23,11 +25,32 @@ def paper_grid(n: int = 4096) -> LengthGrid:
     return LengthGrid.from_distribution(paper_workload().input_length, n)
 
 
+DEFAULT_MAX_REQUESTS = 2_000_000  # ~0.5 GB of per-request arrays and event state
+
+
+def max_requests() -> int:
+    """How many requests one simulation may hold: ``PRFAAS_PLAN_MAX_REQUESTS`` or `DEFAULT_MAX_REQUESTS`."""
+    text = os.environ.get("PRFAAS_PLAN_MAX_REQUESTS", "")
+    if not text:
+        return DEFAULT_MAX_REQUESTS
+    if not text.isdigit() or int(text) < 1:
+        raise PlanError(f"PRFAAS_PLAN_MAX_REQUESTS {text!r}: expected a whole number >= 1")
+    return int(text)
+
+
+def _too_many(n: float, what: str) -> PlanError:
+    return PlanError(f"{what} would simulate {n:,.0f} requests, more than the cap of {max_requests():,} "
+                     "(lower --rate or --duration, or raise the cap with PRFAAS_PLAN_MAX_REQUESTS)")
+
+
 def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
     """Poisson arrivals at ``rate_rps`` for ``duration_s`` seconds with the paper's lengths and output;
-    no prefix hashes (the paper's lengths are already uncached)."""
-    if not (rate_rps > 0 and duration_s > 0):
-        raise PlanError("synthetic workload: rate and duration must be positive")
+    no prefix hashes (the paper's lengths are already uncached). At most `max_requests` requests, checked
+    before anything is drawn."""
+    if not (rate_rps > 0 and duration_s > 0 and math.isfinite(rate_rps * duration_s)):
+        raise PlanError("synthetic workload: rate and duration must be positive and finite")
+    if rate_rps * duration_s > max_requests():
+        raise _too_many(rate_rps * duration_s, f"an offered {rate_rps:g} req/s for {duration_s:g} s")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise PlanError(f"synthetic workload: seed {seed!r} must be a whole number >= 0")
     wl = paper_workload()
@@ -45,6 +68,8 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     if not p.is_file():
         raise PlanError(f"--trace {str(path)!r}: no such file")
     trace = load_trace(p, duration_s)
+    if len(trace) > max_requests():
+        raise _too_many(len(trace), f"{p}")
     if trace.arrival_s is None:
         raise PlanError(f"{p}:{int(trace.line[0])}: the simulator needs arrival timestamps")
     outputs = np.maximum(trace.output_length, 1)  # a request yields at least its first token

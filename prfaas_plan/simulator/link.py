@@ -35,34 +35,52 @@ class LinkProfile:
         return cls((start_s, start_s + duration_s), (nominal_bps * factor, nominal_bps))
 
 
+MAX_LINK_PROFILE_ROWS = 1_000_000  # one row a second for 11 days; raise here for longer recordings
+
+
 def read_link_profile(path: str | Path) -> LinkProfile:
-    """Read a CSV with columns ``time_s,gbps`` (times in seconds, non-decreasing; rates in 1e9 bit/s,
-    >= 0). Raises `PlanError` naming the file and line on anything else."""
+    """Read a CSV with exactly the columns ``time_s,gbps`` (times in seconds, non-decreasing; rates in
+    1e9 bit/s, >= 0), at most `MAX_LINK_PROFILE_ROWS` rows. Raises `PlanError` naming the file and line
+    on anything else."""
+    from ..errors import closest_names
+    from ..units import parse_finite
+
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"--link-profile {str(path)!r}: no such file")
     times: list[float] = []
     rates: list[float] = []
-    with p.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or not {"time_s", "gbps"} <= {f.strip() for f in reader.fieldnames}:
-            raise PlanError(f"{p}: expected a CSV header with columns time_s,gbps")
-        for row in reader:
-            line = reader.line_num
-            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
-            try:
-                t, g = float(row["time_s"]), float(row["gbps"])
-            except ValueError:
-                raise PlanError(f"{p}:{line}: expected numbers time_s,gbps, got "
-                                f"{row['time_s']!r},{row['gbps']!r}") from None
-            if not (math.isfinite(t) and t >= 0):
-                raise PlanError(f"{p}:{line}: time_s {t!r} must be a finite time >= 0")
-            if not (math.isfinite(g) and g >= 0):
-                raise PlanError(f"{p}:{line}: gbps {g!r} must be a finite bandwidth >= 0")
-            if times and t < times[-1]:
-                raise PlanError(f"{p}:{line}: time_s {t!r} goes backwards (previous {times[-1]!r})")
-            times.append(t)
-            rates.append(g * 1e9)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = [h.strip() for h in next(reader, [])]
+            for name in header:
+                if name not in ("time_s", "gbps"):
+                    raise PlanError(f"{p}:1: unknown column {name!r}; {closest_names(name, ('time_s', 'gbps'))}")
+            if sorted(header) != ["gbps", "time_s"]:
+                raise PlanError(f"{p}: expected a CSV header with columns time_s,gbps")
+            it, ig = header.index("time_s"), header.index("gbps")
+            for values in reader:
+                line = reader.line_num
+                if not values or not "".join(values).strip():
+                    continue
+                if len(values) != 2:
+                    raise PlanError(f"{p}:{line}: expected 2 fields time_s,gbps, got {len(values)}")
+                if len(times) >= MAX_LINK_PROFILE_ROWS:
+                    raise PlanError(f"{p}: more than {MAX_LINK_PROFILE_ROWS:,} rows (the cap is "
+                                    "MAX_LINK_PROFILE_ROWS in prfaas_plan/simulator/link.py)")
+                t = parse_finite(values[it].strip(), f"{p}:{line}: time_s", minimum=0)
+                g = parse_finite(values[ig].strip(), f"{p}:{line}: gbps", minimum=0, maximum=1e9)
+                if times and t < times[-1]:
+                    raise PlanError(f"{p}:{line}: time_s {t!r} goes backwards (previous {times[-1]!r})")
+                times.append(t)
+                rates.append(g * 1e9)
+    except UnicodeDecodeError:
+        raise PlanError(f"{p}: not a text file (expected a UTF-8 CSV time_s,gbps)") from None
+    except csv.Error as exc:
+        raise PlanError(f"{p}: malformed CSV ({exc})") from None
+    except OSError as exc:
+        raise PlanError(f"{p}: cannot read ({exc.strerror})") from None
     if not times:
         raise PlanError(f"{p}: no rows (expected time_s,gbps lines after the header)")
     return LinkProfile(tuple(times), tuple(rates))

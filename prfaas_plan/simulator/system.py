@@ -16,7 +16,6 @@ from ..layout import Layout
 from ..workload.prefix_cache import PrefixCache
 
 INF = math.inf
-_STATE_KINDS = ("kda", "gated_deltanet", "lightning", "swa")
 CACHE_LOW_WATERMARK = 0.9
 """A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
 
@@ -97,7 +96,7 @@ class System:
         model = self.perf.model
         block = block_tokens * A.kv_bytes_per_token(model)
         ckpt = 0
-        if model.groups(*_STATE_KINDS):
+        if model.cached_as("recurrent") or model.cached_as("window"):
             ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
         pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens,
                          CACHE_LOW_WATERMARK)

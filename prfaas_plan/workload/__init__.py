@@ -12,10 +12,23 @@ Lengths are tokens, times seconds, rates requests/s. Modules, one job each:
 - `summary`: the ``workload describe`` report.
 """
 
-from .arrivals import (empirical_rate, gamma_arrivals, mmpp_arrivals, poisson_arrivals, poisson_window, rescale,
-                       trace_arrivals)
-from .distributions import (Empirical, Fixed, LengthDistribution, LogNormal, TruncatedLogNormal,
-                            Uniform)
+from .arrivals import (
+                       empirical_rate,
+                       gamma_arrivals,
+                       mmpp_arrivals,
+                       poisson_arrivals,
+                       poisson_window,
+                       rescale,
+                       trace_arrivals,
+)
+from .distributions import (
+                       Empirical,
+                       Fixed,
+                       LengthDistribution,
+                       LogNormal,
+                       TruncatedLogNormal,
+                       Uniform,
+)
 from .prefix_cache import CacheReplay, PrefixCache, replay_prefix_cache
 from .traces import BUNDLED_TRACE, Trace, TraceRecord, iter_trace, load_trace
 from .workloads import Workload, from_trace, paper_workload, resolve_workload

@@ -63,7 +63,9 @@ def _gl_on(lo: float, hi: float, n: int = QUAD_NODES) -> tuple[np.ndarray, np.nd
 
 
 def _special():
-    from scipy import special  # lazy: ~0.35 s to import, only needed for log-normal quantiles
+    from scipy import (
+        special,  # lazy: ~0.35 s to import, only needed for log-normal quantiles
+    )
 
     return special
 

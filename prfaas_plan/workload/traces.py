@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .._data import TRACES_DIR
 from ..errors import PlanError
+from ..units import MAX_TOKENS
 
 BUNDLED_TRACE = TRACES_DIR / "mooncake_conversation_trace.jsonl"
 """The Mooncake conversation trace shipped with the package (12,031 Kimi requests, Apache-2.0)."""
@@ -107,22 +107,27 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# A token count beyond the planner's length cap or a timestamp beyond 2^53 ms (exact in float64; 285,000
+# years) is a corrupt line, not a request.
+MAX_TIMESTAMP_MS = 2**53
+
+
 def _whole(value, path: Path, line: int, key: str, minimum: int) -> int:
-    """A JSON number that must be a whole number >= minimum."""
+    """A JSON number that must be a whole number of tokens in [minimum, MAX_TOKENS]."""
     ok = (isinstance(value, int) and not isinstance(value, bool)) or \
         (isinstance(value, float) and value.is_integer())
-    if not ok or not minimum <= value <= INT64_MAX:
+    if not ok or not minimum <= value <= MAX_TOKENS:
         raise PlanError(f"{_where(path, line)}: {key} = {_short(value)}: expected a whole number of tokens "
-                        f">= {minimum} (and below 2^63)")
+                        f"from {minimum} to {MAX_TOKENS:,}")
     return int(value)
 
 
 def _timestamp(value, path: Path, line: int, previous: float | None) -> float:
     """A timestamp in ms (int or float >= 0, not earlier than the previous one) -> seconds."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_TIMESTAMP_MS
     if not ok:
         raise PlanError(f"{_where(path, line)}: timestamp = {_short(value)}: expected a time in "
-                        f"milliseconds >= 0")
+                        f"milliseconds from 0 to 2^53")
     seconds = value / 1000.0
     if previous is not None and seconds < previous:
         raise PlanError(f"{_where(path, line)}: timestamp {value} is earlier than the line before: expected "
@@ -228,7 +233,8 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
     except OverflowError:
         return None
     if not (np.all(np.isfinite(t)) and t[0] >= (0.0 if previous is None else previous) and np.all(t[1:] >= t[:-1])
-            and li.min() >= 1 and lo.min() >= 0 and (not flat or block_ids.min() >= 0)):
+            and t[-1] <= MAX_TIMESTAMP_MS / 1000.0 and li.min() >= 1 and lo.min() >= 0
+            and max(li.max(), lo.max()) <= MAX_TOKENS and (not flat or block_ids.min() >= 0)):
         return None
     return t, li, lo, block_ids, np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
 
@@ -299,7 +305,7 @@ def _head(part: tuple, k: int) -> tuple:
 
 def _csv_int(text: str, path: Path, line: int, key: str, minimum: int) -> int:
     try:
-        value = float(text)
+        value = int(text) if text.strip().isdigit() else float(text)
     except ValueError:
         raise PlanError(f"{_where(path, line)}: {key} = {_short(text)}: expected a whole number of tokens "
                         f">= {minimum}") from None
