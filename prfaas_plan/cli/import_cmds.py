@@ -9,10 +9,10 @@ from typing import Optional
 import typer
 import yaml
 
-from .. import arithmetic as A
 from ..errors import PlanError
 from ..output.report import write_atomic
-from ..profiles import ModelProfile, model_from_dict
+from ..planning.profiles import import_summary
+from ..profiles import model_from_dict
 from ..profiles.hf_import import import_hf_config, read_hf_config
 from .app import model_app
 
@@ -27,17 +27,6 @@ def _represent_list(dumper: yaml.SafeDumper, data: list):
 
 
 _Dumper.add_representer(list, _represent_list)
-
-
-def _summary(m: ModelProfile) -> list[str]:
-    """A few lines on what the imported profile implies for the cache that crosses the link."""
-    lines = [f"{m.name} ({m.display_name}): {m.attention_summary}",
-             f"KV cache {A.kv_bytes_per_token(m):,} B/token ({m.kv_dtype})",
-             f"fixed state {A.fixed_state_bytes(m):,} B/request"
-             + (f" ({m.state_dtype} state, {m.conv_dtype} conv)" if A.fixed_state_bytes(m) else "")]
-    for g in m.cached_as("window"):
-        lines.append(f"sliding window {A.swa_bytes_per_token(m):,} B/token, capped at {g.window} tokens")
-    return lines
 
 
 @model_app.command("import")
@@ -58,7 +47,7 @@ def import_cmd(
         raise PlanError(f"--output {output!r}: is a folder; give a file name or use --output-dir")
     profile = import_hf_config(read_hf_config(config), name, source=config)
     model = model_from_dict(profile, config)
-    summary = _summary(model)
+    summary = import_summary(model)
     header = [f"Imported by `prfaas-plan model import` from {Path(config).name}."] + summary
     text = "".join(f"# {line}\n" for line in header) + yaml.dump(
         profile, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
