@@ -147,6 +147,17 @@ def test_trace_reader_streams_and_stops_at_the_duration():
     assert all(len(h) == math.ceil(l / 512) for h, l in zip(r.iter_blocks(), r.input_tokens.tolist()))
 
 
+def test_trace_reader_keeps_ids_in_int32_only_when_all_fit(tmp_path):
+    big = 2**31  # one past int32
+    for ids, dtype in (([0, 7], np.int32), ([7, big], np.int64)):
+        path = tmp_path / f"t{len(str(ids))}.jsonl"
+        path.write_text(f'{{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": {ids}}}\n'
+                        f'{{"timestamp": 5, "input_length": 600, "output_length": 1, "hash_ids": [{ids[0]}, 9]}}\n')
+        r = read_trace(path)
+        assert r.block_ids.dtype == dtype
+        assert [list(h) for h in r.iter_blocks()] == [ids, [ids[0], 9]]  # the same Python ints either way
+
+
 def test_trace_reader_counts_time_from_the_first_request(tmp_path):
     # A trace whose clock does not start at 0 (e.g. epoch milliseconds) replays like one that does: the
     # window counts from the first request, and the simulation does not idle until it arrives.
