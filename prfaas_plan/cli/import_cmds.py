@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def _dumper() -> type[yaml.SafeDumper]:
     """A YAML dumper in block style, except that lists of scalars (layer indices) stay on one line.
-    Built on first use: registering the commands imports neither yaml nor the profile machinery."""
+    Built on first use, as `import_cmd` imports hf_import: registering the commands needs neither."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
