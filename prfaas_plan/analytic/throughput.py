@@ -70,6 +70,16 @@ class LengthGrid:
         """``suffix(1)``: probability of each support point or a longer one (computed once per grid)."""
         return self.suffix(np.ones_like(self.lengths))
 
+    def busy_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
+        """`busy_s` of ``prefill`` at every support point (seconds per request), computed once per grid
+        and prefill model: the search and the plan's checks evaluate the same grid many times. The cache
+        keeps the model itself beside its result, so an identity match cannot be a recycled object."""
+        cache = self.__dict__.setdefault("_busy_cache", {})
+        hit = cache.get(id(prefill))
+        if hit is None or hit[0] is not prefill:
+            hit = cache[id(prefill)] = (prefill, busy_s(prefill, self.lengths))
+        return hit[1]
+
     @cached_property
     def length_suffix(self) -> np.ndarray:
         """``suffix(lengths)``: partial first moment from each support point up (computed once per grid)."""
@@ -144,8 +154,9 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
         l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
     if mode == "exact":
-        t_local = busy_s(site.prefill, l)
-        t_remote = busy_s(perf.remote_prefill, l) if perf.remote_prefill is not None else np.full_like(l, np.inf)
+        t_local = grid.busy_at_lengths(site.prefill)
+        t_remote = (grid.busy_at_lengths(perf.remote_prefill) if perf.remote_prefill is not None
+                    else np.full_like(l, np.inf))
         s_kv = perf.transfer_bytes(l, site_name)
         remote = grid.suffix(t_remote)[idx]
         link = grid.suffix(s_kv)[idx]
