@@ -136,10 +136,11 @@ def instances_from_chips(total: str, instance_chips: int, what: str) -> tuple[In
 
 
 def prfaas_pd(remote: str, local: str, link: Link, instance_chips: int = 8, local_prefill: int | None = None,
-              threshold: float | None = None) -> Layout:
+              threshold: float | None = None, remote_instance_chips: int | None = None) -> Layout:
     """PrfaaS-PD: remote prefill site + one local PD site. ``local_prefill=None`` splits evenly (the
-    optimizer chooses the split)."""
-    r_inst, r_n = instances_from_chips(remote, instance_chips, "--remote")
+    optimizer chooses the split). ``instance_chips`` shapes both roles' instances unless
+    ``remote_instance_chips`` gives the remote's."""
+    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "--remote")
     l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
     n_p = l_n // 2 if local_prefill is None else local_prefill
     return Layout("prfaas-pd", (PDSite("local", l_inst, n_p, l_n - n_p, link),),
@@ -153,9 +154,11 @@ def homogeneous_pd(local: str, instance_chips: int = 8, local_prefill: int | Non
     return Layout("homogeneous-pd", (PDSite("local", l_inst, n_p, l_n - n_p),), None, float("inf"))
 
 
-def naive_heterogeneous(remote: str, local: str, link: Link, instance_chips: int = 8) -> Layout:
-    """Naive heterogeneous: all prefill remote, all decode local, no length-based routing (``t = 0``)."""
-    r_inst, r_n = instances_from_chips(remote, instance_chips, "--remote")
+def naive_heterogeneous(remote: str, local: str, link: Link, instance_chips: int = 8,
+                        remote_instance_chips: int | None = None) -> Layout:
+    """Naive heterogeneous: all prefill remote, all decode local, no length-based routing (``t = 0``);
+    instance shapes as in `prfaas_pd`."""
+    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "--remote")
     l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
     return Layout("naive-heterogeneous", (PDSite("local", l_inst, 0, l_n, link),),
                   PrefillSite("remote", r_inst, r_n), 0.0)

@@ -32,21 +32,28 @@ def test_size_target_rate_sizes_a_cluster(cli):
     assert target["pure_threshold"] is True
 
 
-def test_compare_csv_lists_three_layouts(cli):
+def test_compare_csv_lists_every_baseline(cli):
     code, out, err = cli("compare", *PAPER, "--format", "csv")
     assert code == 0, err
-    assert out.startswith("# prfaas-plan ") and "# note: comparison basis: instances" in out
+    assert out.startswith("# prfaas-plan ") and "# note: baselines: local-alone = your local chips" in out
     lines = [l for l in out.strip().splitlines() if not l.startswith("#")]
     assert lines[0].startswith("section,layout,")  # several sections: compare, error_bars
     assert [l.split(",")[1] for l in lines[1:] if l.startswith("compare,")] == [
-        "prfaas-pd", "homogeneous-pd", "naive-heterogeneous"]
+        "prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex", "naive-heterogeneous"]
 
 
-def test_compare_equal_cost_basis(cli):
-    code, out, err = cli("compare", *PAPER, "--basis", "cost", "--format", "json")
+@pytest.mark.parametrize("basis,price_key", [("capex", "capex_usd"), ("cost", "capex_usd"),
+                                             ("rental", "cloud_usd_per_hour")])
+def test_compare_equal_budget_baseline_spends_the_budget(cli, basis, price_key):
+    code, out, err = cli("compare", *PAPER, "--basis", basis, "--format", "json")
     assert code == 0, err
     rows = {r["layout"]: r for r in json.loads(out)["sections"]["compare"]}
-    assert rows["homogeneous-pd"]["capex_usd"] <= rows["prfaas-pd"]["capex_usd"]
+    name = "homogeneous-equal-" + ("capex" if basis == "cost" else basis)
+    budget, spent = rows["prfaas-pd"][price_key], rows[name][price_key]
+    per_instance = rows["local-alone"][price_key] / 8          # the local cluster is 8 instances of 8xH20
+    assert spent <= budget < spent + per_instance               # as many instances as the budget buys
+    assert rows["local-alone"]["instances"].startswith("8 (=")  # 64xH20 alone, no remote
+    assert rows["homogeneous-pd"]["instances"].startswith("12 (=")  # as many instances as PrfaaS-PD
 
 
 @pytest.mark.parametrize("link", ["1k", "1M", "100M", "0.01G"])
@@ -82,7 +89,7 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
     (("size", *PAPER, "--mode", "fancy"), "'--mode': Value error, 'fancy' is not one of"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
-    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'instances', 'cost'"),
+    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'instances', 'cost'"),
     (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),
     (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
     (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
@@ -117,12 +124,25 @@ def test_multi_site_layout_file(cli, tmp_path):
     assert rows["a"]["egress_gbps"] >= rows["b"]["egress_gbps"]
 
 
-@pytest.mark.parametrize("flags", [("--load", "0.8"), ("--ttft", "p90<4s"), ("--verify",), ("--size-link", "0.9"),
-                                   ("--remote", "32xH200"), ("--plot", "x.png")])
-def test_layout_file_rejects_flags_it_would_ignore(cli, tmp_path, flags):
+ONE_SITE = ("name: one\nremote: {instance: 8xH200, instances: 4}\nthreshold: auto\nsites:\n"
+            "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G, rtt: 20ms}}\n")
+TWO_SITES = ONE_SITE.replace("name: one", "name: two") + \
+    "  - {name: b, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 1G}}\n"
+
+
+@pytest.mark.parametrize("flags", [("--remote", "32xH200"), ("--instance-chips", "4"), ("--rtt", "2ms"),
+                                   ("--local-instance-chips", "16")])
+def test_layout_file_rejects_flags_it_replaces(cli, tmp_path, flags):
     lay = tmp_path / "one.yaml"
-    lay.write_text("name: one\nremote: {instance: 8xH200, instances: 4}\nsites:\n"
-                   "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G}}\n")
+    lay.write_text(ONE_SITE)
+    code, out, err = cli("size", *PAPER, "--layout", str(lay), *flags)
+    assert code == 2 and out == "" and flags[0] in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags", [("--load", "0.8"), ("--ttft", "p90<4s"), ("--verify",), ("--size-link", "0.9")])
+def test_multi_site_layout_file_rejects_follow_up_questions(cli, tmp_path, flags):
+    lay = tmp_path / "two.yaml"
+    lay.write_text(TWO_SITES)
     code, out, err = cli("size", *PAPER, "--layout", str(lay), *flags)
     assert code == 2 and out == "" and f"drop {flags[0]}" in err and len(err.strip().splitlines()) == 1
 
@@ -154,16 +174,42 @@ def test_size_verify_and_link_sizing(cli):
     assert doc["plan"][0]["cloud_usd_per_hour"] > 0
 
 
-def test_load_adds_queueing_to_ttft(cli):
+def test_compare_load_runs_every_layout_at_one_rate(cli):
     code, out, err = cli("compare", *PAPER, "--load", "0.8", "--format", "json")
     assert code == 0, err
-    doc = json.loads(out)["sections"]
-    unloaded = {r["layout"]: r for r in doc["compare"]}
-    for row in doc["loaded"]:
-        assert row["loaded_ttft_p90_s"] >= unloaded[row["layout"]]["ttft_unloaded_p90_s"]
-        assert row["rate_rps"] == pytest.approx(0.8 * unloaded[row["layout"]]["throughput_rps"])
+    doc = json.loads(out)
+    unloaded = {r["layout"]: r for r in doc["sections"]["compare"]}
+    offered = 0.8 * unloaded["prfaas-pd"]["throughput_rps"]
+    assert doc["meta"]["offered_rps"] == pytest.approx(offered)
+    for row in doc["sections"]["at_rate"]:
+        lam = unloaded[row["layout"]]["throughput_rps"]
+        assert row["offered_rps"] == pytest.approx(offered)
+        assert row["saturated"] == (lam <= offered)
+        assert row["served_rps"] == pytest.approx(min(offered, lam))
+        if row["saturated"]:
+            assert row["loaded_ttft_p90_s"] is None
+        else:
+            assert row["loaded_ttft_p90_s"] >= unloaded[row["layout"]]["ttft_unloaded_p90_s"]
+            assert row["utilization_of_lambda_max"] == pytest.approx(offered / lam, rel=1e-6)
+        tokens_per_hour = row["served_rps"] * 1024 * 3600
+        assert row["usd_per_mtok_cloud"] == pytest.approx(
+            unloaded[row["layout"]]["cloud_usd_per_hour"] / tokens_per_hour * 1e6)
+    saturated = {r["layout"] for r in doc["sections"]["at_rate"] if r["saturated"]}
+    assert "local-alone" in saturated and "prfaas-pd" not in saturated  # 64xH20 alone: fewer than 0.8 of 12 instances
+    warned = next(w["message"] for w in doc["warnings"] if w["code"] == "saturated-at-rate")
+    assert all(name in warned for name in saturated)
     code, _, err = cli("size", *PAPER, "--load", "1.5")
     assert code == 2 and "--load 1.5" in err
+
+
+def test_compare_rate_is_one_given_rate(cli):
+    code, out, err = cli("compare", *PAPER, "--rate", "1.5", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["meta"]["offered_rps"] == 1.5 and doc["meta"]["offered_load"] is None
+    assert {r["offered_rps"] for r in doc["sections"]["at_rate"]} == {1.5}
+    code, out, err = cli("compare", *PAPER, "--rate", "1.5", "--load", "0.5")
+    assert code == 2 and out == "" and "either --load or --rate" in err
 
 
 def test_ttft_slo_gives_the_rate_within_it(cli):
@@ -235,7 +281,7 @@ def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
     body = [l for l in h20 if not l.startswith(("price:", "aliases:")) and "price" not in l]
     (tmp_path / "h20np.yaml").write_text("\n".join(body).replace("name: h20", "name: h20np", 1) + "\n")
     code, out, err = cli("--profiles", str(tmp_path), "compare", "--local", "64xH20NP", "--basis", "cost")
-    assert code == 2 and out == "" and "--basis cost needs purchase prices" in err
+    assert code == 2 and out == "" and "--basis capex needs prices" in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -65,10 +65,13 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
     row = read_table(out, S.ROW_COLUMNS)[0]
     code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
                             "--link", "10G", "--format", "json")
-    plan = json.loads(stdout)["sections"]["plan"][0]
+    doc = json.loads(stdout)
+    plan = doc["sections"]["plan"][0]
     for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "ttft_unloaded_p90_s", "capex_usd",
                 "instances", "binding_stage"):
         assert row[key] == plan[key], key
+    size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal"}
+    assert size_codes and size_codes <= set((row["warnings"] or "").split(","))  # the plan's warnings
     code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
                             "--link", "10G", "--format", "json")
     layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}

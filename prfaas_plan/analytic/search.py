@@ -57,11 +57,13 @@ class GridResult:
 
 
 def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative",
-                thresholds: np.ndarray | None = None, fixed_threshold: float | None = None) -> GridResult:
+                thresholds: np.ndarray | None = None, fixed_threshold: float | None = None,
+                keep_split: bool = False) -> GridResult:
     """Best threshold and local split of a single-PD-site layout.
 
     ``fixed_threshold`` (or the layout's own threshold) pins ``t`` and searches the split only.
-    A layout without local prefill choice (naive heterogeneous: ``t = 0``) keeps its own split.
+    A layout without local prefill choice (naive heterogeneous: ``t = 0``), or ``keep_split``, keeps
+    its own split.
     """
     site = layout.pd_sites[0]
     pinned = layout.threshold if fixed_threshold is None else fixed_threshold
@@ -69,7 +71,8 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
         ts = np.array([pinned], dtype=float)
     else:
         ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
-    splits = np.arange(0, site.instances + 1) if pinned != 0.0 else np.array([site.prefill])
+    fixed = keep_split or pinned == 0.0
+    splits = np.array([site.prefill]) if fixed else np.arange(0, site.instances + 1)
     r = routing_stats(grid, perf, ts, mode, site.name)
     b = stage_bounds(layout, r, perf, splits)
     lam = b.lambda_max

@@ -45,13 +45,13 @@ def inputs_in_effect() -> tuple[str, dict]:
     return command, {p.name: {"value": v, "default": d} for p, v, d in params}
 
 
-def defaults_note() -> str | None:
+def defaults_note(replaced: tuple[str, ...] = ()) -> str | None:
     """``defaults in effect: --model kimi-linear, --link 100G, ...`` for the options left at a default
-    that means something (not unset, not off, not the output format)."""
+    that means something (not unset, not off, not the output format, not ``replaced`` by an input file)."""
     _, params = _params()
     shown = [f"{max(p.opts, key=len)} {v}" for p, v, d in params
              if d and v is not None and v is not False and v not in ([], "") and p.name != "fmt"
-             and getattr(p, "opts", None)]
+             and p.name not in replaced and getattr(p, "opts", None)]
     return f"defaults in effect: {', '.join(shown)}" if shown else None
 
 
@@ -68,10 +68,11 @@ def envelope_meta(report: Report) -> dict:
     return meta
 
 
-def emit(report: Report, fmt: str, out=None) -> None:
-    """Render ``report`` in the envelope and write it in one piece (stdout unless ``out``)."""
+def emit(report: Report, fmt: str, out=None, replaced: tuple[str, ...] = ()) -> None:
+    """Render ``report`` in the envelope and write it in one piece (stdout unless ``out``); ``replaced``
+    names options an input file stands in for (left out of the defaults note)."""
     report.meta = envelope_meta(report)
-    note = defaults_note() if str(fmt) == "table" else None  # machine formats carry it in meta.inputs
+    note = defaults_note(replaced) if str(fmt) == "table" else None  # machine formats carry it in meta.inputs
     if note:
         report.notes = [note] + list(report.notes)
     text = render(report, str(fmt), quiet=STATE["quiet"])

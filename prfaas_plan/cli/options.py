@@ -38,8 +38,10 @@ class TransferPolicy(StrEnum):
 
 
 class Basis(StrEnum):
+    capex = "capex"
+    rental = "rental"
     instances = "instances"
-    cost = "cost"
+    cost = "cost"   # the earlier name of capex
 
 
 class Baseline(StrEnum):
@@ -61,7 +63,15 @@ Plot = Annotated[Optional[str], typer.Option("--plot", help="Also write a plot t
 Model = Annotated[str, typer.Option("--model", "-m", help="Model profile name or alias.")]
 Remote = Annotated[str, typer.Option("--remote", help="Remote prefill chips, e.g. 32xH200.")]
 Local = Annotated[str, typer.Option("--local", help="Local PD chips, e.g. 64xH20.")]
-InstanceChips = Annotated[int, typer.Option("--instance-chips", min=1, help="Chips per instance.")]
+InstanceChips = Annotated[int, typer.Option("--instance-chips", min=1, help="Chips per instance (both roles).")]
+RemoteInstanceChips = Annotated[Optional[int], typer.Option(
+    "--remote-instance-chips", min=1, help="Chips per remote prefill instance (default: --instance-chips).")]
+LocalInstanceChips = Annotated[Optional[int], typer.Option(
+    "--local-instance-chips", min=1, help="Chips per local PD instance (default: --instance-chips).")]
+WeightDtype = Annotated[Optional[str], typer.Option(
+    "--weight-dtype", help="Store every weight in this dtype for the run (e.g. fp8), overriding the model profile.")]
+KvDtype = Annotated[Optional[str], typer.Option(
+    "--kv-dtype", help="Store the KV cache in this dtype for the run (e.g. fp8), overriding the model profile.")]
 LayoutFile = Annotated[Optional[str], typer.Option(
     "--layout", help="A layout YAML file (sites, pools, links; see README); replaces --remote/--local/--link.")]
 Workload = Annotated[str, typer.Option(
@@ -106,8 +116,15 @@ SizeLink = Annotated[Optional[float], typer.Option(
     "--size-link", help="Also find the smallest link keeping this fraction (e.g. 0.95) of the throughput.")]
 Verify = Annotated[bool, typer.Option("--verify", help="Cross-check the grid optimum with the linear program "
                                                        "and report whether threshold routing is optimal.")]
-BasisOpt = Annotated[Basis, typer.Option("--basis", help="instances (same instance count, the paper's) or cost "
-                                                         "(homogeneous gets what the PrfaaS-PD price buys).")]
+BasisOpt = Annotated[Optional[Basis], typer.Option(
+    "--basis", help="Budget of the equal-budget homogeneous baseline: capex (what PrfaaS-PD's purchase price "
+                    "buys; the default when the chips have prices), rental (what its cloud $/hour rents) or "
+                    "instances (no budget row); cost = capex.")]
+CompareRate = Annotated[Optional[float], typer.Option(
+    "--rate", help="Run every layout at this offered rate, requests/s (instead of --load).")]
+CompareLoad = Annotated[Optional[float], typer.Option(
+    "--load", help="Run every layout at this fraction of PrfaaS-PD's Lambda_max (one common req/s).")]
+Strict = Annotated[bool, typer.Option("--strict", help="Exit 1 on any figure out of its band, known gap or not.")]
 
 # --- simulation
 BaselineOpt = Annotated[Baseline, typer.Option(

@@ -12,9 +12,12 @@ from .app import app
 from .envelope import emit
 from .options import (
     BasisOpt,
+    CompareLoad,
+    CompareRate,
     FormatOpt,
     Inputs,
     InstanceChips,
+    KvDtype,
     LayoutFile,
     LinkDegraded,
     LinkEfficiency,
@@ -22,20 +25,24 @@ from .options import (
     LinkRate,
     Load,
     Local,
+    LocalInstanceChips,
     Model,
     ModeOpt,
     Plot,
     Remote,
+    RemoteInstanceChips,
     Rtt,
     Samples,
     Seed,
     SizeLink,
+    Strict,
     TargetRate,
     Threshold,
     Tpot,
     TransferBytesOpt,
     TtftSlo,
     Verify,
+    WeightDtype,
     Workload,
 )
 from .stack_option import StackOption
@@ -43,11 +50,12 @@ from .stack_option import StackOption
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
               link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes,
-              stack=None):
+              stack=None, **shapes):
+    """``shapes``: remote_instance_chips, local_instance_chips, weight_dtype, kv_dtype."""
     from ..planning import scenario
 
     return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price, str(transfer_bytes), stack)
+                    link_efficiency, rtt, link_price, str(transfer_bytes), stack, **shapes)
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -74,6 +82,10 @@ def size_cmd(
     workload: Workload = DEFAULTS.workload,
     tpot: Tpot = DEFAULTS.tpot,
     instance_chips: InstanceChips = DEFAULTS.instance_chips,
+    remote_instance_chips: RemoteInstanceChips = None,
+    local_instance_chips: LocalInstanceChips = None,
+    weight_dtype: WeightDtype = None,
+    kv_dtype: KvDtype = None,
     target_rate: TargetRate = None,
     mode: ModeOpt = DEFAULTS.mode,
     transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
@@ -99,28 +111,34 @@ def size_cmd(
     from ..planning import answer_layout, answer_size
     from ..units import parse_length, parse_rate_bps, parse_ttft_slo
 
-    if layout is not None:
-        extra = _given(["remote", "local", "link", "instance_chips", "rtt", "target_rate", "size_link", "load",
-                        "ttft", "plot", "verify", "threshold", "link_efficiency", "link_price", "link_degraded",
-                        "samples", "seed", "transfer_bytes"])
-        if mode != "exact":
-            extra += _given(["mode"])
-        if extra:
-            raise PlanError(f"--layout describes the sites and links and is sized by the linear program alone: "
-                            f"drop {', '.join(extra)}")
-        emit(layout_report(answer_layout(layout, model, tpot, workload, str(inputs))), fmt)
-        return
     slo = parse_ttft_slo(ttft) if ttft is not None else None
     t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
-    sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes, stack)
     degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
-    answer = answer_size(sc, threshold=t, target_rate=target_rate, load=load, ttft_slo=slo, verify_lp=verify,
-                         size_link=size_link, link_degraded_bps=degraded, samples=samples, seed=seed)
+    questions = {"threshold": t, "target_rate": target_rate, "load": load, "ttft_slo": slo, "verify_lp": verify,
+                 "size_link": size_link, "link_degraded_bps": degraded}
+    replaced = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
+                "link_efficiency", "link_price") if layout is not None else ()
+    if layout is not None:
+        extra = _given(list(replaced))
+        if extra:
+            raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
+        answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
+                               kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), stack=stack, samples=samples,
+                               seed=seed, **questions)
+        if not hasattr(answer, "plan"):
+            if plot:
+                raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
+            emit(layout_report(answer), fmt, replaced=replaced)
+            return
+    else:
+        sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
+                       rtt, link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
+                       local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+        answer = answer_size(sc, samples=samples, seed=seed, **questions)
     report = size_report(answer)
     if plot:
-        _write_plot(plot, answer.plan, f"{sc.model.name}: throughput vs threshold")
-    emit(report, fmt)
+        _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
+    emit(report, fmt, replaced=replaced)
 
 
 @app.command("compare")
@@ -132,27 +150,34 @@ def compare_cmd(
     workload: Workload = DEFAULTS.workload,
     tpot: Tpot = DEFAULTS.tpot,
     instance_chips: InstanceChips = DEFAULTS.instance_chips,
-    basis: BasisOpt = "instances",
+    remote_instance_chips: RemoteInstanceChips = None,
+    local_instance_chips: LocalInstanceChips = None,
+    weight_dtype: WeightDtype = None,
+    kv_dtype: KvDtype = None,
+    basis: BasisOpt = None,
     mode: ModeOpt = DEFAULTS.mode,
     transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
     inputs: Inputs = DEFAULTS.inputs,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
     link_price: LinkPrice = DEFAULTS.link_price_usd_per_gbps_month,
-    load: Load = None,
+    load: CompareLoad = None,
+    rate: CompareRate = None,
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
     stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
 ) -> None:
-    """PrfaaS-PD, homogeneous PD and naive heterogeneous side by side."""
+    """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
+    heterogeneous; with --load or --rate, all at one offered rate."""
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes, stack)
-    answer = answer_compare(sc, str(basis), load, samples=samples, seed=seed)
+                   link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
+                   local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
@@ -163,17 +188,25 @@ def compare_cmd(
 def reproduce_cmd(
     inputs: Inputs = "paper",
     mode: ModeOpt = "representative",
+    instance_chips: InstanceChips = 8,
+    remote_instance_chips: RemoteInstanceChips = None,
+    local_instance_chips: LocalInstanceChips = None,
+    weight_dtype: WeightDtype = None,
+    kv_dtype: KvDtype = None,
+    strict: Strict = False,
     plot: Plot = None,
     fmt: FormatOpt = "table",
 ) -> None:
-    """The paper's case study from models: each published figure, ours, difference and tolerance.
+    """The paper's case study from models: each published figure, ours, difference and band.
 
-    Exit code 1 when a figure is out of tolerance and not a listed known gap.
+    Exit code 1 when a figure is out of its band without a named known gap (with --strict: any miss).
     """
     from ..output.plan_report import reproduce_report
     from ..planning import answer_reproduce
 
-    answer = answer_reproduce(str(inputs), str(mode))
+    answer = answer_reproduce(str(inputs), str(mode), instance_chips=instance_chips,
+                              remote_instance_chips=remote_instance_chips, local_instance_chips=local_instance_chips,
+                              weight_dtype=weight_dtype, kv_dtype=kv_dtype, strict=strict)
     report = reproduce_report(answer)
     if plot:
         _write_plot(plot, answer.study.plans["prfaas-pd"], "prfaas-1t case study: throughput vs threshold")

@@ -181,10 +181,9 @@ def _compare_page(res: Result) -> list[str]:
 
 def _reproduce_page(res: Result) -> list[str]:
     figs = res.sections["figures"]
-    verdict = res.meta.get("verdict") if isinstance(res.meta.get("verdict"), str) else None
-    verdict = verdict or next((n[len("RESULT: "):] for n in res.notes if n.startswith("RESULT: ")),
+    verdict = res.meta.get("verdict_line") or next((n[len("RESULT: "):] for n in res.notes if n.startswith("RESULT: ")),
                               f"{sum(bool(f.get('within')) for f in figs)} of {len(figs)} figures within tolerance")
-    setup = next((n for n in res.notes if n.startswith("inputs:")), "")
+    setup = res.meta.get("reproduction") or next((n for n in res.notes if n.startswith("inputs:")), "")
     question = ("Does the planner, from its models, reproduce the figures the PrfaaS paper publishes for its "
                 f"case study, each within a stated tolerance? ({setup})")
     plt = _mpl()
@@ -203,7 +202,7 @@ def _reproduce_page(res: Result) -> list[str]:
     cards = [card("figures within tolerance", f"{sum(bool(f.get('within')) for f in figs)} of {len(figs)}")]
     return [f'<h2>The question</h2><p class="question">{e(question)}</p>',
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
-            _warnings_block(res.warnings), "<h2>Published vs reproduced</h2>",
+            _warnings_block(res.warnings), "<h2>Published vs ours</h2>",
             table(figs, highlight=lambda f: not f.get("within")), plot, *_other_sections(res, {"figures"})]
 
 

@@ -34,7 +34,7 @@ def _counts(ev) -> str:
     """Instances per role in the ``4R + 8 (=3P+5D)`` style (R remote prefill, P/D local)."""
     site = ev.layout.pd_sites[0]
     local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D)"
-    if ev.layout.remote is not None:
+    if ev.layout.remote is not None and ev.layout.remote.instances:
         return f"{ev.layout.remote.instances}R + {local}"
     return local
 
@@ -243,8 +243,10 @@ def _degraded_section(d) -> Section:
 def size_report(a) -> Report:
     """The report of a `SizeAnswer`."""
     sc = a.scenario
-    sections = [Section("plan", f"PrfaaS-PD plan for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
-                        [plan_row("prfaas-pd", a.plan)], SIZE_COLUMNS), _stages_section(a.plan)]
+    name = a.plan.layout.name
+    what = "PrfaaS-PD plan" if name == "prfaas-pd" else f"Plan of layout {name}"
+    sections = [Section("plan", f"{what} for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
+                        [plan_row(name, a.plan)], SIZE_COLUMNS), _stages_section(a.plan)]
     if a.target is not None:
         sections.append(_target_section(a.target))
     if a.loaded is not None:
@@ -264,21 +266,44 @@ def size_report(a) -> Report:
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs})
 
 
+def _at_rate_row(name: str, r) -> dict:
+    lat = r.latency
+    return {"layout": name, "offered_rps": r.rate_rps, "served_rps": r.served_rps, "saturated": r.saturated,
+            "loaded_ttft_p50_s": lat.ttft_p50_s if lat else None, "loaded_ttft_p90_s": lat.ttft_p90_s if lat else None,
+            "loaded_ttft_p99_s": lat.ttft_p99_s if lat else None,
+            "utilization_of_lambda_max": lat.load if lat else None,
+            "usd_per_mtok_cloud": r.usd_per_mtok}
+
+
+AT_RATE_COLUMNS = [Column("layout", "layout"), Column("served_rps", "req/s served", ".3f"),
+                   Column("utilization_of_lambda_max", "of own Lambda_max", ".0%"),
+                   Column("saturated", "saturated", lambda v: "SATURATED" if v else "no"),
+                   Column("loaded_ttft_p50_s", "TTFT P50 s", ".2f"), Column("loaded_ttft_p90_s", "TTFT P90 s", ".2f"),
+                   Column("loaded_ttft_p99_s", "TTFT P99 s", ".2f"),
+                   Column("usd_per_mtok_cloud", "cloud $ per 1M output tokens", ".2f")]
+
+
 def compare_report(a) -> Report:
     """The report of a `CompareAnswer`."""
     sc = a.scenario
     rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name]) for name, p in a.plans.items()]
     cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
     sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
-    if a.loaded is not None:
-        loaded = [dict(layout=name, **loaded_row(lat)) for name, lat in a.loaded.items()]
-        sections.append(Section("loaded", "TTFT and TPOT under load (each layout at the same fraction of its "
-                                "own Lambda_max)", loaded, [Column("layout", "layout")] + LOADED_COLUMNS,
-                                [f"method: {next(iter(a.loaded.values())).method}"]))
+    if a.at_rate is not None:
+        r = a.at_rate
+        how = (f"{r.load:.0%} of PrfaaS-PD's Lambda_max" if r.load is not None else "--rate")
+        rows = [_at_rate_row(name, x) for name, x in r.layouts.items()]
+        method = next((x.latency.method for x in r.layouts.values() if x.latency), "")
+        sections.append(Section("at_rate", f"Every layout at one offered load: {r.rate_rps:.3f} req/s ({how})",
+                                rows, AT_RATE_COLUMNS,
+                                ["a saturated layout serves only its Lambda_max (its queue grows without bound): no "
+                                 "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
-    return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
-                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis})
+    meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis}
+    if a.at_rate is not None:
+        meta.update(offered_rps=a.at_rate.rate_rps, offered_load=a.at_rate.load)
+    return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings, meta=meta)
 
 
 def layout_report(a) -> Report:
@@ -288,7 +313,7 @@ def layout_report(a) -> Report:
     for site, r in zip(lay.pd_sites, res.sites):
         link = site.link
         rows.append({"site": site.name, "instance": str(site.instance),
-                     "instances": f"{site.instances} (={r.n_prefill:.0f}P+{r.n_decode:.0f}D)",
+                     "instances": f"{site.instances} (={max(0, round(r.n_prefill))}P+{max(0, round(r.n_decode))}D)",
                      "throughput_rps": r.lambda_rps, "threshold_tokens": r.threshold_tokens,
                      "pure_threshold": r.is_threshold, "egress_gbps": r.egress_bps / 1e9,
                      "link_gbps": link.bandwidth_bps / 1e9 if link else None,
@@ -309,10 +334,11 @@ def reproduce_report(a) -> Report:
     """The report of a `ReproduceAnswer`; ``meta.verdict`` and ``meta.failed`` carry the verdict."""
     cols = [Column("label", "figure"), Column("published", "published", num), Column("ours", "ours", num),
             Column("difference", "difference", lambda v: ("+" if v >= 0 else "") + num(v)),
-            Column("tolerance", "tolerance", lambda v: "±" + num(v)),
+            Column("tolerance", "band", lambda v: "±" + num(v)),
             Column("unit", "unit"), Column("within", "ok"), Column("known_gap", "known gap", lambda v: "yes" if v else "")]
     layouts = [plan_row(n, p) for n, p in a.study.plans.items()]
-    sections = [Section("figures", "PrfaaS paper case study: published vs reproduced", a.figures, cols),
+    title = f"PrfaaS paper case study, {a.kind}: published vs ours"
+    sections = [Section("figures", title, a.figures, cols),
                 Section("layouts", "Optimized layouts", layouts, COMPACT_COLUMNS)]
     if a.h20_prediction is not None:
         sections.append(Section(
@@ -323,7 +349,10 @@ def reproduce_report(a) -> Report:
              Column("ratio", "predicted / back-solved", ".2f")],
             ["back-solved values are the paper-inputs level (never used to fit); their ratio to ours is the "
              "H20 prediction error separating the two levels"]))
+    pr = a.study.price_ratio
     return Report(sections, a.notes + [INSTANCE_NOTE, "RESULT: " + a.verdict], warnings=a.warnings,
                   meta={"model": a.study.scenario.model.name, "input_level": a.inputs, "mode": a.mode,
-                        "verdict": a.verdict, "within": a.within, "figures": len(a.figures),
-                        "failed": a.failed, "known_gaps": a.known_gaps})
+                        "reproduction": a.kind, "verdict": a.status, "verdict_line": a.verdict,
+                        "strict": a.strict, "within": a.within, "figures": len(a.figures), "failed": a.failed,
+                        "known_gaps": a.known_gaps, "price_ratio_h200_h20": pr.profiles,
+                        "price_ratio_needed": [pr.needed_low, pr.needed_high]})

@@ -1,7 +1,10 @@
 """The planning API a user scripts against and the CLI calls.
 
 - `scenario` (module ``scenario``): a planning question from what a user types, with `DEFAULTS`;
-- `size`, `compare`, `size_layout` (``plans``): optimized layouts as `Plan` records;
+- `scenario(..., remote_instance_chips=, local_instance_chips=, weight_dtype=, kv_dtype=)`: per-role
+  instance shapes and the model's dtypes overridden for the run;
+- `size`, `compare`, `size_layout` (``plans``): optimized layouts as `Plan` records (``compare``: the
+  local cluster alone, homogeneous PD at equal instances and at equal capex or rental budget, naive);
 - `answer_size`, `answer_compare`, `answer_layout`, `answer_reproduce` (``answers``): everything a
   command prints — figures, follow-up questions (``questions``), warnings (``warnings``), notes;
 - `answer_simulate` (``simulate``): plan, workload, discrete-event run and the analytic model beside it;
@@ -18,6 +21,7 @@ Example::
 """
 
 from .answers import (
+    AtCommonRate,
     CompareAnswer,
     LayoutAnswer,
     ReproduceAnswer,
@@ -31,6 +35,7 @@ from .answers import (
 from .kv import KvBreakdown, kv_breakdown
 from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
 from .questions import (
+    AtRate,
     LinkSizing,
     LoadedLatency,
     SloRate,
@@ -52,7 +57,8 @@ from .simulate import SimulationAnswer, answer_simulate
 from .warnings import PlanWarning
 
 __all__ = [
-    "DEFAULTS", "CompareAnswer", "KvBreakdown", "LayoutAnswer", "LinkSizing", "LoadedLatency", "Plan", "PlanWarning",
+    "DEFAULTS", "AtCommonRate", "AtRate", "CompareAnswer", "KvBreakdown", "LayoutAnswer", "LinkSizing",
+    "LoadedLatency", "Plan", "PlanWarning",
     "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
     "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
     "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",

@@ -13,15 +13,13 @@ from ..analytic.degraded import DegradedLink, degrade_link
 from ..analytic.search import grid_search
 from ..analytic.throughput import MODES
 from ..analytic.uncertainty import DEFAULT_SAMPLES, DEFAULT_SEED, ErrorBars, error_bars
-from ..layout import Layout, homogeneous_pd, instances_from_chips
-from .plans import Plan, Scenario
+from ..layout import Layout
+from .plans import Plan, Scenario, homogeneous_baseline
 
 
 def equal_instances_baseline(sc: Scenario) -> Layout:
     """Homogeneous PD with as many local-chip instances as PrfaaS-PD has in total (the paper's basis)."""
-    _, r_n = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
-    l_inst, l_n = instances_from_chips(sc.local, sc.instance_chips, "--local")
-    return homogeneous_pd(f"{(r_n + l_n) * sc.instance_chips}x{l_inst.chip.name}", sc.instance_chips)
+    return homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances", sc.remote_instance_chips)
 
 
 def plan_error_bars(sc: Scenario, plan: Plan, baseline: Layout | None = None, samples: int = DEFAULT_SAMPLES,

@@ -7,7 +7,7 @@ layout file. `prfaas_plan.planning.answers` adds the follow-up questions, warnin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,7 +31,6 @@ from ..layout import (
     Link,
     homogeneous_pd,
     instances_from_chips,
-    naive_heterogeneous,
     prfaas_pd,
 )
 from .scenario import (  # noqa: F401  (re-exported: the planning API's historical home)
@@ -40,7 +39,9 @@ from .scenario import (  # noqa: F401  (re-exported: the planning API's historic
     instance_decode,
     instance_prefill,
     layout_perf,
+    naive_layout,
     perf_inputs,
+    prfaas_layout,
     scenario_for,
 )
 
@@ -123,10 +124,11 @@ def _costs(layout: Layout) -> tuple[float, float]:
     return capex, hourly
 
 
-def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | None = None) -> Plan:
-    """Grid-search the layout (the split only when ``threshold``, in tokens, pins the routing) and gather
-    its report figures."""
-    surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold)
+def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | None = None,
+             keep_split: bool = False) -> Plan:
+    """Grid-search the layout (the split only when ``threshold``, in tokens, pins the routing; the
+    threshold only with ``keep_split``) and gather its report figures."""
+    surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold, keep_split=keep_split)
     best = surface.best
     ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
     capex, hourly = _costs(layout)
@@ -137,47 +139,87 @@ def size(sc: Scenario, perf: PerfInputs | None = None) -> Plan:
     """The PrfaaS-PD plan for the scenario; ``perf`` is the scenario's `perf_inputs` when the caller
     already has them (a sweep reuses them across points that differ only in the link)."""
     perf = perf_inputs(sc) if perf is None else perf
-    return optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
+    return optimize(prfaas_layout(sc), sc, perf)
 
 
-BASES = ("instances", "cost")
+def check_servable(plan: Plan) -> None:
+    """A `PlanError` when the plan serves nothing (a stage with zero capacity binds)."""
+    if not plan.best.lambda_max > 0:
+        raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
 
 
-def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: str = "instances") -> Layout:
+BASES = ("capex", "rental", "instances")
+BASIS_ALIASES = {"cost": "capex"}   # the earlier name of capex, still accepted
+
+
+def check_basis(basis: str) -> str:
+    """The basis name (``cost`` is read as ``capex``); a `PlanError` for anything else."""
+    basis = BASIS_ALIASES.get(basis, basis)
+    if basis not in BASES:
+        raise PlanError(f"--basis {basis!r}: expected {', '.join(BASES)}")
+    return basis
+
+
+def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: str = "instances",
+                         remote_instance_chips: int | None = None, link: Link | None = None) -> Layout:
     """The homogeneous PD layout PrfaaS-PD (``remote`` + ``local`` chips, e.g. 32xH200 and 64xH20) is
-    compared with, on the local chip.
+    compared with, on the local chip in local-instance shape (``instance_chips`` chips).
 
-    ``basis="instances"``: as many local-chip instances as PrfaaS-PD has in total (the paper's
-    comparison). ``basis="cost"``: as many as the PrfaaS-PD purchase price buys.
+    ``basis="instances"``: as many local instances as PrfaaS-PD has in total (the paper's comparison).
+    ``basis="capex"``: as many as the PrfaaS-PD purchase price buys; ``basis="rental"``: as many as its
+    hourly cloud cost (chips at the profiles' USD per GPU-hour, plus ``link``'s price) rents.
     """
-    prf_layout = prfaas_pd(remote, local, Link(1.0), instance_chips)  # the link has no purchase price
-    _, r_n = instances_from_chips(remote, instance_chips, "--remote")
+    basis = check_basis(basis)
+    prf_layout = prfaas_pd(remote, local, link or Link(1.0), instance_chips,
+                           remote_instance_chips=remote_instance_chips)
+    r_n = prf_layout.remote.instances
     l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
     if basis == "instances":
         n_hom = r_n + l_n
-    elif basis == "cost":
-        budget = _costs(prf_layout)[0]
-        per_instance = _costs(homogeneous_pd(f"{instance_chips}x{l_inst.chip.name}", instance_chips))[0]
-        if not (np.isfinite(budget) and np.isfinite(per_instance)):
-            raise PlanError("--basis cost needs purchase prices in both chips' hardware profiles; "
-                            "use --basis instances")
-        n_hom = int(budget // per_instance)
     else:
-        raise PlanError(f"--basis {basis!r}: expected instances or cost")
+        which = 0 if basis == "capex" else 1
+        budget = _costs(prf_layout)[which]
+        per_instance = _costs(homogeneous_pd(f"{instance_chips}x{l_inst.chip.name}", instance_chips))[which]
+        if not (np.isfinite(budget) and np.isfinite(per_instance) and per_instance > 0):
+            raise PlanError(f"--basis {basis} needs prices in both chips' hardware profiles; use --basis instances")
+        n_hom = int(budget // per_instance)
     if n_hom < 2:
         raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")
     return homogeneous_pd(f"{n_hom * instance_chips}x{l_inst.chip.name}", instance_chips)
 
 
-def compare(sc: Scenario, basis: str = "instances", perf: PerfInputs | None = None) -> dict[str, Plan]:
-    """PrfaaS-PD, homogeneous PD (see `homogeneous_baseline` for ``basis``) and naive heterogeneous;
-    ``perf`` as in `size`."""
-    hom_layout = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis)
+LOCAL_ALONE = "local-alone"
+
+
+def local_alone(sc: Scenario) -> Layout:
+    """The user's local chips alone as homogeneous PD (what they run today, no remote site)."""
+    return replace(homogeneous_pd(sc.local, sc.instance_chips), name=LOCAL_ALONE)
+
+
+def default_basis(sc: Scenario) -> str:
+    """``capex`` when every chip of the scenario has a price indication, else ``instances``."""
+    from ..profiles import get_hardware
+
+    chips = prfaas_layout(sc).chips()
+    return "capex" if all(get_hardware(c).price is not None for c in chips) else "instances"
+
+
+def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None) -> dict[str, Plan]:
+    """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
+    ``basis`` budget (capex or rental; none for ``instances``; None: `default_basis`) and naive
+    heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
+    ``homogeneous-equal-<basis>``, ``naive-heterogeneous``."""
+    basis = default_basis(sc) if basis is None else check_basis(basis)
+    layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc),
+               "homogeneous-pd": homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
+                                                      sc.remote_instance_chips)}
+    if basis != "instances":
+        layouts[f"homogeneous-equal-{basis}"] = replace(
+            homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis, sc.remote_instance_chips, sc.link),
+            name=f"homogeneous-equal-{basis}")
+    layouts["naive-heterogeneous"] = naive_layout(sc)
     perf = perf_inputs(sc) if perf is None else perf
-    prf = optimize(prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
-    naive = optimize(naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips), sc, perf)
-    hom = optimize(hom_layout, sc, perf)
-    return {"prfaas-pd": prf, "homogeneous-pd": hom, "naive-heterogeneous": naive}
+    return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
 
 
 def size_layout(layout: Layout, sc: Scenario):

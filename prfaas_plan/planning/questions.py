@@ -41,6 +41,44 @@ def latency_under_load(plan: Plan, sc: Scenario, load: float) -> LoadedLatency:
     return LoadedLatency(load, lat.rate_rps, lat.mean_s, lat.p50_s, lat.p90_s, lat.p99_s, lat.tpot_s, lat.method)
 
 
+def latency_at_rate(plan: Plan, sc: Scenario, rate_rps: float) -> LoadedLatency:
+    """The plan's latency at an offered rate (requests/s); a saturated plan has infinite TTFTs and a
+    ``load`` of 1 or more."""
+    from ..analytic.latency import ttft_under_load
+
+    if not (math.isfinite(rate_rps) and rate_rps > 0):
+        raise PlanError(f"--rate {rate_rps:g}: expected a positive request rate")
+    ev = plan.best
+    lat = ttft_under_load(ev.layout, sc.grid, plan.perf, ev.threshold, ev.n_prefill, rate=rate_rps, mode=sc.mode)
+    return LoadedLatency(lat.load, lat.rate_rps, lat.mean_s, lat.p50_s, lat.p90_s, lat.p99_s, lat.tpot_s, lat.method)
+
+
+@dataclass(frozen=True)
+class AtRate:
+    """One layout at a common offered rate: whether it keeps up, its latency and its cloud cost per
+    million output tokens at what it serves (``min(rate, Lambda_max)``)."""
+
+    rate_rps: float
+    served_rps: float
+    saturated: bool
+    latency: LoadedLatency | None     # None when saturated (no steady state)
+    usd_per_mtok: float | None        # None without prices
+
+
+def at_common_rate(plan: Plan, sc: Scenario, rate_rps: float) -> AtRate:
+    """`AtRate` of ``plan`` at ``rate_rps`` requests/s."""
+    lam = plan.best.lambda_max
+    saturated = not rate_rps < lam
+    served = min(rate_rps, lam)
+    latency = None if saturated else latency_at_rate(plan, sc, rate_rps)
+    if latency is not None and not math.isfinite(latency.ttft_p90_s):
+        saturated, latency = True, None
+    hourly = plan.cloud_usd_per_hour
+    cost = (hourly / (served * plan.perf.output_tokens * 3600) * 1e6
+            if served > 0 and math.isfinite(hourly) else None)
+    return AtRate(rate_rps, served, saturated, latency, cost)
+
+
 @dataclass(frozen=True)
 class SloRate:
     """The highest request rate whose TTFT percentile stays under the target, at the plan's threshold and

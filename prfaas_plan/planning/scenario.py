@@ -9,7 +9,7 @@ Units: lengths in tokens, times in seconds, rates in bit/s, prices in USD.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
 from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
@@ -67,20 +67,63 @@ class Scenario:
     notes: tuple[str, ...] = field(default=())
     transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
     stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
+    remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
+
+    @property
+    def local_chips_per_instance(self) -> int:
+        return self.instance_chips
+
+    @property
+    def remote_chips_per_instance(self) -> int:
+        return self.instance_chips if self.remote_instance_chips is None else self.remote_instance_chips
 
 
 def scenario_for(model: ModelProfile, remote: str, local: str, link: Link, instance_chips: int, tpot_s: float,
                  mode: str, inputs: str, workload, notes: tuple[str, ...] = (),
-                 transfer: str = DEFAULT_POLICY, stack: str = DEFAULT_STACK) -> Scenario:
+                 transfer: str = DEFAULT_POLICY, stack: str = DEFAULT_STACK,
+                 remote_instance_chips: int | None = None) -> Scenario:
     """A `Scenario` for a `prfaas_plan.workload.Workload`: its uncached lengths on a grid, its output,
-    and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV)."""
+    and the decode context from the whole prompt (prefix-cache hits still sit in decode's KV).
+    ``instance_chips`` is the local instance's shape, and the remote's unless ``remote_instance_chips``."""
     grid = LengthGrid.from_distribution(workload.input_length, GRID_POINTS)
     output = float(workload.output_length.mean())
     context = float(workload.total_input_length.mean()) + output / 2
     wl_note = f"workload {workload.name}: " + "; ".join(workload.notes)
     notes = tuple(notes) + (wl_note, TransferBytes(transfer, instance_chips).describe(model))
     return Scenario(model, remote, local, link, instance_chips, tpot_s, mode, inputs, grid, output, context,
-                    workload.name, notes, transfer, stack)
+                    workload.name, notes, transfer, stack, remote_instance_chips)
+
+
+def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
+                kv_dtype: str | None = None) -> tuple[ModelProfile, tuple[str, ...]]:
+    """The model profile with its weight dtype (every weight, routed experts included) and/or KV-cache
+    dtype replaced for this run, and a note saying so; unchanged (no note) when both are None."""
+    from ..profiles.schema import dtype_bytes
+
+    changes, notes = {}, []
+    if weight_dtype is not None:
+        dtype_bytes(weight_dtype, "--weight-dtype")
+        changes.update(weight_dtype=weight_dtype, expert_dtype=weight_dtype)
+        notes.append(f"weights as {weight_dtype} for this run (--weight-dtype; the {model.name} profile says "
+                     f"{model.weights_summary})")
+    if kv_dtype is not None:
+        dtype_bytes(kv_dtype, "--kv-dtype")
+        changes["kv_dtype"] = kv_dtype
+        notes.append(f"KV cache as {kv_dtype} for this run (--kv-dtype; the profile says {model.kv_dtype})")
+    return (replace(model, **changes) if changes else model), tuple(notes)
+
+
+def resolve_instance_chips(instance_chips: int, remote_instance_chips: int | None,
+                           local_instance_chips: int | None) -> tuple[int, int | None]:
+    """(local chips per instance, remote chips per instance or None for the same) from ``--instance-chips``
+    (both roles) and the per-role ``--remote-instance-chips`` / ``--local-instance-chips``."""
+    for name, v in (("--instance-chips", instance_chips), ("--remote-instance-chips", remote_instance_chips),
+                    ("--local-instance-chips", local_instance_chips)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise PlanError(f"{name} {v!r}: expected a whole number of chips, at least 1")
+    local = instance_chips if local_instance_chips is None else local_instance_chips
+    remote = instance_chips if remote_instance_chips is None else remote_instance_chips
+    return local, (None if remote == local else remote)
 
 
 def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
@@ -96,10 +139,15 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
              inputs: str = DEFAULTS.inputs, link_efficiency: float = DEFAULTS.link_efficiency,
              rtt: str | None = None,
              link_price: float = DEFAULTS.link_price_usd_per_gbps_month,
-             transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None) -> Scenario:
+             transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, *,
+             remote_instance_chips: int | None = None, local_instance_chips: int | None = None,
+             weight_dtype: str | None = None, kv_dtype: str | None = None) -> Scenario:
     """A `Scenario` from the values a user types: ``link`` a rate such as ``"100G"``, ``tpot`` such as
     ``"25ms"`` or ``"40tok/s"``, ``rtt`` such as ``"2ms"`` (None: no propagation delay, noted),
-    ``link_price`` in USD per Gbps-month, ``workload`` as `prfaas_plan.workload.resolve_workload` takes it."""
+    ``link_price`` in USD per Gbps-month, ``workload`` as `prfaas_plan.workload.resolve_workload` takes it.
+    ``instance_chips`` shapes both roles' instances unless ``remote_instance_chips`` /
+    ``local_instance_chips`` override one; ``weight_dtype`` / ``kv_dtype`` (e.g. ``"fp8"``) replace the
+    model profile's for this run (`with_dtypes`)."""
     from ..profiles import get_model
     from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
     from ..workload import resolve_workload
@@ -115,14 +163,16 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
               link_price)
     from ..profiles import get_stack
 
-    notes = () if rtt else (RTT_NOTE,)
+    local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
+    profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
+    notes = dtype_notes + (() if rtt else (RTT_NOTE,))
     prof = get_stack(stack)
     if stack is None:
         notes += (f"default stack: {DEFAULT_STACK} (pass --stack to choose another serving stack)",)
     notes += (prof.describe() if inputs == "predicted" else
               f"stack {prof.name} not used for --inputs paper: the paper's tables already hold its engine",)
-    return scenario_for(get_model(model), remote, local, lk, instance_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, prof.name)
+    return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
+                        resolve_workload(workload), notes, transfer_bytes, prof.name, remote_chips)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
@@ -163,7 +213,7 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
                             f"request's step takes longer ({decode.source}); loosen --tpot")
         raise PlanError(f"{model.name} cannot decode on {instance}: its weights leave no HBM for a single "
                         f"request ({decode.source}); use chips with more HBM or more chips per instance "
-                        "(--instance-chips)")
+                        "(--local-instance-chips), or lighter weights (--weight-dtype fp8)")
     return decode
 
 
@@ -171,12 +221,28 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     """Per-instance performance of the scenario's remote and local instances."""
     context = sc.context_tokens
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
-    r_inst, _ = instances_from_chips(sc.remote, sc.instance_chips, "--remote")
+    r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "--remote")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack),
                     instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack),
                     TransferBytes(sc.transfer, l_inst.chips))
     return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack), {"local": site},
                       sc.output_tokens)
+
+
+def prfaas_layout(sc: Scenario) -> Layout:
+    """The scenario's PrfaaS-PD layout (threshold and split free), each role in its own instance shape."""
+    from ..layout import prfaas_pd
+
+    return prfaas_pd(sc.remote, sc.local, sc.link, sc.instance_chips,
+                     remote_instance_chips=sc.remote_instance_chips)
+
+
+def naive_layout(sc: Scenario) -> Layout:
+    """The scenario's naive heterogeneous layout (every prefill remote)."""
+    from ..layout import naive_heterogeneous
+
+    return naive_heterogeneous(sc.remote, sc.local, sc.link, sc.instance_chips,
+                               remote_instance_chips=sc.remote_instance_chips)
 
 
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:

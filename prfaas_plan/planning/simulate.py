@@ -21,6 +21,8 @@ from .scenario import (
     check_choice,
     instance_decode,
     instance_prefill,
+    resolve_instance_chips,
+    with_dtypes,
 )
 from .warnings import PlanWarning
 
@@ -38,10 +40,11 @@ SYNTHETIC = ("paper",)
 
 def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
                       link: Link | None = None, instance_chips: int = DEFAULTS.instance_chips,
-                      layout_file: str | None = None) -> Layout:
+                      layout_file: str | None = None, remote_instance_chips: int | None = None) -> Layout:
     """The layout to simulate: a layout file (one PD site), or a ``baseline`` kind built from the chips —
     ``prfaas`` (remote prefill + local PD), ``homogeneous`` (as many local-chip instances as the PrfaaS
-    layout has in total, as `compare` builds it) or ``naive`` (every prefill remote)."""
+    layout has in total, as `compare` builds it) or ``naive`` (every prefill remote). ``instance_chips``
+    is the local instance's shape, and the remote's unless ``remote_instance_chips``."""
     from ..layout import load_layout
     from .plans import homogeneous_baseline
 
@@ -50,21 +53,21 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
     check_choice(baseline, BASELINES, "--baseline")
     link = link or Link(1e11)
     if baseline == "prfaas":
-        return prfaas_pd(remote, local, link, instance_chips)
+        return prfaas_pd(remote, local, link, instance_chips, remote_instance_chips=remote_instance_chips)
     if baseline == "homogeneous":
-        return homogeneous_baseline(remote, local, instance_chips)
-    return naive_heterogeneous(remote, local, link, instance_chips)
+        return homogeneous_baseline(remote, local, instance_chips, "instances", remote_instance_chips)
+    return naive_heterogeneous(remote, local, link, instance_chips, remote_instance_chips)
 
 
-def simulation_perf(layout: Layout, model_name: str, tpot_s: float, inputs: str, input_mean: float,
+def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mean: float,
                     output_mean: float):
     """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
-    capacity at ``tpot_s`` and a mean context of input + output / 2."""
+    capacity at ``tpot_s`` and a mean context of input + output / 2. ``model`` is a profile or its name."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
     from ..profiles import get_model
 
-    model = get_model(model_name)
+    model = get_model(model) if isinstance(model, str) else model
     context = input_mean + output_mean / 2
     policy = "logical" if inputs == "paper" else DEFAULT_POLICY  # the paper's inputs keep its convention
     sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs),
@@ -148,7 +151,9 @@ class SimulationAnswer:
 
 def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", layout_file: str | None = None,
                     remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
-                    instance_chips: int = DEFAULTS.instance_chips, tpot: str = DEFAULTS.tpot,
+                    instance_chips: int = DEFAULTS.instance_chips, remote_instance_chips: int | None = None,
+                    local_instance_chips: int | None = None, weight_dtype: str | None = None,
+                    kv_dtype: str | None = None, tpot: str = DEFAULTS.tpot,
                     inputs: str = DEFAULTS.inputs, link: str = DEFAULTS.link,
                     link_efficiency: float = DEFAULTS.link_efficiency, rtt: str | None = None,
                     trace: str | None = None, synthetic: str | None = None, rate: float | None = None,
@@ -159,9 +164,10 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     """Plan, build the workload, simulate (both schedulers with ``compare``) and set the analytic model
     beside the run. ``rate`` (requests/s) or ``load`` (fraction of Lambda_max) sets the offered load
     (default 0.8 of Lambda_max synthetic; a trace keeps its own times); ``progress(done, total)`` is
-    called as the simulation advances."""
+    called as the simulation advances. Instance shapes and dtypes as `prfaas_plan.planning.scenario`."""
     from ..analytic.latency import ttft_under_load
     from ..analytic.ttft import ttft_summary
+    from ..profiles import get_model
     from ..simulator import (
         SCHEDULERS,
         LongTermRule,
@@ -189,10 +195,12 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     if not 0 < link_efficiency <= 1:
         raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
     lk = Link(parse_rate_bps(link, "--link"), link_efficiency, parse_time_s(rtt, "--rtt", "ms") if rtt else 0.0)
-    layout = simulation_layout(baseline, remote, local, lk, instance_chips, layout_file)
+    local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
+    layout = simulation_layout(baseline, remote, local, lk, local_chips, layout_file, remote_chips)
     tpot_s = parse_tpot_s(tpot)
     profile = read_link_profile(link_profile) if link_profile is not None else None
-    notes: list[str] = []
+    model, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
+    notes: list[str] = list(dtype_notes)
 
     if trace is None:
         grid = paper_grid()

@@ -24,10 +24,11 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import PlanError, closest_names
+from .plans import BASES, BASIS_ALIASES, check_servable
+from .scenario import DEFAULTS, INPUT_LEVELS, MODES
 
 # ---------------------------------------------------------------------------------------------------
-# Inputs a spec may set. Defaults are `size`'s (cli/plan_cmds.py DEFAULTS and option defaults; kept
-# here until those move into planning/).
+# Inputs a spec may set; their defaults are the planning API's (`prfaas_plan.planning.scenario.DEFAULTS`).
 
 
 @dataclass(frozen=True)
@@ -40,22 +41,24 @@ class Input:
 
 
 INPUTS: dict[str, Input] = {
-    "model": Input("kimi-linear", "str", "model profile name or alias"),
-    "remote": Input("32xH200", "str", "remote prefill chips, e.g. 32xH200"),
-    "local": Input("64xH20", "str", "local PD chips, e.g. 64xH20"),
-    "link": Input("100G", "str", "inter-site line rate, e.g. 10G, 400G"),
-    "link_efficiency": Input(0.95, "float", "goodput fraction of the line rate, (0, 1]"),
-    "link_price": Input(0.0, "float", "link price, USD per Gbps-month (added to the hourly cost)"),
+    "model": Input(DEFAULTS.model, "str", "model profile name or alias"),
+    "remote": Input(DEFAULTS.remote, "str", "remote prefill chips, e.g. 32xH200"),
+    "local": Input(DEFAULTS.local, "str", "local PD chips, e.g. 64xH20"),
+    "link": Input(DEFAULTS.link, "str", "inter-site line rate, e.g. 10G, 400G"),
+    "link_efficiency": Input(DEFAULTS.link_efficiency, "float", "goodput fraction of the line rate, (0, 1]"),
+    "link_price": Input(DEFAULTS.link_price_usd_per_gbps_month, "float",
+                        "link price, USD per Gbps-month (added to the hourly cost)"),
     "rtt": Input("0ms", "str", "link round trip, e.g. 2ms (fiber: about 1 ms per 100 km)"),
-    "tpot": Input("25ms", "str", "decode SLO, e.g. 25ms or 40tok/s"),
-    "workload": Input("paper", "str", "paper, trace or a .jsonl/.csv trace path"),
-    "instance_chips": Input(8, "int", "chips per instance"),
-    "mode": Input("exact", "str", "exact (planning's default, as size and compare) or representative"),
-    "inputs": Input("predicted", "str", "predicted or paper (prfaas-1t only)"),
-    "basis": Input("instances", "str", "baseline budget: instances or cost"),
+    "tpot": Input(DEFAULTS.tpot, "str", "decode SLO, e.g. 25ms or 40tok/s"),
+    "workload": Input(DEFAULTS.workload, "str", "paper, trace or a .jsonl/.csv trace path"),
+    "instance_chips": Input(DEFAULTS.instance_chips, "int", "chips per instance"),
+    "mode": Input(DEFAULTS.mode, "str", "exact (planning's default, as size and compare) or representative"),
+    "inputs": Input(DEFAULTS.inputs, "str", "predicted or paper (prfaas-1t only)"),
+    "basis": Input("instances", "str", "homogeneous baseline: instances (equal count), capex or rental (equal "
+                                       "budget; cost = capex)"),
 }
 SPEC_KEYS = ("base", "grid", "zip", "description")
-CHOICES = {"mode": ("representative", "exact"), "inputs": ("predicted", "paper"), "basis": ("instances", "cost")}
+CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES)}
 
 
 @dataclass(frozen=True)
@@ -344,8 +347,6 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
 # ---------------------------------------------------------------------------------------------------
 # Rows.
 
-HOURS = 3600.0
-
 # (column, type, meaning). Types: str, int, float, bool. Input columns come first (`INPUTS`).
 OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
     ("link_gbps", "float", "line rate, Gbit/s (parsed from link)"),
@@ -372,10 +373,11 @@ OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
     ("capex_usd", "float", "purchase price of the chips, USD (profile price indications)"),
     ("cloud_usd_per_hour", "float", "cloud cost of chips plus link, USD/hour"),
     ("cost_per_mtok_usd", "float", "cloud USD per million output tokens at Lambda_max (full load)"),
-    ("homogeneous_throughput_rps", "float", "Lambda_max of homogeneous PD on the local chip (basis)"),
+    ("homogeneous_throughput_rps", "float", "Lambda_max of homogeneous PD on the local chip (per basis)"),
     ("naive_throughput_rps", "float", "Lambda_max of naive heterogeneous on the same chips"),
     ("gain_vs_homogeneous", "float", "PrfaaS-PD / homogeneous Lambda_max"),
     ("gain_vs_naive", "float", "PrfaaS-PD / naive heterogeneous Lambda_max"),
+    ("warnings", "str", "codes of the plan's warnings, comma-separated (docs/output.md lists them)"),
     ("baseline_error", "str", "why the baselines could not be planned (the PrfaaS-PD figures stand)"),
     ("error", "str", "why this point could not be planned at all (other outputs empty)"),
 ]
@@ -397,36 +399,28 @@ def _parsed_inputs(v: dict) -> dict:
             "local_chips": parse_chip_count(v["local"], "local").count}
 
 
-def _counts(ev) -> str:
-    """Instances per role as ``2R + 8 (=5P+3D)`` (size's notation)."""
-    site = ev.layout.pd_sites[0]
-    local = f"{site.instances} (={ev.n_prefill}P+{ev.n_decode}D)"
-    return f"{ev.layout.remote.instances}R + {local}" if ev.layout.remote is not None else local
+HEADLINE = ("threshold_tokens", "offloaded_share", "instances", "remote_prefill_instances", "local_prefill_instances",
+            "local_decode_instances", "throughput_rps", "output_tokens_per_s", "binding_stage", "egress_gbps",
+            "link_utilization", "link_binds_below_tokens", "ttft_unloaded_mean_s", "ttft_unloaded_p50_s",
+            "ttft_unloaded_p90_s", "ttft_unloaded_p99_s", "capex_usd", "cloud_usd_per_hour")
 
 
-def headline(plan, sc) -> dict:
-    """The headline figures of one PrfaaS-PD `plans.Plan` (the sweep's subset of ``size``'s plan row)."""
-    ev = plan.best
-    tokens_per_s = ev.lambda_max * sc.output_tokens
-    hourly = plan.cloud_usd_per_hour
-    return {
-        "threshold_tokens": ev.threshold, "offloaded_share": ev.p_remote, "instances": _counts(ev),
-        "remote_prefill_instances": ev.layout.remote.instances if ev.layout.remote else 0,
-        "local_prefill_instances": ev.n_prefill, "local_decode_instances": ev.n_decode,
-        "throughput_rps": ev.lambda_max, "output_tokens_per_s": tokens_per_s, "binding_stage": ev.binding,
-        "egress_gbps": ev.egress_bps / 1e9, "link_utilization": ev.link_utilization if ev.link_bps else None,
-        "link_binds_below_tokens": plan.link_bind_threshold,
-        "ttft_unloaded_mean_s": plan.ttft.mean_s, "ttft_unloaded_p50_s": plan.ttft.p50_s,
-        "ttft_unloaded_p90_s": plan.ttft.p90_s, "ttft_unloaded_p99_s": plan.ttft.p99_s,
-        "capex_usd": _finite_or_none(plan.capex_usd), "cloud_usd_per_hour": _finite_or_none(hourly),
-        "cost_per_mtok_usd": (hourly / (tokens_per_s * HOURS) * 1e6
-                              if tokens_per_s > 0 and math.isfinite(hourly) else None),
-    }
+def headline(plan) -> dict:
+    """The headline figures of one PrfaaS-PD `plans.Plan`: ``size``'s plan row (`plan_report.plan_row`)
+    restricted to `HEADLINE`, with the cloud cost per million output tokens at Lambda_max."""
+    from ..output.plan_report import plan_row
+
+    row = plan_row("prfaas-pd", plan)
+    out = {k: _finite_or_none(row[k]) for k in HEADLINE}
+    per_usd = plan.output_tokens_per_usd_cloud
+    out["cost_per_mtok_usd"] = 1e6 / per_usd if per_usd and math.isfinite(per_usd) else None
+    return out
 
 
 def evaluate(point: Point) -> dict:
     """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
     from .plans import compare, size
+    from .warnings import beaten_warning, plan_warnings
 
     v = point.values
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
@@ -442,14 +436,18 @@ def evaluate(point: Point) -> dict:
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
         prf = plans["prfaas-pd"]
-        if prf.best.lambda_max <= 0:
-            raise PlanError(f"no request can be served: the {prf.best.binding} stage has zero capacity")
-        row.update(headline(prf, sc))
-        for name, col in (("homogeneous-pd", "homogeneous"), ("naive-heterogeneous", "naive")):
+        check_servable(prf)
+        row.update(headline(prf))
+        basis = BASIS_ALIASES.get(v["basis"], v["basis"])
+        hom = "homogeneous-pd" if basis == "instances" else f"homogeneous-equal-{basis}"
+        gains = {}
+        for name, col in ((hom, "homogeneous"), ("naive-heterogeneous", "naive")):
             if name in plans:
                 base = plans[name].best.lambda_max
+                gains[name] = prf.best.lambda_max / base if base > 0 else None
                 row[f"{col}_throughput_rps"] = base
-                row[f"gain_vs_{col}"] = prf.best.lambda_max / base if base > 0 else None
+                row[f"gain_vs_{col}"] = gains[name]
+        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc))
     except PlanError as exc:
         row["error"] = str(exc)
     return {k: row.get(k) for k, _ in ROW_COLUMNS}

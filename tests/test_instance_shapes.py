@@ -1,0 +1,173 @@
+"""Per-role instance shapes and dtypes (``--remote-instance-chips``, ``--local-instance-chips``,
+``--weight-dtype``, ``--kv-dtype``) on size, compare, simulate and reproduce, and layout files planned
+with the full ``size`` answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prfaas_plan import planning
+from prfaas_plan.errors import PlanError
+from prfaas_plan.planning.scenario import resolve_instance_chips
+
+QWEN = ("--model", "qwen3.5-397b", "--remote", "8xH200", "--local", "16xH20", "--link", "40G")
+
+
+def _json(cli, *args):
+    code, out, err = cli(*args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_qwen_does_not_fit_8xh20_and_the_hint_names_the_flags(cli):
+    code, out, err = cli("size", *QWEN, "--load", "0.7")
+    assert code == 2 and out == "" and "--local-instance-chips" in err and "--weight-dtype fp8" in err
+
+
+@pytest.mark.parametrize("flags", [("--local-instance-chips", "16"), ("--weight-dtype", "fp8")])
+def test_qwen_walkthrough_in_one_size_call(cli, flags):
+    doc = _json(cli, "size", *QWEN, "--load", "0.7", *flags)
+    plan, loaded = doc["sections"]["plan"][0], doc["sections"]["loaded"][0]
+    assert plan["remote_instance"] == "8xH200"
+    assert plan["local_instance"] == ("16xH20" if "16" in flags else "8xH20")
+    assert plan["throughput_rps"] > 0 and plan["capex_usd"] > 0 and plan["cloud_usd_per_hour"] > 0
+    assert loaded["rate_rps"] == pytest.approx(0.7 * plan["throughput_rps"])
+    assert loaded["loaded_ttft_p90_s"] >= plan["ttft_unloaded_p90_s"]
+    assert doc["meta"]["inputs"][flags[0][2:].replace("-", "_")] == {"value": flags[1] if "dtype" in flags[0]
+                                                                     else int(flags[1]), "default": False}
+    if "--weight-dtype" in flags:
+        assert any(n.startswith("weights as fp8 for this run (--weight-dtype") for n in doc["notes"])
+
+
+def test_remote_shape_changes_only_the_remote_instances(cli):
+    base = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20")["sections"]["plan"][0]
+    wide = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20", "--remote-instance-chips", "16")
+    row = wide["sections"]["plan"][0]
+    assert row["remote_instance"] == "16xH200" and row["remote_prefill_instances"] == 2
+    assert row["local_instance"] == base["local_instance"] == "8xH20"
+    assert row["capex_usd"] == pytest.approx(base["capex_usd"])   # same chips, other shape
+
+
+def test_kv_dtype_halves_the_bytes_each_offloaded_request_moves():
+    def bytes_per_offload(kv):
+        sc = planning.scenario(model="qwen3-235b", kv_dtype=kv)
+        ev = planning.answer_size(sc, threshold=30_000.0).plan.best
+        return ev.egress_bps / (ev.lambda_max * ev.p_remote), sc
+
+    bf16, _ = bytes_per_offload(None)
+    fp8, sc = bytes_per_offload("fp8")
+    assert fp8 / bf16 == pytest.approx(0.5, rel=1e-9)  # GQA only: every byte on the link is KV
+    assert sc.model.kv_dtype == "fp8" and any("--kv-dtype" in n for n in sc.notes)
+
+
+def test_weight_dtype_frees_hbm_for_decode():
+    bf16 = planning.perf_inputs(planning.scenario(model="qwen3-235b")).sites["local"].decode.batch
+    fp8 = planning.perf_inputs(planning.scenario(model="qwen3-235b", weight_dtype="fp8")).sites["local"].decode.batch
+    assert fp8 > bf16
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"weight_dtype": "fp7"}, "--weight-dtype: unknown dtype 'fp7'"),
+    ({"kv_dtype": "bogus"}, "--kv-dtype: unknown dtype 'bogus'"),
+    ({"local_instance_chips": 3}, "do not make whole 3-chip instances"),
+])
+def test_bad_shapes_and_dtypes_are_plan_errors(kwargs, needle):
+    with pytest.raises(PlanError, match=needle):
+        planning.size(planning.scenario(**kwargs))
+
+
+def test_instance_chips_resolution():
+    assert resolve_instance_chips(8, None, None) == (8, None)
+    assert resolve_instance_chips(8, 16, None) == (8, 16)
+    assert resolve_instance_chips(8, None, 16) == (16, 8)
+    assert resolve_instance_chips(8, 16, 16) == (16, None)
+
+
+def test_compare_and_reproduce_take_the_shapes(cli):
+    doc = _json(cli, "compare", *QWEN, "--local-instance-chips", "16", "--basis", "instances")
+    rows = {r["layout"]: r for r in doc["sections"]["compare"]}
+    assert {r["local_instance"] for r in rows.values()} == {"16xH20"}
+    assert rows["prfaas-pd"]["remote_instance"] == "8xH200"
+    code, out, err = cli("reproduce", "--inputs", "predicted", "--kv-dtype", "fp8", "--format", "json")
+    assert code in (0, 1), err
+    assert any("--kv-dtype" in n for n in json.loads(out)["notes"])
+
+
+def test_simulate_accepts_the_same_flags(cli):
+    code, _, err = cli("simulate", *QWEN, "--duration", "60s")
+    assert code == 2 and "--local-instance-chips" in err
+    doc = _json(cli, "simulate", *QWEN, "--local-instance-chips", "16", "--weight-dtype", "fp8",
+                "--duration", "120s", "--load", "0.5")
+    summary = doc["sections"]["summary"][0]
+    assert summary["n_prefill"] + summary["n_decode"] == 1          # 16xH20 is one 16-chip instance
+    assert summary["completed"] > 0
+    assert any(n.startswith("weights as fp8 for this run") for n in doc["notes"])
+
+
+ONE_SITE = ("name: one\nremote: {instance: 8xH200, instances: 4}\nthreshold: auto\nsites:\n"
+            "  - {name: a, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G, rtt: RTT}}\n")
+
+
+def _layout(tmp_path, rtt="20ms", threshold="auto"):
+    p = tmp_path / f"one-{rtt}-{threshold}.yaml"
+    p.write_text(ONE_SITE.replace("RTT", rtt).replace("threshold: auto", f"threshold: {threshold}"))
+    return str(p)
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (("--remote-instance-chips", "0"), "--remote-instance-chips"),
+    (("--local-instance-chips", "x"), "--local-instance-chips"),
+    (("--weight-dtype", "fp7"), "--weight-dtype: unknown dtype 'fp7'"),
+    (("--kv-dtype", "int3"), "--kv-dtype: unknown dtype 'int3'"),
+])
+@pytest.mark.parametrize("command", ["size", "compare", "simulate", "reproduce"])
+def test_bad_shape_flags_are_one_line_exit_2(cli, command, flags, needle):
+    code, out, err = cli(command, *flags)
+    assert code == 2 and out == "" and needle in err
+
+
+def test_layout_defaults_note_leaves_out_what_the_file_replaces(cli, tmp_path):
+    code, out, err = cli("size", "--model", "prfaas-1t", "--inputs", "paper", "--layout", _layout(tmp_path))
+    assert code == 0, err
+    note = next(l for l in out.splitlines() if l.startswith("note: defaults in effect"))
+    assert "--remote" not in note and "--link " not in note and "--tpot 25ms" in note
+
+
+def test_one_site_layout_file_gets_the_full_answer(cli, tmp_path):
+    plot = tmp_path / "t.svg"
+    doc = _json(cli, "size", "--model", "prfaas-1t", "--inputs", "paper", "--layout", _layout(tmp_path),
+                "--load", "0.7", "--ttft", "p90<8s", "--plot", str(plot))
+    s = doc["sections"]
+    assert {"plan", "stages", "loaded", "slo"} <= set(s)
+    assert s["plan"][0]["layout"] == "one" and s["plan"][0]["instances"] == "4R + 8 (=3P+5D)"  # split kept
+    assert s["plan"][0]["capex_usd"] > 0 and plot.read_text().lstrip().startswith("<?xml")
+    assert any("its split 3P+5D is kept" in n and "rtt 20 ms from the file" in n for n in doc["notes"])
+
+
+def test_layout_file_keeps_its_rtt_and_threshold(cli, tmp_path):
+    def plan(**kw):
+        return _json(cli, "size", "--model", "prfaas-1t", "--inputs", "paper",
+                     "--layout", _layout(tmp_path, **kw))["sections"]["plan"][0]
+
+    near, far = plan(rtt="1us"), plan(rtt="200ms")
+    assert far["ttft_unloaded_p99_s"] > near["ttft_unloaded_p99_s"]     # remote requests pay RTT/2
+    pinned = plan(threshold="16k")
+    assert pinned["threshold_tokens"] == 16 * 1024
+
+
+def test_a_fixed_threshold_that_leaves_the_split_free_says_so():
+    a = planning.answer_size(planning.scenario(remote="8xH200", local="64xH20"), threshold=500.0)
+    note = next(n for n in a.notes if n.startswith("the split is not unique"))
+    lam = a.plan.surface.lam.max(axis=0)
+    reach = a.plan.surface.splits[lam >= a.plan.best.lambda_max * (1 - 1e-9)]
+    assert f"{reach.min()} to {reach.max()} local prefill instances" in note and a.plan.best.binding in note
+
+
+def test_multi_site_counts_are_never_negative(cli, tmp_path):
+    p = tmp_path / "two.yaml"
+    p.write_text(ONE_SITE.replace("RTT", "1ms") + "  - {name: b, instance: 8xH20, prefill: 0, decode: 1, "
+                 "link: {bandwidth: 1G}}\n")
+    doc = _json(cli, "size", "--model", "prfaas-1t", "--inputs", "paper", "--layout", str(p))
+    assert all("-" not in r["instances"] for r in doc["sections"]["sites"])
