@@ -21,21 +21,19 @@ from prfaas_plan.simulator import schedulers as S
 # --- add an attention kind ------------------------------------------------------------------------------
 
 
-class MultiQuery(kinds.AttentionKind):
-    """Step 1 of the recipe: a made-up kind, multi-query attention (one shared K and V head of ``head_dim``)."""
+class DocLinear(kinds._Recurrent):
+    """Step 1 of the recipe: a made-up recurrent kind sharing `_Recurrent`'s rules (a heads x d x d state
+    per layer, two state-sized multiply-adds per token and head), with no short convolution."""
 
-    name = "doc_mqa"
-    cache = "growing"
+    name = "doc_linear"
     required = ("num_heads", "head_dim")
+    state_madds = 2
 
-    def kv_elements_per_token(self, g):
-        return 2 * g.head_dim
+    def linear_dims(self, g):
+        return g.num_heads, g.head_dim, g.head_dim
 
     def params(self, g, hidden):
-        return hidden * g.head_dim * (2 * g.num_heads + 2)  # q and o per head, one k and one v
-
-    def core_flops(self, g, l, cached=0):
-        return 4 * g.num_heads * g.head_dim * kinds.causal_pairs(l, cached)
+        return 4 * hidden * g.num_heads * g.head_dim      # q, k, v and o
 
 
 def _model_yaml(kind: str) -> dict:
@@ -47,35 +45,35 @@ def _model_yaml(kind: str) -> dict:
 
 
 @pytest.fixture
-def mqa_kind():
-    kinds.register(MultiQuery)
-    yield MultiQuery
-    del kinds.KINDS[MultiQuery.name]
+def linear_kind():
+    kinds.register(DocLinear)
+    yield DocLinear
+    del kinds.KINDS[DocLinear.name]
 
 
-def test_attention_kind_recipe(mqa_kind, tmp_path, cli):
+def test_attention_kind_recipe(linear_kind, tmp_path, cli):
     folder = tmp_path / "my_profiles"
     folder.mkdir()
-    (folder / "doc-tiny.yaml").write_text(yaml.safe_dump(_model_yaml("doc_mqa")))
+    (folder / "doc-tiny.yaml").write_text(yaml.safe_dump(_model_yaml("doc_linear")))
 
     code, out, err = cli("--profiles", str(folder), "kv", "--model", "doc-tiny", "--len", "1k", "-f", "json")
     assert code == 0, err
     m = get_model("doc-tiny")
-    assert m.attention[0].rule is kinds.KINDS["doc_mqa"]
-    per_token = 4 * 2 * 32 * 2                      # layers x (K + V) x head_dim x bf16 bytes
-    assert A.kv_bytes_per_token(m) == per_token
-    assert A.s_kv(m, 1024) == 1024 * per_token
-    assert A.fixed_state_bytes(m) == 0
-    assert A.prefill_flops(m, 10).attention_core == 4 * 4 * 8 * 32 * 55   # layers x rule x sum_{i<=10} i
-    assert str(1024 * per_token) in json.dumps(json.loads(out)["sections"])  # the CLI prints the rule's bytes
+    assert m.attention[0].rule is kinds.KINDS["doc_linear"]
+    state = 4 * 8 * 32 * 32 * 4                     # layers x heads x d x d x fp32 state bytes
+    assert A.kv_bytes_per_token(m) == 0
+    assert A.fixed_state_bytes(m) == state
+    assert A.s_kv(m, 1024) == A.s_kv(m, 32768) == state          # a fixed state, whatever the length
+    assert A.prefill_flops(m, 10).attention_core == 4 * 10 * 5 * 8 * 32 * 32   # layers x l x (2*2+1) x state
+    assert str(state) in json.dumps(json.loads(out)["sections"])  # the CLI prints the rule's bytes
 
 
 def test_an_unregistered_kind_names_the_registry(tmp_path, cli):
     folder = tmp_path / "p"
     folder.mkdir()
-    (folder / "doc-tiny.yaml").write_text(yaml.safe_dump(_model_yaml("doc_mqa")))
+    (folder / "doc-tiny.yaml").write_text(yaml.safe_dump(_model_yaml("doc_linear")))
     code, _, err = cli("--profiles", str(folder), "kv", "--model", "doc-tiny")
-    assert code == 2 and "doc_mqa" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "doc_linear" in err and len(err.strip().splitlines()) == 1
 
 
 # --- add a scheduler ------------------------------------------------------------------------------------
