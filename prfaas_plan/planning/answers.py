@@ -108,17 +108,6 @@ def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, war
     return replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
 
 
-def _link_starves_offload(plan: Plan, sc: Scenario) -> bool:
-    """True when offloading even the longest 0.1% of requests makes the link bind before remote prefill."""
-    import numpy as np
-
-    from ..analytic.throughput import evaluate
-
-    i = min(int(np.searchsorted(np.cumsum(sc.grid.weights), 1 - 1e-3)), len(sc.grid.lengths) - 1)
-    ev = evaluate(plan.best.layout, sc.grid, plan.perf, float(sc.grid.lengths[i]), plan.best.n_prefill, sc.mode)
-    return ev.p_remote > 0 and ev.bounds["link"] < ev.bounds["remote_prefill"]
-
-
 def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
