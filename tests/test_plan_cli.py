@@ -346,3 +346,13 @@ def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
 def test_bad_transfer_or_degraded_option_is_one_line_exit_2(cli, args, needle):
     code, out, err = cli(*args)
     assert code == 2 and out == "" and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_table_fits_100_columns_with_one_column_per_layout(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli("compare", "--model", "kimi-linear", "--samples", "0")
+    assert code == 0, err
+    table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line) for line in table) <= 100
+    header = next(line for line in table if "prfaas-pd" in line)
+    assert "local-alone" in header   # layouts are columns, quantities rows

@@ -287,7 +287,7 @@ def compare_report(a) -> Report:
     """The report of a `CompareAnswer`."""
     sc = a.scenario
     rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name]) for name, p in a.plans.items()]
-    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS gain", ".2f")]
+    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS-PD gain over it", ".2f")]
     sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
     if a.at_rate is not None:
         r = a.at_rate

@@ -184,6 +184,9 @@ def render(report: Report, fmt: str, quiet: bool = False) -> str:
     return _render_table(report, quiet)
 
 
+TRANSPOSE_ROWS = 6   # at most this many records, with more columns than that, are shown one column each
+
+
 def _render_table(report: Report, quiet: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
@@ -198,6 +201,13 @@ def _render_table(report: Report, quiet: bool = False) -> str:
             t.add_column("value", overflow="fold")
             for c in cols:
                 t.add_row(c.header, _cell(s.rows[0].get(c.key), c.fmt))
+        elif 1 < len(s.rows) <= TRANSPOSE_ROWS and len(cols) > TRANSPOSE_ROWS:
+            # a few wide records (layouts side by side) read better with one column per record
+            t.add_column(cols[0].header)
+            for row in s.rows:
+                t.add_column(_cell(row.get(cols[0].key), cols[0].fmt), overflow="fold")
+            for c in cols[1:]:
+                t.add_row(c.header, *[_cell(row.get(c.key), c.fmt) for row in s.rows])
         else:
             for c in cols:
                 t.add_column(c.header, overflow="fold")
