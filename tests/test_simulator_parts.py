@@ -147,6 +147,17 @@ def test_trace_reader_streams_and_stops_at_the_duration():
     assert all(len(h) == math.ceil(l / 512) for h, l in zip(r.iter_blocks(), r.input_tokens.tolist()))
 
 
+def test_trace_reader_keeps_ids_in_int32_only_when_all_fit(tmp_path):
+    big = 2**31  # one past int32
+    for ids, dtype in (([0, 7], np.int32), ([7, big], np.int64)):
+        path = tmp_path / f"t{len(str(ids))}.jsonl"
+        path.write_text(f'{{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": {ids}}}\n'
+                        f'{{"timestamp": 5, "input_length": 600, "output_length": 1, "hash_ids": [{ids[0]}, 9]}}\n')
+        r = read_trace(path)
+        assert r.block_ids.dtype == dtype
+        assert [list(h) for h in r.iter_blocks()] == [ids, [ids[0], 9]]  # the same Python ints either way
+
+
 def test_trace_reader_counts_time_from_the_first_request(tmp_path):
     # A trace whose clock does not start at 0 (e.g. epoch milliseconds) replays like one that does: the
     # window counts from the first request, and the simulation does not idle until it arrives.
@@ -230,3 +241,35 @@ def test_split_gains_read_the_grid_search_surface():
     assert split_gains(res, 2) == (pytest.approx(0.1), pytest.approx(-1 / 3))
     assert split_gains(res, 3) == (0.0, pytest.approx(3.0 / 3.3 - 1))
     assert split_gains(res, 0) == (math.inf, 0.0)
+
+
+def test_balanced_threshold_reuses_the_search_exactly():
+    """The long-term rule's re-optimization reads the grid search's own stage bounds (and, at the search's
+    best split, its answer) instead of recomputing them: at every split the threshold is the one a fresh
+    computation over the same thresholds gives, to the bit."""
+    from dataclasses import replace
+
+    from prfaas_plan.analytic.search import (
+        _balanced_threshold,
+        balanced_threshold,
+        grid_search,
+    )
+    from prfaas_plan.analytic.throughput import routing_stats, stage_bounds
+    from prfaas_plan.layout import Link, prfaas_pd
+    from prfaas_plan.planning import case_study as paper
+    from prfaas_plan.simulator.scheduler import empirical_grid
+
+    lengths = np.random.default_rng(3).lognormal(9.9, 1.0, 400).clip(128, 131_072).round()
+    grid = empirical_grid(lengths)
+    perf = paper.case_study_perf("paper")
+    layout = prfaas_pd(paper.REMOTE, paper.LOCAL, Link(100e9))
+    res = grid_search(replace(layout, threshold=None), grid, perf, "exact")
+    assert res.bounds is not None
+    free = replace(layout, threshold=None)
+    r = routing_stats(grid, perf, res.thresholds, "exact", layout.pd_sites[0].name)
+    for n_p in res.splits[1:-1].tolist():
+        col = res.lam[:, res.splits.tolist().index(n_p)]
+        fresh = _balanced_threshold(free, grid, perf, "exact", res.thresholds, col,
+                                    stage_bounds(free, r, perf, [n_p]), 0, n_p, col.max())
+        assert balanced_threshold(layout, grid, perf, n_p, "exact", res) == fresh
+        assert balanced_threshold(layout, grid, perf, n_p, "exact", replace(res, bounds=None)) == fresh

@@ -17,6 +17,7 @@ from .throughput import (
     Evaluation,
     LengthGrid,
     PerfInputs,
+    StageBounds,
     evaluate,
     routing_stats,
     stage_bounds,
@@ -48,12 +49,15 @@ def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GridResult:
-    """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``."""
+    """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``.
+    ``bounds``: the stage bounds (requests/s) behind ``lam``, kept so that `balanced_threshold` at another
+    split reuses them instead of recomputing the routing over every threshold."""
 
     best: Evaluation
     thresholds: np.ndarray
     splits: np.ndarray
     lam: np.ndarray
+    bounds: StageBounds | None = None
 
 
 def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative",
@@ -83,7 +87,7 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     else:
         t_best = _balanced_threshold(layout, grid, perf, mode, ts, lam[:, j], b, j, int(splits[j]), best_lam)
     best = evaluate(layout, grid, perf, t_best, int(splits[j]), mode)
-    return GridResult(best, ts, splits, lam)
+    return GridResult(best, ts, splits, lam, b)
 
 
 def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int, mode: str = "exact",
@@ -94,10 +98,16 @@ def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_pre
     it). ``res`` is the layout's grid search with a free threshold, computed unless given."""
     free = replace(layout, threshold=None)
     res = grid_search(free, grid, perf, mode) if res is None else res
-    col = res.lam[:, int(np.flatnonzero(res.splits == n_prefill)[0])]
-    b = stage_bounds(free, routing_stats(grid, perf, res.thresholds, mode, layout.pd_sites[0].name), perf,
-                     [n_prefill])
-    return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, 0, n_prefill, col.max())
+    j = int(np.flatnonzero(res.splits == n_prefill)[0])
+    col = res.lam[:, j]
+    if n_prefill == res.best.n_prefill and col.max() == res.lam.max():
+        return res.best.threshold  # the search already balanced this very column (same inputs, same answer)
+    if res.bounds is None:
+        b, j = stage_bounds(free, routing_stats(grid, perf, res.thresholds, mode, layout.pd_sites[0].name), perf,
+                            [n_prefill]), 0
+    else:  # the same figures: each (threshold, split) bound is computed on its own
+        b = res.bounds
+    return _balanced_threshold(free, grid, perf, mode, res.thresholds, col, b, j, n_prefill, col.max())
 
 
 def best_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int,

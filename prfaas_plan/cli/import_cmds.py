@@ -4,33 +4,39 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-import yaml
 
-from .. import arithmetic as A
 from ..errors import PlanError
-from ..output.report import write_atomic
-from ..profiles import ModelProfile, model_from_dict
-from ..profiles.hf_import import import_hf_config, read_hf_config
 from .app import model_app
 
+if TYPE_CHECKING:
+    import yaml
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, except that lists of scalars (layer indices) stay on one line."""
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list):
-    flow = all(not isinstance(v, (list, dict)) for v in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+    from ..profiles import ModelProfile
 
 
-_Dumper.add_representer(list, _represent_list)
+def _dumper() -> type[yaml.SafeDumper]:
+    """A YAML dumper in block style, except that lists of scalars (layer indices) stay on one line.
+    Built on first use, as `import_cmd` imports hf_import: registering the commands needs neither."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent_list(dumper: yaml.SafeDumper, data: list):
+        flow = all(not isinstance(v, (list, dict)) for v in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+    Dumper.add_representer(list, represent_list)
+    return Dumper
 
 
 def _summary(m: ModelProfile) -> list[str]:
     """A few lines on what the imported profile implies for the cache that crosses the link."""
+    from .. import arithmetic as A
+
     lines = [f"{m.name} ({m.display_name}): {m.attention_summary}",
              f"KV cache {A.kv_bytes_per_token(m):,} B/token ({m.kv_dtype})",
              f"fixed state {A.fixed_state_bytes(m):,} B/request"
@@ -50,6 +56,12 @@ def import_cmd(
                                              "(usable with --profiles)."),
 ) -> None:
     """Import a Hugging Face config.json as a model profile (YAML to stdout, or to a file)."""
+    import yaml
+
+    from ..output.report import write_atomic
+    from ..profiles import model_from_dict
+    from ..profiles.hf_import import import_hf_config, read_hf_config
+
     if output is not None and output_dir is not None:
         raise PlanError("--output and --output-dir: give one of them, not both")
     if output_dir is not None and not Path(output_dir).is_dir():
@@ -61,7 +73,7 @@ def import_cmd(
     summary = _summary(model)
     header = [f"Imported by `prfaas-plan model import` from {Path(config).name}."] + summary
     text = "".join(f"# {line}\n" for line in header) + yaml.dump(
-        profile, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        profile, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=100)
     if output is None and output_dir is None:
         sys.stdout.write(text)
         return

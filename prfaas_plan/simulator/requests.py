@@ -17,7 +17,7 @@ class Requests:
     """Requests sorted by arrival. ``arrival_s`` seconds (float64, non-decreasing); ``input_tokens`` and
     ``output_tokens`` whole tokens >= 1 (int64). Optionally prefix-block hash ids (non-negative, one per
     ``block_tokens`` tokens, equal ids = equal prefixes), flat: request ``i`` owns
-    ``block_ids[block_offsets[i]:block_offsets[i + 1]]`` (8 bytes an id, not a Python list per request)."""
+    ``block_ids[block_offsets[i]:block_offsets[i + 1]]`` (4 or 8 bytes an id, not a Python list per request)."""
 
     arrival_s: np.ndarray
     input_tokens: np.ndarray
@@ -47,7 +47,8 @@ class Requests:
         if li.min() < 1 or lo.min() < 1:
             raise PlanError("requests: input and output lengths must be >= 1 token")
         if block_ids is not None:
-            block_ids = np.asarray(block_ids, dtype=np.int64)
+            if not (isinstance(block_ids, np.ndarray) and block_ids.dtype == np.int32):  # int32: kept (half the bytes)
+                block_ids = np.asarray(block_ids, dtype=np.int64)
             block_offsets = np.asarray(block_offsets, dtype=np.int64)
             if len(block_offsets) != len(a) + 1 or block_offsets[0] != 0 or block_offsets[-1] != len(block_ids) \
                     or np.any(np.diff(block_offsets) < 0):
