@@ -499,7 +499,7 @@ def test_ctrl_c_inside_a_command_exits_130_with_one_line(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(store, "all_models", interrupted)
-    monkeypatch.setattr("prfaas_plan.cli.profile_cmds.all_models", interrupted, raising=False)
+    monkeypatch.setattr("prfaas_plan.profiles.all_models", interrupted)
     code = run(["models"])
     out, err = capsys.readouterr()
     assert code == 130 and err == "error: interrupted\n"

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 LAYERS = next(c for c in CONFIG["contracts"] if c["type"] == "layers")["layers"]
+CLI_RULE = next(c for c in CONFIG["contracts"] if c["type"] == "forbidden")
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,30 @@ def test_the_checks_catch_a_bad_import(graph):
         assert any("prfaas_plan.arithmetic" in group for group in _cycles(graph))
     finally:
         graph.remove_import(importer="prfaas_plan.arithmetic", imported="prfaas_plan.planning.plans")
+
+
+def _cli_reaches_models(graph) -> list[str]:
+    """Direct imports from the CLI into a module the CLI may not import (it only parses, asks
+    `prfaas_plan.planning` and renders with `prfaas_plan.output`)."""
+    [cli] = CLI_RULE["source_modules"]
+    forbidden = CLI_RULE["forbidden_modules"]
+    return [f"{m} -> {i}" for m in sorted(graph.find_descendants(cli) | {cli})
+            for i in sorted(graph.find_modules_directly_imported_by(m))
+            if any(i == f or i.startswith(f + ".") for f in forbidden)]
+
+
+def test_the_cli_imports_no_model(graph):
+    assert _cli_reaches_models(graph) == []
+
+
+@pytest.mark.parametrize("imported", ["prfaas_plan.arithmetic", "prfaas_plan.performance.roofline",
+                                      "prfaas_plan.simulator.plot", "prfaas_plan.workload.workloads"])
+def test_the_cli_rule_catches_a_model_import(graph, imported):
+    graph.add_import(importer="prfaas_plan.cli.perf_cmds", imported=imported)
+    try:
+        assert _cli_reaches_models(graph) == [f"prfaas_plan.cli.perf_cmds -> {imported}"]
+    finally:
+        graph.remove_import(importer="prfaas_plan.cli.perf_cmds", imported=imported)
 
 
 def test_import_linter_contracts_are_kept(monkeypatch):

@@ -39,6 +39,29 @@ def test_cli_prints_what_the_api_returns(cli, paper_sc):
     assert set(a.notes) <= set(doc["notes"])
 
 
+def test_per_instance_commands_print_what_the_api_returns(cli):
+    """``rates``, ``kv-throughput`` and ``show`` print the rows and notes of their planning answers."""
+    a = planning.answer_rates("qwen3.5-397b", "8xH20", [8192, 32768], concurrency=4)
+    code, out, err = cli("rates", "--model", "qwen3.5-397b", "--instance", "8xH20", "--len", "8k,32k",
+                         "--concurrency", "4", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for name in ("prefill", "operators", "decode_step", "decode"):
+        assert doc["sections"][name] == getattr(a, name)
+    assert set(a.notes) <= set(doc["notes"]) and a.serving_concurrency == 4
+
+    kv = planning.answer_kv_throughput(["kimi-linear"], "8xH200", [8192])
+    code, out, err = cli("kv-throughput", "--model", "kimi-linear", "--len", "8k", "--format", "json")
+    assert code == 0, err
+    assert kv.has_paper
+    assert json.loads(out)["sections"]["kv_throughput"] == kv.rows
+
+    shown = planning.answer_show("kimi-linear")
+    code, out, err = cli("show", "kimi-linear", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["sections"]["layers"] == shown.layers
+
+
 def test_every_command_defaults_to_the_same_model():
     import typer.main
 
@@ -94,7 +117,8 @@ def evaluate_lambda(lay, sc, perf, t, n_p) -> float:
 
 def test_readme_python_example_runs():
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
-    exec(compile(block.replace("print(", "(lambda *a: a)("), "README.md", "exec"), scope)  # noqa: S102
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        exec(compile(block.replace("print(", "(lambda *a: a)("), "README.md", "exec"), scope)  # noqa: S102
     assert scope["a"].plan.best.lambda_max > 0 and scope["s"].requests > 0
+    assert scope["r"].decode[0]["tokens_per_s"] > 0 and scope["kv"].has_paper and scope["fit"].by_chip

@@ -14,8 +14,6 @@ from .app import model_app
 if TYPE_CHECKING:
     import yaml
 
-    from ..profiles import ModelProfile
-
 
 def _dumper() -> type[yaml.SafeDumper]:
     """A YAML dumper in block style, except that lists of scalars (layer indices) stay on one line.
@@ -33,19 +31,6 @@ def _dumper() -> type[yaml.SafeDumper]:
     return Dumper
 
 
-def _summary(m: ModelProfile) -> list[str]:
-    """A few lines on what the imported profile implies for the cache that crosses the link."""
-    from .. import arithmetic as A
-
-    lines = [f"{m.name} ({m.display_name}): {m.attention_summary}",
-             f"KV cache {A.kv_bytes_per_token(m):,} B/token ({m.kv_dtype})",
-             f"fixed state {A.fixed_state_bytes(m):,} B/request"
-             + (f" ({m.state_dtype} state, {m.conv_dtype} conv)" if A.fixed_state_bytes(m) else "")]
-    for g in m.cached_as("window"):
-        lines.append(f"sliding window {A.swa_bytes_per_token(m):,} B/token, capped at {g.window} tokens")
-    return lines
-
-
 @model_app.command("import")
 def import_cmd(
     config: str = typer.Argument(..., help="A Hugging Face config.json."),
@@ -59,6 +44,7 @@ def import_cmd(
     import yaml
 
     from ..output.report import write_atomic
+    from ..planning.profiles import import_summary
     from ..profiles import model_from_dict
     from ..profiles.hf_import import import_hf_config, read_hf_config
 
@@ -70,7 +56,7 @@ def import_cmd(
         raise PlanError(f"--output {output!r}: is a folder; give a file name or use --output-dir")
     profile = import_hf_config(read_hf_config(config), name, source=config)
     model = model_from_dict(profile, config)
-    summary = _summary(model)
+    summary = import_summary(model)
     header = [f"Imported by `prfaas-plan model import` from {Path(config).name}."] + summary
     text = "".join(f"# {line}\n" for line in header) + yaml.dump(
         profile, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=100)

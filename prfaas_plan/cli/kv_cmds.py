@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from ..output.report import Column, Report, Section
 from ..units import MAX_CHIPS, parse_lengths
 from .app import app
 from .envelope import emit
@@ -21,23 +20,7 @@ def kv_cmd(
     fmt: FormatOpt = "table",
 ) -> None:
     """S_kv(l) and its parts per length, against a dense model of the same depth."""
-    from dataclasses import asdict
-
+    from ..output.profile_report import kv_report
     from ..planning.kv import kv_breakdown
 
-    rows = [dict(asdict(b), s_kv_bytes_per_token=b.s_kv_bytes_per_token, kv_reduction_x=b.kv_reduction_x)
-            for b in kv_breakdown(model, parse_lengths(length, "--len"), tp)]
-    mib = lambda v: f"{v / 2**20:,.1f}"  # noqa: E731
-    cols = [Column("model", "model"), Column("len_tokens", "len", ",d"),
-            Column("growing_kv_bytes", "growing KV MiB", mib), Column("window_kv_bytes", "SWA MiB", mib),
-            Column("recurrent_state_bytes", "state MiB", mib), Column("conv_state_bytes", "conv MiB", mib),
-            Column("s_kv_bytes", "S_kv MiB", mib), Column("s_kv_bytes_per_token", "B/token", ",.0f"),
-            Column("dense_equivalent_bytes", "dense-equiv MiB", mib),
-            Column("kv_reduction_x", "reduction", ".1f")]
-    notes = ["S_kv: what must reach decode for an uncached prompt: growing KV x l + SWA capped at its window "
-             "+ recurrent and conv states",
-             "dense-equivalent: every layer as the model's full-attention kind; reduction = dense / S_kv",
-             "lengths: K = 1024 tokens"]
-    notes.append("logical bytes (one copy)" if tp == 1 else
-                 f"bytes a TP{tp} transfer moves (KV heads replicated when TP > KV heads; MLA latent on every rank)")
-    emit(Report([Section("kv", "KV cache per request", rows, cols)], notes), fmt)
+    emit(kv_report(kv_breakdown(model, parse_lengths(length, "--len"), tp), tp), fmt)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import typer  # noqa: E402  (after the option aliases, which need it too)
 
-from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
 from .app import app
 from .envelope import emit
@@ -102,16 +100,10 @@ def simulate_cmd(
     from ..output.report import write_atomic
     from ..output.sim_report import simulation_report
     from ..planning import answer_simulate
-    from ..simulator import plot as sim_plot
+    from ..planning.simulate import plot_format, simulation_plot
     from ..units import parse_length, parse_time_s
 
-    plot_fmt = None
-    if plot is not None:
-        plot_fmt = Path(plot).suffix.lower().lstrip(".")
-        if plot_fmt not in sim_plot.FORMATS:
-            raise PlanError(f"--plot {plot!r}: expected a file name ending in .png or .svg")
-        if not Path(plot).parent.exists():
-            raise PlanError(f"--plot {plot!r}: folder {str(Path(plot).parent)!r} does not exist")
+    plot_fmt = plot_format(plot) if plot is not None else None
     tick, done = _progress()
     try:
         answer = answer_simulate(
@@ -129,6 +121,5 @@ def simulate_cmd(
         done()
     report = simulation_report(answer)
     if plot is not None:
-        write_atomic(plot, sim_plot.render(answer.result, plot_fmt, answer.other,
-                                           f"{answer.layout.name}, {answer.scheduler} scheduler"))
+        write_atomic(plot, simulation_plot(answer, plot_fmt))
     emit(report, fmt)

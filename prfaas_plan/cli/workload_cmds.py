@@ -12,8 +12,8 @@ import typer
 
 from ..errors import PlanError
 from ..planning.scenario import DEFAULTS
+from ..planning.workloads import DEFAULT_BLOCK_SIZE
 from ..units import MAX_TOKENS, parse_lengths
-from ..workload.prefix_cache import DEFAULT_BLOCK_SIZE
 from .app import app
 from .envelope import emit
 from .options import FormatOpt, Workload
@@ -44,13 +44,12 @@ def describe_cmd(
 ) -> None:
     """Lengths (mean, P50/P90/P99), prefix hit rate, arrival rate and P(L>t), E[L|L>t], E[L|L<=t]."""
     from ..output.workload_report import describe
-    from ..workload.workloads import resolve_workload
+    from ..planning.workloads import describe_workload
 
     if trace is not None:
         if workload != DEFAULTS.workload:
             raise PlanError("--trace and --workload both name a workload: give one of them")
         workload = trace
     thresholds = parse_lengths(threshold, "--threshold")
-    w = resolve_workload(workload, prefix_cache=prefix_cache, block_size=block_size,
-                         capacity_blocks=cache_blocks)
+    w = describe_workload(workload, prefix_cache, block_size, cache_blocks)
     emit(describe(w, thresholds), fmt)

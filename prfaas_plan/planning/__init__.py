@@ -9,6 +9,10 @@
   command prints — figures, follow-up questions (``questions``), warnings (``warnings``), notes;
 - `answer_simulate` (``simulate``): plan, workload, discrete-event run and the analytic model beside it;
 - `kv_breakdown` (``kv``): a request's cache by part per length;
+- `answer_rates`, `answer_kv_throughput`, `answer_calibrate` (``rates``): per-instance prefill and decode
+  rates, KV throughput beside the paper's Table 3, the joint calibration and its errors;
+- `answer_models`, `answer_hardware`, `answer_show` (``profiles``): the profile tables;
+  `answer_validate` (``validate``): the numpy reference against the analytical arithmetic;
 - ``case_study``: the paper's case study and its published figures.
 
 Example::
@@ -34,6 +38,13 @@ from .answers import (
 )
 from .kv import KvBreakdown, kv_breakdown
 from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
+from .profiles import (
+    ModelsAnswer,
+    ShowAnswer,
+    answer_hardware,
+    answer_models,
+    answer_show,
+)
 from .questions import (
     AtRate,
     LinkSizing,
@@ -42,6 +53,14 @@ from .questions import (
     TargetSizing,
     Verification,
     routing_screen,
+)
+from .rates import (
+    CalibrateAnswer,
+    KvThroughputAnswer,
+    RatesAnswer,
+    answer_calibrate,
+    answer_kv_throughput,
+    answer_rates,
 )
 from .scenario import (
     DEFAULTS,
@@ -54,11 +73,14 @@ from .scenario import (
     scenario_for,
 )
 from .simulate import SimulationAnswer, answer_simulate
+from .validate import ValidateAnswer, answer_validate
 from .warnings import PlanWarning
 
 __all__ = [
-    "DEFAULTS", "AtCommonRate", "AtRate", "CompareAnswer", "KvBreakdown", "LayoutAnswer", "LinkSizing",
-    "LoadedLatency", "Plan", "PlanWarning",
+    "DEFAULTS", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
+    "LayoutAnswer", "LinkSizing", "LoadedLatency", "ModelsAnswer", "Plan", "PlanWarning", "RatesAnswer",
+    "ShowAnswer", "ValidateAnswer", "answer_calibrate", "answer_hardware", "answer_kv_throughput",
+    "answer_models", "answer_rates", "answer_show", "answer_validate",
     "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
     "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
     "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",

@@ -251,3 +251,25 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, other, analytic, unloaded, scheduler,
                             len(requests), seed, notes, warnings)
+
+
+def plot_format(path: str) -> str:
+    """The figure format (``png`` or ``svg``) a ``--plot`` file name asks for, checked before the run."""
+    from pathlib import Path
+
+    from ..simulator.plot import FORMATS
+
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise PlanError(f"--plot {path!r}: expected a file name ending in .png or .svg")
+    if not Path(path).parent.exists():
+        raise PlanError(f"--plot {path!r}: folder {str(Path(path).parent)!r} does not exist")
+    return fmt
+
+
+def simulation_plot(answer: SimulationAnswer, fmt: str) -> bytes:
+    """The run's figure (link load, queues, threshold and roles over time, TTFT CDF) as ``png`` or
+    ``svg`` bytes, the compared scheduler's run overlaid when there is one."""
+    from ..simulator import plot
+
+    return plot.render(answer.result, fmt, answer.other, f"{answer.layout.name}, {answer.scheduler} scheduler")
