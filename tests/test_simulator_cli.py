@@ -129,3 +129,11 @@ def test_bad_plot_target(cli, tmp_path):
     assert code == 2 and ".png or .svg" in err
     code, _, err = cli("simulate", "--duration", "60s", "--plot", str(tmp_path / "nope" / "x.png"))
     assert code == 2 and "does not exist" in err
+
+
+def test_homogeneous_baseline_without_a_remote_site_simulates(cli):
+    # perf_note read the remote prefill's source before checking there is one (a README example crashed)
+    code, out, err = cli("simulate", "--baseline", "homogeneous", "--local", "64xH20", "--tpot", "40tok/s",
+                         "--duration", "30s", "--format", "json")
+    assert code == 0, err
+    assert "remote prefill" not in " ".join(json.loads(out)["notes"])

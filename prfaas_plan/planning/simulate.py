@@ -84,7 +84,7 @@ def perf_note(perf, inputs: str) -> str:
         return ("paper inputs: H200 prefill measured (paper Table 5), H20 prefill and decode back-solved; "
                 + transfer)
     return "performance model: " + "; ".join(
-        [f"remote prefill {perf.remote_prefill.source}"] * (perf.remote_prefill is not None)
+        ([f"remote prefill {perf.remote_prefill.source}"] if perf.remote_prefill is not None else [])
         + [f"{n} prefill {sp.prefill.source}; decode {sp.decode.source}" for n, sp in perf.sites.items()]
         + [transfer])
 
