@@ -195,7 +195,8 @@ def _render_table(report: Report, quiet: bool = False) -> str:
     console = Console(file=io.StringIO(), width=max(width, 60), force_terminal=False, color_system=None)
     for s in report.sections:
         cols = s.columns or [Column(k, k) for k in (s.rows[0] if s.rows else {})]
-        t = Table(title=s.title, title_justify="left", show_lines=False)
+        # at least as wide as its title (up to the console), so a short table does not wrap its title
+        t = Table(title=s.title, title_justify="left", show_lines=False, min_width=min(len(s.title), width))
         if len(s.rows) == 1 and len(cols) > 6:  # one wide record reads better as quantity | value
             t.add_column("quantity")
             t.add_column("value", overflow="fold")
