@@ -36,7 +36,7 @@ import numpy as np
 from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs, busy_s, evaluate, offloads
+from .throughput import LengthGrid, PerfInputs, evaluate, offloads
 from .ttft import SUMMARY_PERCENTILES, summary_value
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
@@ -213,7 +213,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     size = perf.transfer_bytes(l, site.name)  # bytes a transfer moves per grid length
     local_s = np.asarray(sp.prefill.latency_s(l), dtype=float)
     # queues hold instances for their busy time; a request's own TTFT takes its full latency
-    local_pool = pool_wait(lam * w[~is_remote].sum(), ev.n_prefill, busy_s(sp.prefill, l)[~is_remote],
+    local_pool = pool_wait(lam * w[~is_remote].sum(), ev.n_prefill, grid.busy_at_lengths(sp.prefill)[~is_remote],
                            w[~is_remote])
     service = local_s + rdma_tail_s(size, site.instance, perf.model.num_layers)
     queues = {"local_prefill": local_pool}
@@ -222,7 +222,7 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     if remote_on:
         remote_s = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
         remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances,
-                                busy_s(perf.remote_prefill, l)[is_remote], w[is_remote])
+                                grid.busy_at_lengths(perf.remote_prefill)[is_remote], w[is_remote])
         x = size * 8.0 / site.link.goodput_bps
         rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
         x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)

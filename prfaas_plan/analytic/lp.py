@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InternalError, PlanError
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs, busy_s, offloads
+from .throughput import LengthGrid, PerfInputs, offloads
 
 MIP_TIME_LIMIT_S = 3.0      # integer solves stop here and report the best answer with its proven gap
 MIP_REL_GAP = 1e-4          # HiGHS's default relative optimality gap for integer programs
@@ -60,8 +60,8 @@ def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str |
     """Aggregate the grid into ``n_bins`` bins of (about) equal probability."""
     l, w = grid.lengths, grid.weights
     sp = perf.sites[site or next(iter(perf.sites))]
-    t_local = busy_s(sp.prefill, l)
-    t_remote = (busy_s(perf.remote_prefill, l) if perf.remote_prefill is not None
+    t_local = grid.busy_at_lengths(sp.prefill)
+    t_remote = (grid.busy_at_lengths(perf.remote_prefill) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
     kv = perf.transfer_bytes(l, site)
     edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])

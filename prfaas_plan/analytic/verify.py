@@ -31,7 +31,6 @@ from .throughput import (
     LengthGrid,
     PerfInputs,
     Routing,
-    busy_s,
     stage_bounds,
 )
 
@@ -175,14 +174,14 @@ def routing_bound(layout: Layout, grid: LengthGrid, perf: PerfInputs) -> tuple[f
     site = layout.pd_sites[0]
     sp = perf.sites[site.name]
     l, w = grid.lengths, grid.weights
-    t_local = busy_s(sp.prefill, l)   # instance occupancy, as the stage bounds count it
+    t_local = grid.busy_at_lengths(sp.prefill)   # instance occupancy, as the stage bounds count it
     splits = np.arange(0, site.instances + 1, dtype=float)
     decode = (site.instances - splits) * sp.decode.requests_per_s(perf.output_tokens)
     local_total = float(w @ t_local)
     if not layout.uses_remote or site.link is None or perf.remote_prefill is None:
         lam = np.minimum(np.divide(splits, local_total), decode)
     else:
-        t_remote = busy_s(perf.remote_prefill, l)
+        t_remote = grid.busy_at_lengths(perf.remote_prefill)
         kv_bits = perf.transfer_bytes(l, site.name) * 8.0
         lam = np.minimum(
             _knapsack_bound(t_local, kv_bits, w, site.link.goodput_bps, local_total, splits, decode),
