@@ -1,0 +1,383 @@
+"""Compiled kernels of the prefix-cache pool (`prefix_cache.PrefixCache`; docs/methods.md, "Prefix caches").
+
+Imported only when a pool is built (numba takes ~0.3 s to import, so a CLI start that needs no cache never
+pays it); every kernel is ``@njit(cache=True)``, so the compile is paid once per machine.
+
+A pool's state is three arrays:
+
+- ``rec``, int64 ``(M, 3)``, ``M`` a power of two: an open-addressing hash table (linear probing) whose
+  records are the entries themselves: ``(key, prev, next)``, ``prev``/``next`` the positions of the
+  neighbours in recency order (``-1``: none), which makes the recency list intrusive (no second structure).
+  ``prev == EMPTY`` marks a free position, ``prev == DETACHED`` an entry being re-stamped by `touch`.
+  A key is a block id (>= 0) or ``~id`` for the checkpoint after block ``id``. The home position keeps runs
+  of 8 consecutive ids in one group of 8 positions, so a prompt's blocks (Mooncake ids are handed out in
+  order) share cache lines, and a checkpoint's home is its block's; groups are spread by a multiplicative
+  hash. The table is at most half full
+  (the caller doubles it with `rehash` when `room` says so), so its memory is bounded by what the pool
+  holds, hence by its capacity, never by the trace.
+- ``meta``, int64: the counters below (entries, checkpoints, list ends, table size, counters).
+- ``sizes``, float64: ``block_bytes``, ``checkpoint_bytes``, ``capacity`` (bytes, may be inf),
+  ``low_watermark``.
+
+A deletion shifts later records of its probe run back (no tombstones) and re-points their neighbours, so
+lookups stay short however many entries come and go. Results equal those of a dict kept in recency
+order (tests/test_prefix_kernels.py compares them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = -3
+DETACHED = -2
+
+# meta slots
+N, CK, HEAD, TAIL, BITS, EVICTED, PROMPT, HIT, RECENCY, BLOCK_TOKENS = range(10)
+META_SIZE = 10
+# sizes slots
+BB, CB, CAP, LOW = range(4)
+
+_GROUP = 3  # log2 of the ids kept together
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def new_table(bits: int) -> np.ndarray:
+    """An empty ``rec`` of ``2**bits`` positions."""
+    rec = np.empty((1 << bits, 3), dtype=np.int64)
+    rec[:, 1] = EMPTY
+    return rec
+
+
+@njit(cache=True)
+def _home(key, bits):
+    x = key if key >= 0 else ~key  # a checkpoint lives next to its block
+    h = (np.uint64(x >> _GROUP) * _GOLDEN) >> np.uint64(64 - bits + _GROUP)
+    return (np.int64(h) << _GROUP) | (x & ((1 << _GROUP) - 1))
+
+
+@njit(cache=True)
+def find(rec, meta, key):
+    """Position of ``key``, or -1."""
+    mask = rec.shape[0] - 1
+    i = _home(key, meta[BITS])
+    while rec[i, 1] != EMPTY:
+        if rec[i, 0] == key:
+            return i
+        i = (i + 1) & mask
+    return -1
+
+
+@njit(cache=True)
+def _append(rec, meta, p):
+    t = meta[TAIL]
+    rec[p, 1] = t
+    rec[p, 2] = -1
+    if t >= 0:
+        rec[t, 2] = p
+    else:
+        meta[HEAD] = p
+    meta[TAIL] = p
+
+
+@njit(cache=True)
+def _unlink(rec, meta, p):
+    a = rec[p, 1]
+    b = rec[p, 2]
+    if a >= 0:
+        rec[a, 2] = b
+    else:
+        meta[HEAD] = b
+    if b >= 0:
+        rec[b, 1] = a
+    else:
+        meta[TAIL] = a
+
+
+@njit(cache=True)
+def _add(rec, meta, key):
+    """Insert ``key`` (absent) as the most recent entry."""
+    mask = rec.shape[0] - 1
+    i = _home(key, meta[BITS])
+    while rec[i, 1] != EMPTY:
+        i = (i + 1) & mask
+    rec[i, 0] = key
+    _append(rec, meta, i)
+    meta[N] += 1
+    if key < 0:
+        meta[CK] += 1
+
+
+@njit(cache=True)
+def _delete(rec, meta, p):
+    """Remove the entry at ``p``: unlink it, then shift back the records after it in its probe run."""
+    _unlink(rec, meta, p)
+    if rec[p, 0] < 0:
+        meta[CK] -= 1
+    meta[N] -= 1
+    mask = rec.shape[0] - 1
+    bits = meta[BITS]
+    i = p
+    j = p
+    while True:
+        j = (j + 1) & mask
+        if rec[j, 1] == EMPTY:
+            break
+        k = _home(rec[j, 0], bits)
+        if i <= j:
+            if i < k <= j:
+                continue
+        elif i < k or k <= j:
+            continue
+        rec[i, 0] = rec[j, 0]
+        a = rec[j, 1]
+        b = rec[j, 2]
+        rec[i, 1] = a
+        rec[i, 2] = b
+        if a >= 0:
+            rec[a, 2] = i
+        else:
+            meta[HEAD] = i
+        if b >= 0:
+            rec[b, 1] = i
+        else:
+            meta[TAIL] = i
+        i = j
+    rec[i, 1] = EMPTY
+
+
+@njit(cache=True)
+def used(meta, sizes):
+    """Bytes held."""
+    return (meta[N] - meta[CK]) * sizes[BB] + meta[CK] * sizes[CB]
+
+
+@njit(cache=True)
+def room(rec, meta, extra):
+    """Whether ``extra`` more entries keep the table at most half full."""
+    return 2 * (meta[N] + extra) <= rec.shape[0]
+
+
+def rehash(rec, meta, bits):
+    """The entries of ``rec`` in a new table of ``2**bits`` positions, recency order kept; updates ``meta``.
+    (The table is a numpy allocation, so that Linux backs it with huge pages: fewer TLB misses.)"""
+    out = new_table(bits)
+    _move(rec, meta, out)
+    return out
+
+
+@njit(cache=True)
+def _move(rec, meta, out):
+    bits = 0
+    while (1 << bits) < out.shape[0]:
+        bits += 1
+    mask = out.shape[0] - 1
+    p = meta[HEAD]
+    last = -1
+    head = -1
+    while p >= 0:
+        key = rec[p, 0]
+        i = _home(key, bits)
+        while out[i, 1] != EMPTY:
+            i = (i + 1) & mask
+        out[i, 0] = key
+        out[i, 1] = last
+        out[i, 2] = -1
+        if last >= 0:
+            out[last, 2] = i
+        else:
+            head = i
+        last = i
+        p = rec[p, 2]
+    meta[HEAD] = head
+    meta[TAIL] = last
+    meta[BITS] = bits
+
+
+@njit(cache=True)
+def entries(rec, meta):
+    """Every key, least recently used first."""
+    out = np.empty(meta[N], dtype=np.int64)
+    p = meta[HEAD]
+    k = 0
+    while p >= 0:
+        out[k] = rec[p, 0]
+        k += 1
+        p = rec[p, 2]
+    return out
+
+
+@njit(cache=True)
+def cached_blocks(rec, meta, ids, lo, n, limit):
+    """How many leading blocks of ``ids[lo:lo + min(n, limit)]`` are cached, by binary search (prefix-closed pool)."""
+    a = 0
+    b = min(limit, n)
+    while a < b:
+        mid = (a + b + 1) >> 1
+        if find(rec, meta, ids[lo + mid - 1]) >= 0:
+            a = mid
+        else:
+            b = mid - 1
+    return a
+
+
+@njit(cache=True)
+def leading_blocks(rec, meta, ids, lo, n):
+    """How many leading blocks of ``ids[lo:lo + n]`` are cached, scanning to the first miss."""
+    k = 0
+    while k < n and find(rec, meta, ids[lo + k]) >= 0:
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def usable_blocks(rec, meta, sizes, ids, lo, cached):
+    """The longest prefix of at most ``cached`` blocks with a checkpoint (all of them if none are needed)."""
+    if sizes[CB] != 0:
+        while cached > 0 and find(rec, meta, ~ids[lo + cached - 1]) < 0:
+            cached -= 1
+    return cached
+
+
+@njit(cache=True)
+def evict(rec, meta, sizes):
+    """Drop least recently used entries until the bytes freed reach the excess over the low watermark."""
+    excess = used(meta, sizes) - sizes[LOW] * sizes[CAP]
+    freed = 0.0
+    while meta[N] > 0:
+        p = meta[HEAD]
+        freed += sizes[CB] if rec[p, 0] < 0 else sizes[BB]
+        _delete(rec, meta, p)
+        meta[EVICTED] += 1
+        if freed >= excess:
+            break
+
+
+@njit(cache=True)
+def touch(rec, meta, sizes, ids, lo, full, checkpoint, present):
+    """Make ``ids[lo:lo + full]`` (and, when ``checkpoint`` and the model needs them, the checkpoint after the
+    last) cached and most recent, ``ids[lo]`` the most recent, the checkpoint just below the last block;
+    evict when over capacity. ``present``: leading blocks known cached (used only when recency is off).
+    The caller makes sure `room` has space for ``full + 1`` entries."""
+    if full <= 0 or sizes[CAP] <= 0:
+        return
+    ckpt = checkpoint and sizes[CB] != 0
+    if meta[RECENCY] == 0:  # nothing can ever be evicted: only add what is missing
+        for k in range(present, full):
+            if find(rec, meta, ids[lo + k]) < 0:
+                _add(rec, meta, ids[lo + k])
+        if ckpt and find(rec, meta, ~ids[lo + full - 1]) < 0:
+            _add(rec, meta, ~ids[lo + full - 1])
+        return
+    if ckpt:
+        key = ~ids[lo + full - 1]
+        p = find(rec, meta, key)
+        if p >= 0:
+            _unlink(rec, meta, p)
+            _append(rec, meta, p)
+        else:
+            _add(rec, meta, key)
+    where = np.empty(full, dtype=np.int64)  # positions stay put until the eviction below
+    for k in range(full):  # take the prompt's cached blocks out of the order ...
+        p = find(rec, meta, ids[lo + k])
+        where[k] = p
+        if p >= 0 and rec[p, 1] != DETACHED:
+            _unlink(rec, meta, p)
+            rec[p, 1] = DETACHED
+    for k in range(full - 1, -1, -1):  # ... and put them all back at the recent end, root last
+        p = where[k]
+        if p < 0:
+            if find(rec, meta, ids[lo + k]) < 0:  # (an id repeated in the prompt is added once)
+                _add(rec, meta, ids[lo + k])
+        elif rec[p, 1] == DETACHED:
+            _append(rec, meta, p)
+    if used(meta, sizes) > sizes[CAP]:
+        evict(rec, meta, sizes)
+
+
+@njit(cache=True)
+def _match(rec, meta, sizes, ids, lo, n, length):
+    """``(kv_tokens, usable_tokens)`` of a prompt of ``length`` tokens."""
+    bt = meta[BLOCK_TOKENS]
+    kv = cached_blocks(rec, meta, ids, lo, n, (length - 1) // bt)
+    return kv * bt, usable_blocks(rec, meta, sizes, ids, lo, kv) * bt
+
+
+@njit(cache=True)
+def _insert(rec, meta, sizes, ids, lo, n, length, checkpoint, present):
+    touch(rec, meta, sizes, ids, lo, min(length // meta[BLOCK_TOKENS], n), checkpoint, present)
+
+
+@njit(cache=True)
+def _route(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant, local_ok, remote_ok, batch):
+    """`routing.Router.route` on the kernels' state: ``(local, uncached, kv_at_decode, uncached_vs_pd,
+    moved)``. ``batch``: the static pass, which tells `touch` the prefix each pool found."""
+    bt = pm[BLOCK_TOKENS]
+    kv_pd, use_pd = _match(pr, pm, ps, ids, lo, n, length)
+    use_rf = -1
+    if abundant and remote_ok:
+        use_rf = _match(rr, rm, rs, ids, lo, n, length)[1]
+    best = use_rf if use_rf > use_pd else use_pd
+    if (length - best <= threshold and local_ok) or not remote_ok:
+        pm[PROMPT] += length
+        pm[HIT] += best
+        _insert(pr, pm, ps, ids, lo, n, length, True, kv_pd // bt if batch else 0)
+        return True, length - best, kv_pd, length - use_pd, best if best > use_pd else 0
+    if use_rf < 0:
+        kv_rf, use_rf = _match(rr, rm, rs, ids, lo, n, length)
+    else:
+        kv_rf = 0
+    best = use_pd if (abundant and use_pd > use_rf) else use_rf
+    rm[PROMPT] += length
+    rm[HIT] += best
+    _insert(rr, rm, rs, ids, lo, n, length, True, kv_rf // rm[BLOCK_TOKENS] if batch else 0)
+    _insert(pr, pm, ps, ids, lo, n, length, False, kv_pd // bt if batch else 0)
+    return False, length - best, kv_pd, length - use_pd, best if best > use_rf else 0
+
+
+@njit(cache=True)
+def route_one(pr, pm, ps, rr, rm, rs, ids, length, threshold, abundant, local_ok, remote_ok):
+    """One request: ``(grow, local, uncached, kv_at_decode, uncached_vs_pd, moved)``; ``grow`` 1 or 2 (the PD
+    or remote table must be doubled first: nothing was done) or 0."""
+    n = ids.shape[0]
+    if not room(pr, pm, n + 1):
+        return 1, False, 0, 0, 0, 0
+    if not room(rr, rm, n + 1):
+        return 2, False, 0, 0, 0, 0
+    local, u, kv, u_pd, moved = _route(pr, pm, ps, rr, rm, rs, ids, 0, n, length, threshold, abundant,
+                                       local_ok, remote_ok, False)
+    return 0, local, u, kv, u_pd, moved
+
+
+@njit(cache=True)
+def route_chunk(pr, pm, ps, rr, rm, rs, ids, offsets, lengths, start, threshold, local_ok, remote_ok,
+                out_local, out_uncached, out_kv):
+    """The static pass (scarce rule) over requests ``start..`` of a chunk (request ``i`` owns
+    ``ids[offsets[i]:offsets[i + 1]]``); returns where it stopped: the end, or a request for which a table
+    must be doubled first."""
+    for i in range(start, lengths.shape[0]):
+        lo = offsets[i]
+        n = offsets[i + 1] - lo
+        if not (room(pr, pm, n + 1) and room(rr, rm, n + 1)):
+            return i
+        local, u, kv, _, _ = _route(pr, pm, ps, rr, rm, rs, ids, lo, n, lengths[i], threshold, False,
+                                    local_ok, remote_ok, True)
+        out_local[i] = local
+        out_uncached[i] = u
+        out_kv[i] = kv
+    return lengths.shape[0]
+
+
+@njit(cache=True)
+def replay_chunk(rec, meta, sizes, ids, offsets, order, start, out_matched):
+    """Planner replay over requests ``order[start..]``: each one's leading cached blocks, then all its ids
+    touched; returns where it stopped (the end, or a request for which the table must be doubled)."""
+    for j in range(start, order.shape[0]):
+        r = order[j]
+        lo = offsets[r]
+        n = offsets[r + 1] - lo
+        if not room(rec, meta, n + 1):
+            return j
+        out_matched[r] = leading_blocks(rec, meta, ids, lo, n)
+        touch(rec, meta, sizes, ids, lo, n, False, 0)
+    return order.shape[0]
