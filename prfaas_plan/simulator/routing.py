@@ -37,8 +37,8 @@ class Router:
             return local, length, 0, length, 0
         ids = _ids(hashes)
         while True:
-            grow, *out = _kernels().route_one(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, length,
-                                              threshold, abundant, local_ok, self.remote_ok)
+            grow, *out = _kernels().route_one(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0,
+                                              len(ids), length, threshold, abundant, local_ok, self.remote_ok)
             if not grow:
                 return tuple(out)
             (pd if grow == 1 else rf).make_room(len(ids) + 1)
@@ -66,7 +66,7 @@ class Router:
             i = 0
             while True:
                 i = kernels.route_chunk(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, offsets,
-                                        lengths[c0:c1], i, threshold, local_ok, self.remote_ok, *out)
+                                        lengths[c0:c1], i, threshold, False, local_ok, self.remote_ok, *out)
                 if i == c1 - c0:
                     break
                 extra = int(offsets[i + 1] - offsets[i]) + 1

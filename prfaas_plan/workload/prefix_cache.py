@@ -292,7 +292,7 @@ def replay_prefix_cache(trace: Trace, block_size: int = DEFAULT_BLOCK_SIZE,
         order = np.asarray(order, dtype=np.int64)
         j = 0
         while j < len(order):
-            j = K.replay_chunk(cache.rec, cache.meta, cache.sizes, ids, offsets, order, j, matched_blocks)
+            j = K.replay_chunk(cache.rec, cache.meta, cache.sizes, ids, offsets, order, j, False, matched_blocks)
             if j < len(order):
                 r = order[j]
                 cache.make_room(int(offsets[r + 1] - offsets[r]) + 1)

@@ -309,59 +309,55 @@ def _insert(rec, meta, sizes, ids, lo, n, length, checkpoint, present):
 
 
 @njit(cache=True)
-def _route(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant, local_ok, remote_ok, batch):
+def _route(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant, local_ok, remote_ok):
     """`routing.Router.route` on the kernels' state: ``(local, uncached, kv_at_decode, uncached_vs_pd,
-    moved)``. ``batch``: the static pass, which tells `touch` the prefix each pool found."""
-    bt = pm[BLOCK_TOKENS]
+    moved)``. (Arguments are never constants here: numba would compile a specialization per constant.)"""
     kv_pd, use_pd = _match(pr, pm, ps, ids, lo, n, length)
     use_rf = -1
     if abundant and remote_ok:
         use_rf = _match(rr, rm, rs, ids, lo, n, length)[1]
     best = use_rf if use_rf > use_pd else use_pd
-    if (length - best <= threshold and local_ok) or not remote_ok:
+    local = (length - best <= threshold and local_ok) or not remote_ok
+    if local:
         pm[PROMPT] += length
         pm[HIT] += best
-        _insert(pr, pm, ps, ids, lo, n, length, True, kv_pd // bt if batch else 0)
-        return True, length - best, kv_pd, length - use_pd, best if best > use_pd else 0
-    if use_rf < 0:
-        kv_rf, use_rf = _match(rr, rm, rs, ids, lo, n, length)
+        moved = best if best > use_pd else 0
     else:
-        kv_rf = 0
-    best = use_pd if (abundant and use_pd > use_rf) else use_rf
-    rm[PROMPT] += length
-    rm[HIT] += best
-    _insert(rr, rm, rs, ids, lo, n, length, True, kv_rf // rm[BLOCK_TOKENS] if batch else 0)
-    _insert(pr, pm, ps, ids, lo, n, length, False, kv_pd // bt if batch else 0)
-    return False, length - best, kv_pd, length - use_pd, best if best > use_rf else 0
+        kv_rf, use_rf = _match(rr, rm, rs, ids, lo, n, length)
+        best = use_pd if (abundant and use_pd > use_rf) else use_rf
+        rm[PROMPT] += length
+        rm[HIT] += best
+        moved = best if best > use_rf else 0
+        _insert(rr, rm, rs, ids, lo, n, length, not local, kv_rf // rm[BLOCK_TOKENS])
+    _insert(pr, pm, ps, ids, lo, n, length, local, kv_pd // pm[BLOCK_TOKENS])  # the prefilling pool checkpoints
+    return local, length - best, kv_pd, length - use_pd, moved
 
 
 @njit(cache=True)
-def route_one(pr, pm, ps, rr, rm, rs, ids, length, threshold, abundant, local_ok, remote_ok):
-    """One request: ``(grow, local, uncached, kv_at_decode, uncached_vs_pd, moved)``; ``grow`` 1 or 2 (the PD
-    or remote table must be doubled first: nothing was done) or 0."""
-    n = ids.shape[0]
+def route_one(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant, local_ok, remote_ok):
+    """The request owning ``ids[lo:lo + n]``: ``(grow, local, uncached, kv_at_decode, uncached_vs_pd,
+    moved)``; ``grow`` 1 or 2 (the PD or remote table must be doubled first: nothing was done) or 0."""
     if not room(pr, pm, n + 1):
         return 1, False, 0, 0, 0, 0
     if not room(rr, rm, n + 1):
         return 2, False, 0, 0, 0, 0
-    local, u, kv, u_pd, moved = _route(pr, pm, ps, rr, rm, rs, ids, 0, n, length, threshold, abundant,
-                                       local_ok, remote_ok, False)
+    local, u, kv, u_pd, moved = _route(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant,
+                                       local_ok, remote_ok)
     return 0, local, u, kv, u_pd, moved
 
 
 @njit(cache=True)
-def route_chunk(pr, pm, ps, rr, rm, rs, ids, offsets, lengths, start, threshold, local_ok, remote_ok,
+def route_chunk(pr, pm, ps, rr, rm, rs, ids, offsets, lengths, start, threshold, abundant, local_ok, remote_ok,
                 out_local, out_uncached, out_kv):
-    """The static pass (scarce rule) over requests ``start..`` of a chunk (request ``i`` owns
-    ``ids[offsets[i]:offsets[i + 1]]``); returns where it stopped: the end, or a request for which a table
-    must be doubled first."""
+    """`route_one` over requests ``start..`` of a chunk (request ``i`` owns ``ids[offsets[i]:offsets[i + 1]]``);
+    returns where it stopped: the end, or a request for which a table must be doubled first."""
     for i in range(start, lengths.shape[0]):
         lo = offsets[i]
         n = offsets[i + 1] - lo
         if not (room(pr, pm, n + 1) and room(rr, rm, n + 1)):
             return i
-        local, u, kv, _, _ = _route(pr, pm, ps, rr, rm, rs, ids, lo, n, lengths[i], threshold, False,
-                                    local_ok, remote_ok, True)
+        local, u, kv, _, _ = _route(pr, pm, ps, rr, rm, rs, ids, lo, n, lengths[i], threshold, abundant,
+                                    local_ok, remote_ok)
         out_local[i] = local
         out_uncached[i] = u
         out_kv[i] = kv
@@ -369,9 +365,10 @@ def route_chunk(pr, pm, ps, rr, rm, rs, ids, offsets, lengths, start, threshold,
 
 
 @njit(cache=True)
-def replay_chunk(rec, meta, sizes, ids, offsets, order, start, out_matched):
+def replay_chunk(rec, meta, sizes, ids, offsets, order, start, checkpoint, out_matched):
     """Planner replay over requests ``order[start..]``: each one's leading cached blocks, then all its ids
-    touched; returns where it stopped (the end, or a request for which the table must be doubled)."""
+    touched (and its checkpoint if ``checkpoint``); returns where it stopped (the end, or a request for
+    which the table must be doubled)."""
     for j in range(start, order.shape[0]):
         r = order[j]
         lo = offsets[r]
@@ -379,5 +376,5 @@ def replay_chunk(rec, meta, sizes, ids, offsets, order, start, out_matched):
         if not room(rec, meta, n + 1):
             return j
         out_matched[r] = leading_blocks(rec, meta, ids, lo, n)
-        touch(rec, meta, sizes, ids, lo, n, False, 0)
+        touch(rec, meta, sizes, ids, lo, n, checkpoint, out_matched[r])
     return order.shape[0]
