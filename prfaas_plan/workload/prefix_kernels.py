@@ -5,10 +5,12 @@ pays it); every kernel is ``@njit(cache=True)``, so the compile is paid once per
 
 A pool's state is three arrays:
 
-- ``rec``, int64 ``(M, 3)``, ``M`` a power of two: an open-addressing hash table (linear probing) whose
-  records are the entries themselves: ``(key, prev, next)``, ``prev``/``next`` the positions of the
-  neighbours in recency order (``-1``: none), which makes the recency list intrusive (no second structure).
-  ``prev == EMPTY`` marks a free position, ``prev == DETACHED`` an entry being re-stamped by `touch`.
+- ``rec``, int64 ``(M, 2)``, ``M`` a power of two (at most 2**31): an open-addressing hash table (linear
+  probing) whose records are the entries themselves, 16 bytes each: ``key`` and a link word holding
+  ``prev`` and ``next``, the positions of the neighbours in recency order (``-1``: none), which makes the
+  recency list intrusive (no second structure). The word is 0 at a free position (a new table is
+  ``np.zeros``, whose pages the kernel maps only when used); ``prev == DETACHED`` marks an entry being
+  re-stamped by `touch`.
   A key is a block id (>= 0) or ``~id`` for the checkpoint after block ``id``. The home position keeps runs
   of 8 consecutive ids in one group of 8 positions, so a prompt's blocks (Mooncake ids are handed out in
   order) share cache lines, and a checkpoint's home is its block's; groups are spread by a multiplicative
@@ -29,8 +31,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-EMPTY = -3
 DETACHED = -2
+_BIAS = 4  # a link word stores prev + 4 and next + 4 (so that 0 means a free position)
+_LOW = (1 << 32) - 1
 
 # meta slots
 N, CK, HEAD, TAIL, BITS, EVICTED, PROMPT, HIT, RECENCY, BLOCK_TOKENS = range(10)
@@ -44,9 +47,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 def new_table(bits: int) -> np.ndarray:
     """An empty ``rec`` of ``2**bits`` positions."""
-    rec = np.empty((1 << bits, 3), dtype=np.int64)
-    rec[:, 1] = EMPTY
-    return rec
+    return np.zeros((1 << bits, 2), dtype=np.int64)
 
 
 @njit(cache=True)
@@ -57,11 +58,26 @@ def _home(key, bits):
 
 
 @njit(cache=True)
+def _prev(rec, p):
+    return (rec[p, 1] >> 32) - _BIAS
+
+
+@njit(cache=True)
+def _next(rec, p):
+    return (rec[p, 1] & _LOW) - _BIAS
+
+
+@njit(cache=True)
+def _link(rec, p, prev, nxt):
+    rec[p, 1] = ((prev + _BIAS) << 32) | (nxt + _BIAS)
+
+
+@njit(cache=True)
 def find(rec, meta, key):
     """Position of ``key``, or -1."""
     mask = rec.shape[0] - 1
     i = _home(key, meta[BITS])
-    while rec[i, 1] != EMPTY:
+    while rec[i, 1] != 0:
         if rec[i, 0] == key:
             return i
         i = (i + 1) & mask
@@ -71,10 +87,9 @@ def find(rec, meta, key):
 @njit(cache=True)
 def _append(rec, meta, p):
     t = meta[TAIL]
-    rec[p, 1] = t
-    rec[p, 2] = -1
+    _link(rec, p, t, -1)
     if t >= 0:
-        rec[t, 2] = p
+        _link(rec, t, _prev(rec, t), p)
     else:
         meta[HEAD] = p
     meta[TAIL] = p
@@ -82,14 +97,14 @@ def _append(rec, meta, p):
 
 @njit(cache=True)
 def _unlink(rec, meta, p):
-    a = rec[p, 1]
-    b = rec[p, 2]
+    a = _prev(rec, p)
+    b = _next(rec, p)
     if a >= 0:
-        rec[a, 2] = b
+        _link(rec, a, _prev(rec, a), b)
     else:
         meta[HEAD] = b
     if b >= 0:
-        rec[b, 1] = a
+        _link(rec, b, a, _next(rec, b))
     else:
         meta[TAIL] = a
 
@@ -99,7 +114,7 @@ def _add(rec, meta, key):
     """Insert ``key`` (absent) as the most recent entry."""
     mask = rec.shape[0] - 1
     i = _home(key, meta[BITS])
-    while rec[i, 1] != EMPTY:
+    while rec[i, 1] != 0:
         i = (i + 1) & mask
     rec[i, 0] = key
     _append(rec, meta, i)
@@ -121,7 +136,7 @@ def _delete(rec, meta, p):
     j = p
     while True:
         j = (j + 1) & mask
-        if rec[j, 1] == EMPTY:
+        if rec[j, 1] == 0:
             break
         k = _home(rec[j, 0], bits)
         if i <= j:
@@ -130,20 +145,19 @@ def _delete(rec, meta, p):
         elif i < k or k <= j:
             continue
         rec[i, 0] = rec[j, 0]
-        a = rec[j, 1]
-        b = rec[j, 2]
-        rec[i, 1] = a
-        rec[i, 2] = b
+        rec[i, 1] = rec[j, 1]
+        a = _prev(rec, j)
+        b = _next(rec, j)
         if a >= 0:
-            rec[a, 2] = i
+            _link(rec, a, _prev(rec, a), i)
         else:
             meta[HEAD] = i
         if b >= 0:
-            rec[b, 1] = i
+            _link(rec, b, i, _next(rec, b))
         else:
             meta[TAIL] = i
         i = j
-    rec[i, 1] = EMPTY
+    rec[i, 1] = 0
 
 
 @njit(cache=True)
@@ -178,17 +192,16 @@ def _move(rec, meta, out):
     while p >= 0:
         key = rec[p, 0]
         i = _home(key, bits)
-        while out[i, 1] != EMPTY:
+        while out[i, 1] != 0:
             i = (i + 1) & mask
         out[i, 0] = key
-        out[i, 1] = last
-        out[i, 2] = -1
+        _link(out, i, last, -1)
         if last >= 0:
-            out[last, 2] = i
+            _link(out, last, _prev(out, last), i)
         else:
             head = i
         last = i
-        p = rec[p, 2]
+        p = _next(rec, p)
     meta[HEAD] = head
     meta[TAIL] = last
     meta[BITS] = bits
@@ -203,7 +216,7 @@ def entries(rec, meta):
     while p >= 0:
         out[k] = rec[p, 0]
         k += 1
-        p = rec[p, 2]
+        p = _next(rec, p)
     return out
 
 
@@ -281,15 +294,15 @@ def touch(rec, meta, sizes, ids, lo, full, checkpoint, present):
     for k in range(full):  # take the prompt's cached blocks out of the order ...
         p = find(rec, meta, ids[lo + k])
         where[k] = p
-        if p >= 0 and rec[p, 1] != DETACHED:
+        if p >= 0 and _prev(rec, p) != DETACHED:
             _unlink(rec, meta, p)
-            rec[p, 1] = DETACHED
+            _link(rec, p, DETACHED, -1)
     for k in range(full - 1, -1, -1):  # ... and put them all back at the recent end, root last
         p = where[k]
         if p < 0:
             if find(rec, meta, ids[lo + k]) < 0:  # (an id repeated in the prompt is added once)
                 _add(rec, meta, ids[lo + k])
-        elif rec[p, 1] == DETACHED:
+        elif _prev(rec, p) == DETACHED:
             _append(rec, meta, p)
     if used(meta, sizes) > sizes[CAP]:
         evict(rec, meta, sizes)
