@@ -35,13 +35,15 @@ class Router:
         if pd is None or hashes is None:
             local = (length <= threshold and local_ok) or not self.remote_ok
             return local, length, 0, length, 0
-        ids = _ids(hashes)
+        ids = hashes if type(hashes) is np.ndarray and hashes.dtype == np.int64 else _ids(hashes)
+        n = len(ids)
         while True:
-            grow, *out = _kernels().route_one(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0,
-                                              len(ids), length, threshold, abundant, local_ok, self.remote_ok)
+            grow, local, u, kv, u_pd, moved = _kernels().route_one(
+                pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0, n, length, threshold, abundant,
+                local_ok, self.remote_ok)
             if not grow:
-                return tuple(out)
-            (pd if grow == 1 else rf).make_room(len(ids) + 1)
+                return local, u, kv, u_pd, moved
+            (pd if grow == 1 else rf).make_room(n + 1)
 
     def route_all(self, blocks, lengths, threshold: float, local_ok: bool):
         """`route` with the scarce rule over a whole arrival sequence (``blocks``: each request's hash ids, a
