@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workload.prefix_cache import BlockChains, PrefixCache, _ids, _kernels
+from ..workload.prefix_cache import BlockChains, PrefixCache, id_array, kernels
 
 
 class Router:
@@ -22,7 +22,7 @@ class Router:
     def __init__(self, pd: PrefixCache | None, prfaas: PrefixCache | None, remote_ok: bool):
         self.pd = pd
         self.prfaas = prfaas
-        self.remote_ok = remote_ok
+        self.remote_ok = bool(remote_ok)
 
     def route(self, hashes, length: int, threshold: float, abundant: bool,
               local_ok: bool) -> tuple[bool, int, int, int, int]:
@@ -35,12 +35,12 @@ class Router:
         if pd is None or hashes is None:
             local = (length <= threshold and local_ok) or not self.remote_ok
             return local, length, 0, length, 0
-        ids = hashes if type(hashes) is np.ndarray and hashes.dtype == np.int64 else _ids(hashes)
+        ids = id_array(hashes)
         n = len(ids)
         while True:
-            grow, local, u, kv, u_pd, moved = _kernels().route_one(
-                pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0, n, length, threshold, abundant,
-                local_ok, self.remote_ok)
+            grow, local, u, kv, u_pd, moved = kernels().route_one(
+                pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0, n, length, float(threshold),
+                bool(abundant), bool(local_ok), self.remote_ok)  # (one type each: one compiled kernel)
             if not grow:
                 return local, u, kv, u_pd, moved
             (pd if grow == 1 else rf).make_room(n + 1)
@@ -53,7 +53,7 @@ class Router:
         pd, rf = self.pd, self.prfaas
         lengths = np.asarray(lengths, dtype=np.int64)
         if not isinstance(blocks, BlockChains):
-            chains = [_ids(h) for h, _ in zip(blocks, lengths)]
+            chains = [id_array(h) for h, _ in zip(blocks, lengths)]
             offsets = np.concatenate([[0], np.cumsum([len(h) for h in chains], dtype=np.int64)])
             ids = np.concatenate(chains) if chains else np.zeros(0, dtype=np.int64)
             blocks = BlockChains(ids, offsets)
@@ -62,13 +62,13 @@ class Router:
         local = np.zeros(n, dtype=bool)
         uncached = np.zeros(n, dtype=np.int64)
         kv = np.zeros(n, dtype=np.int64)
-        kernels = _kernels()
+        route_chunk = kernels().route_chunk
         for ids, offsets, c0, c1 in blocks.chunks(_ROUTE_CHUNK):
             out = local[c0:c1], uncached[c0:c1], kv[c0:c1]
             i = 0
             while True:
-                i = kernels.route_chunk(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, offsets,
-                                        lengths[c0:c1], i, threshold, False, local_ok, self.remote_ok, *out)
+                i = route_chunk(pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, offsets, lengths[c0:c1],
+                                i, float(threshold), False, bool(local_ok), self.remote_ok, *out)
                 if i == c1 - c0:
                     break
                 extra = int(offsets[i + 1] - offsets[i]) + 1

@@ -55,7 +55,7 @@ class PrefixCache:
 
     def __init__(self, capacity_bytes: float, block_bytes: float = 1.0, checkpoint_bytes: float = 0.0,
                  block_tokens: int = DEFAULT_BLOCK_SIZE, low_watermark: float = 1.0):
-        K = _kernels()
+        K = kernels()
         self.capacity = float(capacity_bytes)
         self.block_bytes = float(block_bytes)
         self.checkpoint_bytes = float(checkpoint_bytes)
@@ -69,12 +69,12 @@ class PrefixCache:
         self.meta[K.BLOCK_TOKENS] = self.block_tokens
         self.rec = K.new_table(_FIRST_TABLE_BITS)
 
-    def _counter(slot: str):  # noqa: N805  (builds the counter properties below)
+    def _counter(slot: str):  # builds the counter properties below
         def get(self) -> int:
-            return int(self.meta[getattr(_kernels(), slot)])
+            return int(self.meta[getattr(kernels(), slot)])
 
         def set_(self, value: int) -> None:
-            self.meta[getattr(_kernels(), slot)] = value
+            self.meta[getattr(kernels(), slot)] = value
         return property(get, set_)
 
     evicted = _counter("EVICTED")  # kept in ``meta``, where the kernels count
@@ -85,14 +85,14 @@ class PrefixCache:
     @property
     def recency_matters(self) -> bool:
         """False once the caller knows nothing can ever be evicted (`assume_fits`)."""
-        return bool(self.meta[_kernels().RECENCY])
+        return bool(self.meta[kernels().RECENCY])
 
     def __len__(self) -> int:
         """Entries held (blocks and checkpoints)."""
-        return int(self.meta[_kernels().N])
+        return int(self.meta[kernels().N])
 
     def _has(self, key: int) -> bool:
-        return _kernels().find(self.rec, self.meta, key) >= 0
+        return kernels().find(self.rec, self.meta, key) >= 0
 
     def __contains__(self, block_id: int) -> bool:
         """Whether the block ``block_id`` is cached."""
@@ -110,7 +110,7 @@ class PrefixCache:
     @property
     def checkpoints(self) -> int:
         """Checkpoints held."""
-        return int(self.meta[_kernels().CK])
+        return int(self.meta[kernels().CK])
 
     @property
     def used(self) -> float:
@@ -119,13 +119,13 @@ class PrefixCache:
 
     def entries(self) -> list[int]:
         """Every entry, least recently used first (block ids; ``~id`` for a checkpoint after block ``id``)."""
-        return _kernels().entries(self.rec, self.meta).tolist()
+        return kernels().entries(self.rec, self.meta).tolist()
 
     def assume_fits(self, total_bytes: float) -> None:
         """Tell the pool that everything it will ever be asked to hold takes at most ``total_bytes``: when
         that fits its capacity nothing is ever evicted, so `touch` skips keeping the recency order. The
         table is sized at once for the most entries the pool can then hold (no doubling on the way)."""
-        self.meta[_kernels().RECENCY] = total_bytes > self.capacity
+        self.meta[kernels().RECENCY] = total_bytes > self.capacity
         smallest = min(s for s in (self.block_bytes, self.checkpoint_bytes, math.inf) if s > 0)
         most = min(total_bytes, self.capacity) / smallest
         if most < 1 << 30:
@@ -133,7 +133,7 @@ class PrefixCache:
 
     def make_room(self, extra: int) -> None:
         """Double the table until ``extra`` more entries fit in it (at most half full)."""
-        K = _kernels()
+        K = kernels()
         bits = int(self.meta[K.BITS])
         while 2 * (len(self) + extra) > 1 << bits:
             bits += 1
@@ -143,24 +143,24 @@ class PrefixCache:
     def cached_blocks(self, hashes: Sequence[int], limit: int) -> int:
         """How many leading blocks of ``hashes[:limit]`` are cached: a binary search, right for prefix-hash
         ids (a block's id names its whole prefix), since the pool is prefix-closed."""
-        ids = _ids(hashes)
-        return _kernels().cached_blocks(self.rec, self.meta, ids, 0, len(ids), limit)
+        ids = id_array(hashes)
+        return kernels().cached_blocks(self.rec, self.meta, ids, 0, len(ids), limit)
 
     def leading_blocks(self, hashes: Sequence[int]) -> int:
         """How many leading blocks of ``hashes`` are cached, scanning up to the first miss: right even for ids
         that are not prefix hashes (where `cached_blocks`' binary search is not)."""
-        ids = _ids(hashes)
-        return _kernels().leading_blocks(self.rec, self.meta, ids, 0, len(ids))
+        ids = id_array(hashes)
+        return kernels().leading_blocks(self.rec, self.meta, ids, 0, len(ids))
 
     def usable_blocks(self, hashes: Sequence[int], cached: int) -> int:
         """The longest prefix of at most ``cached`` blocks prefill can start from: all of them, or for a
         model with state checkpoints the longest one that has one."""
-        return _kernels().usable_blocks(self.rec, self.meta, self.sizes, _ids(hashes), 0, cached)
+        return kernels().usable_blocks(self.rec, self.meta, self.sizes, id_array(hashes), 0, cached)
 
     def match(self, hashes: Sequence[int], length: int) -> tuple[int, int]:
         """``(kv_tokens, usable_tokens)`` for a prompt of ``length`` tokens: the cached block-aligned prefix,
         and the longest prefix prefill can start from. At least one token is always left to compute."""
-        ids = _ids(hashes)
+        ids = id_array(hashes)
         kv = self.cached_blocks(ids, (length - 1) // self.block_tokens)
         return kv * self.block_tokens, self.usable_blocks(ids, kv) * self.block_tokens
 
@@ -173,10 +173,10 @@ class PrefixCache:
         """Make ``hashes[:full]`` (and, when ``checkpoint`` and the model needs them, the checkpoint after
         block ``full``) cached and most recently used, roots most recent; evict when over capacity.
         ``present``: how many leading blocks the caller found cached (a `cached_blocks` result)."""
-        ids = _ids(hashes)
+        ids = id_array(hashes)
         full = min(int(full), len(ids))
         self.make_room(full + 1)
-        _kernels().touch(self.rec, self.meta, self.sizes, ids, 0, full, bool(checkpoint), present or 0)
+        kernels().touch(self.rec, self.meta, self.sizes, ids, 0, full, bool(checkpoint), present or 0)
 
     @property
     def hit_rate(self) -> float:
@@ -189,7 +189,7 @@ _FIRST_TABLE_BITS = 12  # 4,096 positions (96 KiB); doubled as the pool fills
 _KERNELS = None
 
 
-def _kernels():
+def kernels():
     """The compiled kernels, imported on first use (numba is heavy)."""
     global _KERNELS
     if _KERNELS is None:
@@ -198,7 +198,7 @@ def _kernels():
     return _KERNELS
 
 
-def _ids(hashes) -> np.ndarray:
+def id_array(hashes) -> np.ndarray:
     """``hashes`` as a contiguous int64 array (no copy when it is one)."""
     if isinstance(hashes, np.ndarray) and hashes.dtype == np.int64 and hashes.flags.c_contiguous:
         return hashes
@@ -283,10 +283,10 @@ def replay_prefix_cache(trace: Trace, block_size: int = DEFAULT_BLOCK_SIZE,
         groups = {}
         for i in range(n):
             groups.setdefault(route(i), []).append(i)
-    ids = _ids(trace.block_ids)
+    ids = id_array(trace.block_ids)
     offsets = np.ascontiguousarray(trace.block_offsets, dtype=np.int64)
     matched_blocks = np.zeros(n, dtype=np.int64)
-    K = _kernels()
+    K = kernels()
     for order in groups.values():
         cache = block_cache(capacity_blocks, block_size)
         order = np.asarray(order, dtype=np.int64)
@@ -327,7 +327,7 @@ class BlockChains:
         for c0 in range(self.start, self.stop, size):
             c1 = min(c0 + size, self.stop)
             base = int(self.offsets[c0])
-            yield (_ids(self.block_ids[base:int(self.offsets[c1])]),
+            yield (id_array(self.block_ids[base:int(self.offsets[c1])]),
                    np.asarray(self.offsets[c0:c1 + 1], dtype=np.int64) - base, c0 - self.start, c1 - self.start)
 
 

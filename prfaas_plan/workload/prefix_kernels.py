@@ -329,7 +329,7 @@ def _route(pr, pm, ps, rr, rm, rs, ids, lo, n, length, threshold, abundant, loca
     use_rf = -1
     if abundant and remote_ok:
         use_rf = _match(rr, rm, rs, ids, lo, n, length)[1]
-    best = use_rf if use_rf > use_pd else use_pd
+    best = max(use_pd, use_rf)
     local = (length - best <= threshold and local_ok) or not remote_ok
     if local:
         pm[PROMPT] += length
