@@ -184,7 +184,7 @@ class PrefixCache:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-_FIRST_TABLE_BITS = 12  # 4,096 positions (96 KiB); doubled as the pool fills
+_FIRST_TABLE_BITS = 12  # 4,096 positions (64 KiB); doubled as the pool fills
 
 _KERNELS = None
 
