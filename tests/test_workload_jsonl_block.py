@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from prfaas_plan.workload import BUNDLED_TRACE, load_trace
 from prfaas_plan.workload import traces as traces_module
-from prfaas_plan.workload.jsonl_block import read_block
+from prfaas_plan.workload.jsonl_block import BlockReader
 
+read_block = BlockReader().read
 KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
 COMPACT = {"separators": (",", ":")}
 
@@ -65,7 +66,7 @@ def test_load_trace_is_the_same_with_the_byte_reader_off(monkeypatch, tmp_path):
     for path in (BUNDLED_TRACE, compact, mixed):
         fast = load_trace(path)
         with monkeypatch.context() as m:
-            m.setattr(traces_module, "read_block", lambda block: None)
+            m.setattr(traces_module.BlockReader, "read", lambda self, block: None)
             slow = load_trace(path)
         for name in ("line", "input_length", "output_length", "arrival_s", "block_ids", "block_offsets"):
             a, b = getattr(fast, name), getattr(slow, name)

@@ -59,29 +59,23 @@ _STEPS = [(np.uint64(mask), np.uint64(10**n * 2**bits + 1), np.uint64(bits))  # 
           for mask, n, bits in ((0x0F0F0F0F0F0F0F0F, 1, 8), (0x00FF00FF00FF00FF, 2, 16), (0x0000FFFF0000FFFF, 4, 32))]
 
 
-def _eight_digits(words: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Values of the last ``lengths`` (1..8) bytes of each little-endian word, read as decimal digits
-    (first digit the most significant): the bytes before them become leading zeros, then pairs, quads and
-    octets of digits are combined by multiply-and-shift in every word at once."""
-    shift = _SHIFTS[lengths]
-    w = words >> shift
-    w <<= shift  # the bytes before the run are now 0, read as leading zeros below
+def _eight_digits(w: np.ndarray, lengths: np.ndarray, shift: np.ndarray) -> None:
+    """In place: each little-endian word ``w`` -> the value of its last ``lengths`` (1..8) bytes read as
+    decimal digits (first digit the most significant). The bytes before them become leading zeros, then
+    pairs, quads and octets of digits are combined by multiply-and-shift in every word at once. ``shift``
+    is scratch of ``w``'s size."""
+    _take(_SHIFTS, lengths, shift)
+    w >>= shift
+    w <<= shift
     for mask, factor, bits in _STEPS:
         w &= mask
         w *= factor
         w >>= bits
-    return w
 
 
-def _run_values(data: np.ndarray, buffer: bytes, ends: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Decimal values (uint64) of the digit runs ending (exclusive) at ``ends``, each 1..16 digits long and
-    starting at least 8 bytes into ``buffer``."""
-    words = np.ndarray((data.size - 7,), dtype="<u8", buffer=buffer, strides=(1,))  # a word at every byte
-    values = _eight_digits(words[ends - 8], np.minimum(lengths, 8))
-    long = np.flatnonzero(lengths > 8)
-    if long.size:
-        values[long] += _eight_digits(words[ends[long] - 16], lengths[long] - 8) * np.uint64(10**8)
-    return values
+def _take(values: np.ndarray, index: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``values[index]`` into ``out``; every index is in range (mode "clip" only spares numpy a buffer)."""
+    return np.take(values, index, out=out, mode="clip")
 
 
 def _among(values: np.ndarray, allowed: bytes) -> bool:
@@ -92,33 +86,73 @@ def _among(values: np.ndarray, allowed: bytes) -> bool:
     return bool(ok.all())
 
 
-def read_block(block: bytes):
-    """``(timestamp_ms, input_length, output_length, block_ids, block_counts)`` of a block of whole lines
-    (uint64 timestamps and lengths, int64 ids and counts), or None when the block is not entirely in one
-    of `STYLES` (see the module docstring). Values are not range-checked here."""
-    style = next((s for s in STYLES if block.startswith(b'{"timestamp"' + s.colon)), None)
-    if style is None:
-        return None
-    if not block.endswith(b"\n"):
-        block += b"\n"
-    data = np.frombuffer(block, dtype=np.uint8)
-    digit = (data - np.uint8(48)) < np.uint8(10)
-    edges = np.flatnonzero(digit[1:] != digit[:-1]) + 1  # the block starts with "{" and ends with "\n"
-    starts, ends = edges[0::2], edges[1::2]
-    per_line = np.diff(np.searchsorted(starts, np.flatnonzero(data == 10)), prepend=0)
-    counts = per_line - 3
-    if not starts.size or counts.min() < 0:
-        return None
-    if block.translate(None, DIGITS) != b"".join(map(style.skeletons(counts.max()).__getitem__, counts.tolist())):
-        return None
-    first = np.cumsum(per_line) - per_line  # each line's first run: its timestamp
-    lengths = ends - starts
-    if not (_among(data[starts - 1], style.left) and _among(data[ends], style.right)
-            and (data[ends[first + 2]] == ord(",")).all()
-            and lengths.max() <= MAX_DIGITS and not ((lengths > 1) & (data[starts] == ord("0"))).any()):
-        return None
-    values = _run_values(data, block, ends, lengths)
-    ids = np.ones(values.size, dtype=bool)
-    for j in range(3):
-        ids[first + j] = False
-    return values[first], values[first + 1], values[first + 2], values[ids].astype(np.int64), counts
+class BlockReader:
+    """`read` for block after block, its working arrays kept from one block to the next: a block's dozen
+    temporaries of its own size would otherwise be fresh memory every time (the allocator hands blocks of
+    this size back to the system when freed), and their page faults cost as much as the parsing."""
+
+    def __init__(self) -> None:
+        self._bytes = 0
+
+    def _reserve(self, size: int) -> None:
+        if size <= self._bytes:
+            return
+        self._bytes = size
+        self._positions = np.arange(1, size + 1, dtype=np.int64)
+        self._u8, self._mask = np.empty(size, np.uint8), np.empty(size, bool)
+        runs = size // 2 + 1  # a run and the byte after it take two bytes at least
+        self._edges = np.empty(2 * runs, np.int64)
+        self._index, self._lengths, self._ends = (np.empty(runs, np.int64) for _ in range(3))
+        self._neighbours = np.empty(runs, np.uint8)
+        self._values, self._shift = np.empty(runs, np.uint64), np.empty(runs, np.uint64)
+
+    def read(self, block: bytes):
+        """``(timestamp_ms, input_length, output_length, block_ids, block_counts)`` of a block of whole
+        lines (uint64 timestamps and lengths, int64 counts, ids int32 when all fit else int64), or None when
+        the block is not entirely in one of `STYLES` (see the module docstring). Values are not range-checked
+        here."""
+        style = next((s for s in STYLES if block.startswith(b'{"timestamp"' + s.colon)), None)
+        if style is None:
+            return None
+        if not block.endswith(b"\n"):
+            block += b"\n"
+        n = len(block)
+        self._reserve(n)
+        data = np.frombuffer(block, dtype=np.uint8)
+        digit, edge = self._mask[:n], self._u8[:n - 1].view(bool)  # edge overwrites the digit values
+        np.less(np.subtract(data, 48, out=self._u8[:n]), 10, out=digit)
+        np.not_equal(digit[1:], digit[:-1], out=edge)  # the block starts with "{" and ends with "\n"
+        edges = np.compress(edge, self._positions[:n - 1], out=self._edges[:np.count_nonzero(edge)])
+        runs = edges.size // 2
+        starts, ends = edges[0::2], self._ends[:runs]
+        np.copyto(ends, edges[1::2])  # contiguous: numpy would copy a strided index at every use
+        per_line = np.diff(np.searchsorted(starts, np.flatnonzero(np.equal(data, 10, out=digit))), prepend=0)
+        counts = per_line - 3
+        if not runs or counts.min() < 0:
+            return None
+        if block.translate(None, DIGITS) != b"".join(map(style.skeletons(counts.max()).__getitem__,
+                                                         counts.tolist())):
+            return None
+        first = np.cumsum(per_line) - per_line  # each line's first run: its timestamp
+        lengths, index, near = self._lengths[:runs], self._index[:runs], self._neighbours[:runs]
+        np.subtract(ends, starts, out=lengths)
+        if not (_among(_take(data, np.subtract(starts, 1, out=index), near), style.left)
+                and _among(_take(data, ends, near), style.right)
+                and (data[ends[first + 2]] == ord(",")).all() and lengths.max() <= MAX_DIGITS
+                and not ((lengths > 1) & (_take(data[1:], index, near) == ord("0"))).any()):  # data[starts]
+            return None
+        values, shift = self._values[:runs], self._shift[:runs]
+        words = np.ndarray((n - 7,), dtype="<u8", buffer=block, strides=(1,))  # a word at every byte
+        _take(words, np.subtract(ends, 8, out=index), values)  # the first run starts 13 bytes in
+        _eight_digits(values, np.minimum(lengths, 8, out=index), shift)
+        long = np.flatnonzero(lengths > 8)
+        if long.size:
+            high = words[ends[long] - 16]
+            _eight_digits(high, lengths[long] - 8, np.empty_like(high))
+            values[long] += high * np.uint64(10**8)
+        is_id = np.ones(runs, dtype=bool)
+        for j in range(3):
+            is_id[first + j] = False
+        ids = np.compress(is_id, values, out=shift[:runs - 3 * first.size])
+        ids = ids.astype(np.int32 if not ids.size or ids.max() <= np.iinfo(np.int32).max else np.int64)
+        return values[first], values[first + 1], values[first + 2], ids, counts

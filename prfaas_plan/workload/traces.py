@@ -33,7 +33,7 @@ import numpy as np
 from .._data import TRACES_DIR
 from ..errors import PlanError
 from ..units import MAX_TOKENS
-from .jsonl_block import read_block
+from .jsonl_block import BlockReader
 
 BUNDLED_TRACE = TRACES_DIR / "mooncake_conversation_trace.jsonl"
 """The Mooncake conversation trace shipped with the package (12,031 Kimi requests, Apache-2.0)."""
@@ -247,10 +247,10 @@ def _in_range(t: np.ndarray, li: np.ndarray, lo: np.ndarray, block_ids: np.ndarr
                 and (not block_ids.size or block_ids.min() >= 0))
 
 
-def _canonical_chunk(block: bytes, previous: float | None):
-    """`_fast_chunk`'s result for a block in ``json.dumps``'s own layout (`jsonl_block.read_block`), read
+def _canonical_chunk(block: bytes, reader: BlockReader, previous: float | None):
+    """`_fast_chunk`'s result for a block in ``json.dumps``'s own layout (`jsonl_block.BlockReader`), read
     without a Python object per value; None for any other block."""
-    part = read_block(block)
+    part = reader.read(block)
     if part is None:
         return None
     stamps, inputs, outputs, block_ids, counts = part
@@ -264,7 +264,7 @@ def compact_ids(ids: np.ndarray) -> np.ndarray:
     """Hash ids as int32 when every one fits (half the memory of int64; a million-request trace holds tens of
     millions of ids), else unchanged. Narrowed chunk by chunk, so the whole trace never exists in both widths;
     consumers read ids as Python ints (`prefix_cache.iter_blocks`), so the width changes no result."""
-    if ids.size and np.iinfo(np.int32).min <= ids.min() and ids.max() <= np.iinfo(np.int32).max:
+    if ids.dtype != np.int32 and ids.size and np.iinfo(np.int32).min <= ids.min() <= ids.max() <= np.iinfo(np.int32).max:
         return ids.astype(np.int32)
     return ids
 
@@ -290,16 +290,18 @@ def _slow_chunk(lines: list[bytes], first: int, path: Path, previous: float | No
             np.array([r.line for r in recs], dtype=np.int64))
 
 
-def _block_arrays(block: bytes, first: int, path: Path, loads, previous: float | None) -> tuple:
+def _block_arrays(block: bytes, first: int, path: Path, reader: BlockReader, loads,
+                  previous: float | None) -> tuple[tuple, int]:
     """``(arrival_s, input, output, block_ids, block_counts, line)`` of a block of whole lines, the first
-    being line ``first``, by the first reader that accepts it (see `_load_mooncake`)."""
-    part = _canonical_chunk(block, previous)
+    being line ``first``, by the first reader that accepts it (see `_load_mooncake`); and its number of
+    lines."""
+    part = _canonical_chunk(block, reader, previous)
     if part is None:
         lines = io.BytesIO(block).readlines()  # split exactly as the file's own readlines
         part = _fast_chunk(lines, loads, previous)
         if part is None:
-            return _slow_chunk(lines, first, path, previous)
-    return (*part, np.arange(first, first + len(part[0]), dtype=np.int64))
+            return _slow_chunk(lines, first, path, previous), len(lines)
+    return (*part, np.arange(first, first + len(part[0]), dtype=np.int64)), len(part[0])
 
 
 BLOCK_BYTES = 1 << 18
@@ -313,7 +315,7 @@ def _load_mooncake(path: Path, until_s: float | None) -> Trace:
     chunk's arrays (`_fast_chunk`), else the line-by-line reader, which names the problem. Python objects
     live one block at a time, so memory is the arrays'."""
     _check_file(path)
-    loads = _json_loads()
+    loads, reader = _json_loads(), BlockReader()
     parts: list[tuple] = []
     previous = start = None
     number = 0
@@ -325,8 +327,8 @@ def _load_mooncake(path: Path, until_s: float | None) -> Trace:
                     break
                 if not block.endswith(b"\n"):
                     block += fh.readline()  # whole lines only
-                first, number = number + 1, number + block.count(b"\n") + (not block.endswith(b"\n"))
-                part = _block_arrays(block, first, path, loads, previous)
+                part, lines = _block_arrays(block, number + 1, path, reader, loads, previous)
+                number += lines
                 if not len(part[0]):
                     continue
                 part = (*part[:3], compact_ids(part[3]), *part[4:])
