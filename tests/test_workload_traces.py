@@ -10,6 +10,7 @@ import pytest
 
 from prfaas_plan.errors import PlanError
 from prfaas_plan.workload import BUNDLED_TRACE, iter_trace, load_trace
+from prfaas_plan.workload.traces import TooManyRequests
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +123,22 @@ def test_unreadable_files(tmp_path):
     binary.write_bytes(_rec().encode() + b"\n\xff\xfe\x00garbage\n")
     with pytest.raises(PlanError, match=r"b.jsonl:2: not UTF-8 text"):
         load_trace(binary)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("t.jsonl", "".join(_rec(ts=i) + "\n" for i in range(5000))),  # more than one block of the reader
+    ("t.csv", "timestamp,input_length,output_length\n" + "".join(f"{i},10,1\n" for i in range(5))),
+])
+def test_request_cap_is_checked_while_reading(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text + "this line is never read\n")
+    with pytest.raises(TooManyRequests, match=r"more than 3 requests"):
+        load_trace(path, max_requests=3)
+    assert len(load_trace(path, until_s=0.003, max_requests=4)) == 4  # the cap counts the window's requests
+
+
+def test_csv_window_stops_reading(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,input_length,output_length\n0,100,5\n500,2000,7\n2000,1,1\nbroken\n")
+    trace = load_trace(path, until_s=1.0)
+    assert list(trace.arrival_s) == [0.0, 0.5] and list(trace.line) == [2, 3]

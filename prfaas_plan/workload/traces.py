@@ -309,7 +309,7 @@ BLOCK_BYTES = 1 << 18
 block's numpy temporaries to stay in the CPU cache."""
 
 
-def _load_mooncake(path: Path, until_s: float | None) -> Trace:
+def _load_mooncake(path: Path, until_s: float | None, max_requests: int | None) -> Trace:
     """`load_trace` for JSONL: blocks of lines read by the first reader that accepts them -- digits straight
     from the bytes for ``json.dumps`` output (`_canonical_chunk`), else a JSON parser with checks on the
     chunk's arrays (`_fast_chunk`), else the line-by-line reader, which names the problem. Python objects
@@ -318,7 +318,7 @@ def _load_mooncake(path: Path, until_s: float | None) -> Trace:
     loads, reader = _json_loads(), BlockReader()
     parts: list[tuple] = []
     previous = start = None
-    number = 0
+    number = kept = 0
     try:
         with path.open("rb") as fh:
             while True:
@@ -334,10 +334,14 @@ def _load_mooncake(path: Path, until_s: float | None) -> Trace:
                 part = (*part[:3], compact_ids(part[3]), *part[4:])
                 previous = float(part[0][-1])
                 start = float(part[0][0]) if start is None else start
-                if until_s is not None and previous - start > until_s:
-                    parts.append(_head(part, int(np.searchsorted(part[0] - start, until_s, side="right"))))
-                    break
+                done = until_s is not None and previous - start > until_s
+                if done:
+                    part = _head(part, int(np.searchsorted(part[0] - start, until_s, side="right")))
+                kept += len(part[0])
+                _check_count(path, kept, max_requests)
                 parts.append(part)
+                if done:
+                    break
     except OSError as exc:
         raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
     if not parts:
@@ -410,18 +414,31 @@ def iter_trace(path: str | Path) -> Iterator[TraceRecord]:
                     f"{' or '.join(SUFFIXES)}")
 
 
-def load_trace(path: str | Path, until_s: float | None = None) -> Trace:
+def load_trace(path: str | Path, until_s: float | None = None, max_requests: int | None = None) -> Trace:
     """Read a trace into arrays (int64 lengths, float64 seconds, block ids int32 when they fit, else int64);
     with ``until_s``, only the requests arriving within that many seconds of the first (the rest of the file
-    is not read)."""
+    is not read). With ``max_requests``, raise `TooManyRequests` as soon as more requests than that have
+    been read (a trace far beyond what the caller can hold is refused without being held)."""
     path = Path(path)
     if path.suffix.lower() == ".jsonl":
-        return _load_mooncake(path, until_s)
-    recs = list(iter_trace(path))  # CSV: no hash ids
+        return _load_mooncake(path, until_s, max_requests)
+    recs = []  # CSV: no hash ids
+    for rec in iter_trace(path):
+        if until_s is not None and recs and rec.timestamp_s is not None \
+                and rec.timestamp_s - recs[0].timestamp_s > until_s:
+            break
+        recs.append(rec)
+        _check_count(path, len(recs), max_requests)
     times = None if recs[0].timestamp_s is None else np.array([r.timestamp_s for r in recs], dtype=float)
-    n = len(recs) if times is None or until_s is None else \
-        int(np.searchsorted(times - times[0], until_s, side="right"))
-    return Trace(str(path), np.array([r.line for r in recs[:n]], dtype=np.int64),
-                 np.array([r.input_length for r in recs[:n]], dtype=np.int64),
-                 np.array([r.output_length for r in recs[:n]], dtype=np.int64),
-                 None if times is None else times[:n])
+    return Trace(str(path), np.array([r.line for r in recs], dtype=np.int64),
+                 np.array([r.input_length for r in recs], dtype=np.int64),
+                 np.array([r.output_length for r in recs], dtype=np.int64), times)
+
+
+class TooManyRequests(PlanError):
+    """A trace holds more requests than the reader was allowed (`load_trace`'s ``max_requests``)."""
+
+
+def _check_count(path: Path, n: int, max_requests: int | None) -> None:
+    if max_requests is not None and n > max_requests:
+        raise TooManyRequests(f"{path}: more than {max_requests:,} requests: expected at most {max_requests:,}")
