@@ -69,6 +69,7 @@ def test_csv_trace(tmp_path):
     (["{not json"], ":1: not valid JSON"),
     ([_rec(), "[1, 2]"], ":2: a JSON list: expected one object per line"),
     ([json.dumps({"timestamp": 0, "input_length": 5, "hash_ids": [1]})], ":1: missing output_length"),
+    ([_rec(), json.dumps({**json.loads(_rec()), "hash_id": [1]})], ":2: unknown key 'hash_id'; did you mean hash_ids?"),
     ([_rec(inp=-5)], ":1: input_length = -5: expected a whole number of tokens from 1 to 1,073,741,824"),
     ([_rec(inp=0)], ":1: input_length = 0"),
     ([_rec(inp=1.5)], ":1: input_length = 1.5"),

@@ -4,8 +4,8 @@ Formats
 -------
 - **Mooncake JSONL** (``.jsonl``): one JSON object per line with ``timestamp`` (arrival, milliseconds),
   ``input_length`` and ``output_length`` (tokens) and ``hash_ids`` (one integer per prompt block of the
-  trace's block size -- 512 tokens in the Mooncake traces; equal ids mean equal prefix blocks). Other
-  keys are ignored. Blank lines are skipped.
+  trace's block size -- 512 tokens in the Mooncake traces; equal ids mean equal prefix blocks). Any
+  other key is an error. Blank lines are skipped.
 - **CSV** (``.csv``): a header naming ``input_length`` and ``output_length`` (tokens) and optionally
   ``timestamp`` (milliseconds, as in the JSONL); any other column is an error.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .._data import TRACES_DIR
-from ..errors import PlanError
+from ..errors import PlanError, closest_names
 from ..units import MAX_TOKENS
 from .jsonl_block import BlockReader
 
@@ -176,6 +176,10 @@ def _mooncake_record(text: str, path: Path, number: int, previous: float | None)
     if missing:
         raise PlanError(f"{_where(path, number)}: missing {', '.join(missing)}: expected an object with "
                         f"{', '.join(JSONL_FIELDS)}")
+    unknown = [k for k in obj if k not in JSONL_FIELDS]
+    if unknown:
+        raise PlanError(f"{_where(path, number)}: unknown key {unknown[0]!r}; "
+                        f"{closest_names(unknown[0], JSONL_FIELDS)}")
     stamp = _timestamp(obj["timestamp"], path, number, previous)
     hash_ids = obj["hash_ids"]
     if not isinstance(hash_ids, list) or (hash_ids and (set(map(type, hash_ids)) != {int}
@@ -218,8 +222,11 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
     line is a valid, non-blank request; None when anything is unusual (the line-by-line reader then finds
     and names the problem). Checks are vectorized over the chunk."""
     try:
-        stamps, inputs, outputs, ids = zip(*map(_FIELDS, map(loads, lines)))
+        objs = list(map(loads, lines))
+        stamps, inputs, outputs, ids = zip(*map(_FIELDS, objs))
     except (ValueError, KeyError, TypeError):
+        return None
+    if set(map(len, objs)) != {len(JSONL_FIELDS)}:  # every object has the four keys: no other key
         return None
     if not (set(map(type, stamps)) <= {int, float} and set(map(type, inputs)) == set(map(type, outputs)) == {int}
             and set(map(type, ids)) == {list}):
