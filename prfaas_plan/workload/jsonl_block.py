@@ -10,7 +10,7 @@ Python ints per line and numpy copies them again). The block is proved to have e
 for byte, before any number is trusted:
 
 1. the digit runs are found with numpy; deleting every digit must leave exactly the template's text for a
-   line with ``runs - 3`` block ids (`JsonlStyle.skeleton`);
+   line with ``runs - 3`` block ids (`JsonlStyle.skeleton`), line by line;
 2. each run must sit in one of the template's number slots (its neighbours are the slot's), the third run
    of a line in the ``output_length`` slot, no run with a leading zero (invalid JSON) or longer than 16
    digits (beyond the 8-digit word arithmetic twice over).
@@ -24,7 +24,7 @@ default (``", "`` and ``": "``) and the compact one (``","`` and ``":"``, as ``o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +32,7 @@ DIGITS = b"0123456789"
 MAX_DIGITS = 16  # two 8-digit words; 2^53 ms (the timestamp cap) has 16 digits
 
 
-@dataclass
+@dataclass(frozen=True)
 class JsonlStyle:
     """A line template: the text around the numbers, and the bytes that may border a number."""
 
@@ -40,16 +40,12 @@ class JsonlStyle:
     colon: bytes  # between a key and its value
     left: bytes  # a number's left neighbour: last byte of a separator, or "["
     right: bytes = b",]"  # a number's right neighbour
-    _skeletons: list[bytes] = field(default_factory=list, repr=False)
 
-    def skeletons(self, most: int) -> list[bytes]:
-        """Lines holding 0, 1, ..., ``most`` block ids with every digit deleted (item ``k``: ``k`` ids)."""
-        while len(self._skeletons) <= most:
-            k = len(self._skeletons)
-            head = self.item.join(b'"%s"%s' % (key, self.colon)
-                                  for key in (b"timestamp", b"input_length", b"output_length", b"hash_ids"))
-            self._skeletons.append(b"{" + head + b"[" + self.item * max(k - 1, 0) + b"]}\n")
-        return self._skeletons
+    def skeleton(self, k: int) -> bytes:
+        """A line holding ``k`` block ids with every digit deleted."""
+        head = self.item.join(b'"%s"%s' % (key, self.colon)
+                              for key in (b"timestamp", b"input_length", b"output_length", b"hash_ids"))
+        return b"{" + head + b"[" + self.item * max(k - 1, 0) + b"]}\n"
 
 
 STYLES = (JsonlStyle(b", ", b": ", b" ["), JsonlStyle(b",", b":", b":,["))
@@ -130,8 +126,9 @@ class BlockReader:
         counts = per_line - 3
         if not runs or counts.min() < 0:
             return None
-        if block.translate(None, DIGITS) != b"".join(map(style.skeletons(counts.max()).__getitem__,
-                                                         counts.tolist())):
+        per_count = counts.tolist()
+        skeletons = {k: style.skeleton(k) for k in set(per_count)}
+        if block.translate(None, DIGITS) != b"".join(map(skeletons.__getitem__, per_count)):
             return None
         first = np.cumsum(per_line) - per_line  # each line's first run: its timestamp
         lengths, index, near = self._lengths[:runs], self._index[:runs], self._neighbours[:runs]

@@ -241,12 +241,14 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
         block_ids = np.fromiter(flat, dtype=np.int64, count=len(flat))
     except OverflowError:
         return None
-    if not (np.all(np.isfinite(t)) and t[-1] <= MAX_TIMESTAMP_MS / 1000.0 and _in_range(t, li, lo, block_ids, previous)):
+    if not (np.all(np.isfinite(t)) and t[-1] <= MAX_TIMESTAMP_MS / 1000.0
+            and _in_range(t, li, lo, block_ids, previous)):
         return None
     return t, li, lo, block_ids, np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
 
 
-def _in_range(t: np.ndarray, li: np.ndarray, lo: np.ndarray, block_ids: np.ndarray, previous: float | None) -> bool:
+def _in_range(t: np.ndarray, li: np.ndarray, lo: np.ndarray, block_ids: np.ndarray,
+              previous: float | None) -> bool:
     """The line reader's checks on a chunk's arrays, but for the timestamp cap: arrivals (s) non-negative and
     in order after ``previous``, token counts in range, block ids non-negative."""
     return bool(t[0] >= (0.0 if previous is None else previous) and np.all(t[1:] >= t[:-1])
@@ -271,7 +273,8 @@ def compact_ids(ids: np.ndarray) -> np.ndarray:
     """Hash ids as int32 when every one fits (half the memory of int64; a million-request trace holds tens of
     millions of ids), else unchanged. Narrowed chunk by chunk, so the whole trace never exists in both widths;
     consumers read ids as Python ints (`prefix_cache.iter_blocks`), so the width changes no result."""
-    if ids.dtype != np.int32 and ids.size and np.iinfo(np.int32).min <= ids.min() <= ids.max() <= np.iinfo(np.int32).max:
+    fits = ids.size and np.iinfo(np.int32).min <= ids.min() and ids.max() <= np.iinfo(np.int32).max
+    if ids.dtype != np.int32 and fits:
         return ids.astype(np.int32)
     return ids
 
