@@ -65,7 +65,7 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
-    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
+    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical | dp-attention (analytic/transfer.py)
     stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
     remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
 
