@@ -28,6 +28,7 @@ from .scenario import (
 from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..profiles.stack import StackProfile
     from ..analytic.latency import LatencySummary
     from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs
     from ..analytic.ttft import TTFTSummary
@@ -61,7 +62,7 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
 
 
 def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mean: float,
-                    output_mean: float, stack: str | None = None):
+                    output_mean: float, stack: str | StackProfile | None = None):
     """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
     capacity at ``tpot_s`` and a mean context of input + output / 2, each site on its own ``stack:`` or
     else ``stack`` (None: the default stack). ``model`` is a profile or its name."""
