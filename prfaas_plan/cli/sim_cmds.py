@@ -33,6 +33,7 @@ from .options import (
     Rtt,
     SchedulerOpt,
     Seed,
+    SimTransferBytes,
     Synthetic,
     Threshold,
     Tpot,
@@ -82,6 +83,7 @@ def simulate_cmd(
     kv_dtype: KvDtype = None,
     tpot: Tpot = DEFAULTS.tpot,
     inputs: Inputs = DEFAULTS.inputs,
+    transfer_bytes: SimTransferBytes = None,
     rate: Rate = None,
     load: Load = None,
     duration: Duration = None,
@@ -119,7 +121,7 @@ def simulate_cmd(
             scheduler=str(scheduler), compare=compare, link_profile=link_profile,
             threshold=float(parse_length(threshold, "--threshold")) if threshold is not None else None,
             prefill_instances=prefill_instances, rebalance_s=parse_time_s(rebalance, "--rebalance"), seed=seed,
-            stack=stack, progress=tick)
+            stack=stack, transfer_bytes=None if transfer_bytes is None else str(transfer_bytes), progress=tick)
     finally:
         done()
     report = simulation_report(answer)

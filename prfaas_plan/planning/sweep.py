@@ -23,9 +23,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..analytic.transfer import POLICIES
 from ..errors import PlanError, closest_names
-from .plans import BASES, BASIS_ALIASES, check_servable
 from ..profiles.stack import DEFAULT_STACK
+from .plans import BASES, BASIS_ALIASES, check_servable
 from .scenario import DEFAULTS, INPUT_LEVELS, MODES
 
 # ---------------------------------------------------------------------------------------------------
@@ -56,11 +57,13 @@ INPUTS: dict[str, Input] = {
     "mode": Input(DEFAULTS.mode, "str", "exact (planning's default, as size and compare) or representative"),
     "inputs": Input(DEFAULTS.inputs, "str", "predicted or paper (prfaas-1t only)"),
     "stack": Input(DEFAULT_STACK, "str", "serving stack profile of both sites (stack_profiles/), e.g. vllm"),
+    "transfer_bytes": Input(DEFAULTS.transfer_bytes, "str", "bytes on the link: replicated, dp-attention or logical "
+                                                            "(docs/methods.md)"),
     "basis": Input("instances", "str", "homogeneous baseline: instances (equal count), capex or rental (equal "
                                        "budget; cost = capex)"),
 }
 SPEC_KEYS = ("base", "grid", "zip", "description")
-CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES)}
+CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES), "transfer_bytes": POLICIES}
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,7 @@ def check_inputs(v: dict) -> None:
 
 @lru_cache(maxsize=256)
 def _scenario_without_link(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str,
-                           inputs: str, workload: str, stack: str):
+                           inputs: str, workload: str, stack: str, transfer_bytes: str):
     """`scenario_for` of everything but the link (the link is a plain field, set per point)."""
     from ..layout import Link
     from ..profiles import get_model, get_stack
@@ -305,7 +308,7 @@ def _scenario_without_link(model: str, remote: str, local: str, instance_chips: 
     from .plans import scenario_for
 
     return scenario_for(get_model(model), remote, local, Link(1.0), instance_chips, parse_tpot_s(tpot, "tpot"),
-                        mode, inputs, _workload(workload), stack=get_stack(stack).name)
+                        mode, inputs, _workload(workload), transfer=transfer_bytes, stack=get_stack(stack).name)
 
 
 def scenario(v: dict):
@@ -356,18 +359,19 @@ class MemoPrefill:
 def _shared(v: dict) -> tuple:
     """The inputs a point's scenario (without its link) and per-instance performance depend on."""
     return tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload",
-                                "stack"))
+                                "stack", "transfer_bytes"))
 
 
 @lru_cache(maxsize=256)
 def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str, inputs: str,
-          workload: str, stack: str):
+          workload: str, stack: str, transfer_bytes: str):
     """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
     `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from .plans import perf_inputs
 
-    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload, stack)
+    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload, stack,
+                                transfer_bytes)
     try:
         perf = perf_inputs(sc)
     except PlanError as exc:
