@@ -157,3 +157,11 @@ def test_sweep_and_simulate_take_the_transfer_policy(cli, tmp_path):
         assert any(f"transfer bytes: {policy} (" in n for n in doc["notes"])
     assert plans["dp-attention"] == pytest.approx(float(lam["dp-attention"]), rel=0.01)  # the simulator's grid
     assert plans["dp-attention"] > plans["replicated"]
+
+
+def test_an_unknown_stack_in_a_layout_file_names_the_site(cli, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(MIXED.replace("link: {bandwidth: 40G}", "link: {bandwidth: 40G}, stack: nosuch"))
+    code, out, err = cli("size", "--layout", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}: sites[0].stack: 'nosuch': unknown serving stack")
