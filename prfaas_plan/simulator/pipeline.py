@@ -116,7 +116,9 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     flow_bytes = np.where(remote, size, 0.0)
     cap = np.where(svc["remote_s"] > 0, size * sysm.keep / np.maximum(svc["remote_s"], 1e-300), INF)
     done, link = _link(p_start[ri], p_end[ri], size[ri], cap[ri], sysm, cfg, horizon)
-    ready[ri] = done + sysm.rtt_half_s + svc["remote_exposed_s"][ri]
+    ready[ri] = done + sysm.rtt_half_s
+
+    ready[ri] += svc["remote_exposed_s"][ri]  # a remote prefill's latency beyond its busy time (System.service)
 
     # 5. decode slots, in order of readiness
     ok = np.flatnonzero(np.isfinite(ready) & (ready <= horizon))
