@@ -143,14 +143,16 @@ def test_reproduce_states_the_paper_stacks(cli):
 
 def test_sweep_and_simulate_take_the_transfer_policy(cli, tmp_path):
     spec = tmp_path / "s.yaml"
-    spec.write_text("base: {link: 100G}\ngrid: {transfer_bytes: [replicated, dp-attention, logical]}\n")
+    # at 10G the link sets the threshold for kimi-linear's replicated bytes (7x logical), so one copy gains
+    spec.write_text("base: {link: 10G}\ngrid: {transfer_bytes: [replicated, dp-attention, logical]}\n")
     code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "t.csv"), "-q")
     assert code == 0, err
     lam = {r["transfer_bytes"]: r["throughput_rps"] for r in csv.DictReader((tmp_path / "t.csv").open())}
     assert lam["dp-attention"] == lam["logical"] and float(lam["dp-attention"]) > float(lam["replicated"])
     plans = {}
     for policy in ("replicated", "dp-attention"):
-        code, out, err = cli("simulate", "--duration", "60s", "--transfer-bytes", policy, "--format", "json")
+        code, out, err = cli("simulate", "--duration", "60s", "--link", "10G", "--transfer-bytes", policy,
+                             "--format", "json")
         assert code == 0, err
         doc = json.loads(out)
         plans[policy] = doc["sections"]["summary"][0]["lambda_max_rps"]
