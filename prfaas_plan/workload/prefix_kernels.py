@@ -1,7 +1,8 @@
 """Compiled kernels of the prefix-cache pool (`prefix_cache.PrefixCache`; docs/methods.md, "Prefix caches").
 
 Imported only when a pool is built (numba takes ~0.3 s to import, so a CLI start that needs no cache never
-pays it); every kernel is ``@njit(cache=True)``, so the compile is paid once per machine.
+pays it); every kernel is ``@njit(cache=True)``, so the compile (~5 s, benchmarks/bench_scale.py times it)
+is paid once per machine and version of this file; later runs load it in a fraction of a second.
 
 A pool's state is three arrays:
 
@@ -14,9 +15,8 @@ A pool's state is three arrays:
   A key is a block id (>= 0) or ``~id`` for the checkpoint after block ``id``. The home position keeps runs
   of 8 consecutive ids in one group of 8 positions, so a prompt's blocks (Mooncake ids are handed out in
   order) share cache lines, and a checkpoint's home is its block's; groups are spread by a multiplicative
-  hash. The table is at most half full
-  (the caller doubles it with `rehash` when `room` says so), so its memory is bounded by what the pool
-  holds, hence by its capacity, never by the trace.
+  hash. The table is at most half full (the caller doubles it with `rehash` when `room` says so), so its
+  memory is bounded by what the pool holds, hence by its capacity, never by the trace.
 - ``meta``, int64: the counters below (entries, checkpoints, list ends, table size, counters).
 - ``sizes``, float64: ``block_bytes``, ``checkpoint_bytes``, ``capacity`` (bytes, may be inf),
   ``low_watermark``.
