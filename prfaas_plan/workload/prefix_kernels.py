@@ -144,6 +144,8 @@ def _delete(rec, meta, p):
                 continue
         elif i < k or k <= j:
             continue
+        # move j to i and re-point its neighbours (written out like _unlink: sharing a helper that writes
+        # ``meta`` made the whole routing pass 2x slower)
         rec[i, 0] = rec[j, 0]
         rec[i, 1] = rec[j, 1]
         a = _prev(rec, j)
