@@ -88,6 +88,7 @@ def _reallocate(n, capacity, t, cap, rem, rate):
         order[j] = k
     left = capacity
     m = n
+    best, best_k = INF, -1
     for k in order:
         share = left / m
         c = cap[k]
@@ -95,10 +96,8 @@ def _reallocate(n, capacity, t, cap, rem, rate):
         rate[k] = x
         left -= x
         m -= 1
-    best, best_k = INF, -1
-    for k in order:
-        if cap[k] == INF:
-            r, x = rem[k], rate[k]
+        if c == INF:  # uncapped: may be the next to complete
+            r = rem[k]
             d = r / x if x > 0.0 else (0.0 if r <= 0.0 else INF)
             if d < best:
                 best, best_k = d, k
