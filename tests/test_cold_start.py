@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HEAVY = ("scipy", "cvxpy", "matplotlib", "pyarrow", "dask", "pandas")
+HEAVY = ("scipy", "cvxpy", "matplotlib", "pyarrow", "dask", "pandas", "numba")
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
