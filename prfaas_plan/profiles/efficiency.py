@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 # assumed kernel-class efficiencies (fractions of the bf16 peak) for a chip whose fit does not set them:
 # FlashAttention-2/3 forward reaches 50-75% of bf16 peak on Hopper; chunked linear-attention (FLA) kernels
 # are far from it. The calibration fits both where the data identify them (docs/methods.md).
-KERNEL_DEFAULTS = {"attention": 0.6, "linear_attention": 0.3}
+# Mixed-input GEMMs (4-bit weights dequantized inside the kernel, bf16 activations: Marlin/Machete-style
+# W4A16 on chips without a native 4-bit rate) are tuned for decode and reach well under the bf16 GEMM rate
+# in prefill; 0.4 of the bf16 peak is assumed.
+KERNEL_DEFAULTS = {"attention": 0.6, "linear_attention": 0.3, "w4a16": 0.4}
 
 
 @dataclass(frozen=True)
