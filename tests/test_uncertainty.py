@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
@@ -37,7 +36,7 @@ TS = threshold_candidates(GRID)
 def test_error_bar_sources():
     m = get_model("qwen3-235b")
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    loo = float(re.search(r"LOO ([0-9.]+)%", get_hardware("h20").calibration.source).group(1)) / 100
+    loo = get_hardware("h20").calibration.loo_error["busy"]
     assert h20.sigma == pytest.approx(np.log1p(loo) / 0.6745, rel=1e-3)  # the LOO median h20.yaml records
     assert "leave-one-out" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given

@@ -318,8 +318,10 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     source = (f"fitted by prfaas-plan calibrate jointly with the stacks on {data_name}, priors from {KERNEL_FILE}: "
               f"{_error_note(fit, 'chip', chip)}"
               + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
+    loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in fit.summary("chip")
+           if row["chip"] == chip and fit.loo_done and "loo_median" in row}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
-                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source)
+                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo)
 
 
 def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit, data_name: str) -> StackProfile:

@@ -68,7 +68,12 @@ class StackProfile:
         src = self.sources
         return (f"stack {self.name} ({self.engine} {self.versions}): fixed latency {self.latency_s * 1e3:.0f} ms, "
                 f"{self.forward_overhead_s * 1e3:.1f} ms per prefill forward, {self.step_overhead_s * 1e3:.1f} ms "
-                f"per decode step ({src['latency_s']}); prefill budget {self.prefill_token_budget:,} tokens"
+                f"per decode step ({src['latency_s']})"
+                + (f", {self.ep_forward_overhead_s * 1e3:.1f} ms more per prefill forward with expert parallelism"
+                   if self.ep_forward_overhead_s else "")
+                + (f", {self.request_overhead_s * 1e3:.1f} ms admission per request under load"
+                   if self.request_overhead_s else "")
+                + f"; prefill budget {self.prefill_token_budget:,} tokens"
                 f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})")
 
 
