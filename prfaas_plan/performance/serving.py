@@ -6,11 +6,13 @@ Requests that finish together come back together, so prompts arrive in clumps: a
 0 = evenly staggered), fitted on such measurements. Waiting prompts are prefilled before decode steps
 run, packed as the stack says (``floor(budget / isl)`` prompts per forward, or chunks of the budget). So
 
-- TTFT = the stack's fixed latency + the forward(s) holding the request's own prompt (with up to
-  ``min(k, C)`` prompts batched) + half of the rest of its clump ``max(0, W - k) / 2`` at the busy time of
-  a prompt (`RooflinePrefill.busy_s`) + one decode step of the running batch between consecutive prefill
-  forwards (SGLang alternates prefill and decode batches; vLLM and TensorRT-LLM mix prefill chunks into
-  decode steps, which costs about the same);
+- TTFT = the stack's fixed latency + the forward(s) holding the request's own prompt, shared with
+  ``min(W, k)`` prompts of its clump (``k = min(budget // isl, C)`` fit one forward; the forward's time is
+  interpolated linearly between 1 and ``k`` prompts, so TTFT grows smoothly with ``C``) + half of the rest
+  of its clump ``max(0, W - k) / 2`` at the busy time of a prompt (`RooflinePrefill.busy_s`) + one decode
+  step of the running batch between consecutive prefill forwards (SGLang alternates prefill and decode
+  batches; vLLM and TensorRT-LLM mix prefill chunks into decode steps, which costs about the same) +
+  ``(W - 1) / 2`` admissions ahead of it at the stack's ``request_overhead_s``;
 - TPOT = one decode step of batch ``C`` at context ``isl + osl / 2`` (stack per-step overhead included)
   + the other requests' prefills that fall inside this request's decode phase, ``C - 1 - (W - 1) / 2`` of
   them per cycle, spread over its ``osl - 1`` steps.
