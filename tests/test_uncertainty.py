@@ -175,9 +175,9 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
     assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-out" in calibrated.source
     default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
     assert prefill_error_bar(default, "h20").sigma == GEMM_PRIOR_SIGMA
-    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set"),
+    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={}),
                                                      "calibrated"))
     bar = prefill_error_bar(unrecorded, "h20")
     assert bar.sigma == GEMM_PRIOR_SIGMA and "records no leave-one-out" in bar.source
     h200_decode = decode_error_bar(decode_capacity(get_model("qwen3-235b"), "8xH200", 0.025, 30_000), "h200")
-    assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "TPOT" in h200_decode.source   # fitted on NVIDIA TPOT
+    assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "(tpot)" in h200_decode.source   # fitted on NVIDIA TPOT
