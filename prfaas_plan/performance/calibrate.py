@@ -26,7 +26,7 @@ from ..profiles.efficiency import KERNEL_DEFAULTS
 from .base import parse_instance
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
-from .roofline import OP_CLASSES, unit_times
+from .roofline import OP_CLASSES, expert_parallel, unit_times
 from .serving import closed_loop, wave_shape
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
@@ -108,9 +108,8 @@ class _Problem:
             model = m.model_profile()
             stack = get_stack(m.stack)
             par = Parallel(inst.chips, m.moe)
-            ep = par.moe == "ep" and par.tp > 1 and model.moe is not None
             fwd = (params.index(stack.name, "forward_overhead_s"),
-                   params.index(stack.name, "ep_forward_overhead_s") if ep else none)
+                   params.index(stack.name, "ep_forward_overhead_s") if expert_parallel(model, par) else none)
             shape = wave_shape(m.len_tokens, m.concurrency, stack)
             for key in ("alone", "full", "busy"):
                 req, q, ctx, chunks = getattr(shape, key)

@@ -113,9 +113,14 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     return np.asarray(total, dtype=float)
 
 
+def expert_parallel(model: ModelProfile, par: Parallel) -> bool:
+    """Whether ``model``'s routed experts are spread over several chips by all-to-all under ``par``."""
+    return par.moe == "ep" and par.tp > 1 and model.moe is not None
+
+
 def forward_overhead_s(stack: StackProfile, model: ModelProfile, par: Parallel) -> float:
     """The stack's GPU-busy overhead of one prefill forward of ``model`` split as ``par`` (seconds)."""
-    return stack.prefill_forward_overhead_s(par.moe == "ep" and par.tp > 1 and model.moe is not None)
+    return stack.prefill_forward_overhead_s(expert_parallel(model, par))
 
 
 def prefill_shape(l, stack: StackProfile, batched: bool):
