@@ -212,3 +212,27 @@ def test_profile_writers_round_trip():
     assert hardware_from_dict(yaml.safe_load(text), chip.path).calibration == chip.calibration
     stack = get_stack("sglang")
     assert stack_from_dict(yaml.safe_load(stack_profile_text(stack)), stack.path) == stack
+
+
+def test_optional_stack_numbers_default_to_zero_and_are_checked():
+    import yaml
+
+    data = yaml.safe_load(stack_profile_text(get_stack("trtllm")))
+    assert stack_from_dict(data).ep_forward_overhead_s > 0
+    bare = {k: v for k, v in data.items() if k not in ("request_overhead_s", "ep_forward_overhead_s")}
+    stack = stack_from_dict(bare)
+    assert stack.request_overhead_s == stack.ep_forward_overhead_s == 0.0
+    assert stack.prefill_forward_overhead_s(True) == stack.prefill_forward_overhead_s(False)
+    for value, needle in ((-0.1, "finite number >= 0"), (float("nan"), "finite number >= 0")):
+        with pytest.raises(PlanError, match=needle):
+            stack_from_dict({**data, "request_overhead_s": value})
+    sources = {k: v for k, v in data["sources"].items() if k != "ep_forward_overhead_s"}
+    with pytest.raises(PlanError, match="sources.ep_forward_overhead_s missing"):
+        stack_from_dict({**data, "sources": sources})
+
+
+def test_serving_ttft_grows_smoothly_with_concurrency():
+    # the old model batched min(k, C) prompts with a request: TTFT jumped from C = 4 to 8, then stayed flat
+    ttft = [serving_at_concurrency("deepseek-v3", "8xB200", 1024, 1024, c, stack="sglang").ttft_s
+            for c in (4, 8, 12, 16, 32)]
+    assert all(b > a for a, b in zip(ttft, ttft[1:])), ttft
