@@ -54,6 +54,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     t_remote = svc["remote_s"].tolist()
     skv = svc["skv_bytes"].tolist()
     tail_local = svc["tail_s"].tolist()
+    exposed_remote = svc["remote_exposed_s"].tolist()
     site = sysm.layout.pd_sites[0]
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
@@ -335,7 +336,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
         t, fid = link.complete()  # ------------------------------------------------------ link completion
         if fid >= 0:
-            heappush(heap, (t + rtt_half, _READY, fid, 0))
+            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], _READY, fid, 0))
         else:
             heappush(heap, (t + rtt_half, _PREFIX_LOCAL, ~fid, 0))
 

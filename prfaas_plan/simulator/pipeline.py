@@ -118,6 +118,8 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     done, link = _link(p_start[ri], p_end[ri], size[ri], cap[ri], sysm, cfg, horizon)
     ready[ri] = done + sysm.rtt_half_s
 
+    ready[ri] += svc["remote_exposed_s"][ri]  # a remote prefill's latency beyond its busy time (System.service)
+
     # 5. decode slots, in order of readiness
     ok = np.flatnonzero(np.isfinite(ready) & (ready <= horizon))
     order = ok[np.argsort(ready[ok], kind="stable")]
