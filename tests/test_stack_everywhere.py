@@ -58,6 +58,23 @@ def test_a_fixed_latency_moves_ttft_but_not_throughput(fixed_latency_pair, engin
     np.testing.assert_allclose((b.ttft_s - a.ttft_s)[done], 1.0, atol=1e-6)  # every request, local or remote
 
 
+
+def test_the_analytic_ttft_adds_a_fixed_latency_on_top_of_the_transfer(fixed_latency_pair):
+    """As in the simulator: the fixed latency produces no KV, so a transfer longer than the whole prefill
+    latency cannot hide it (a max(latency, transfer) form adds less than 1 s to those prompts). At 10G the
+    longest remote prompts' transfers outlast their prefill latency."""
+    from prfaas_plan.analytic.ttft import transfer_s, ttft_by_length
+    layout, ev, (base, slower) = fixed_latency_pair
+    slow_link = prfaas_pd("32xH200", "64xH20", Link(10e9))
+    grid = paper_grid()
+    site = slow_link.pd_sites[0]
+    x = transfer_s(base, grid.lengths, site.link.goodput_bps, site.name)
+    remote = grid.lengths > ev.threshold
+    assert (x[remote] > np.asarray(slower.remote_prefill.latency_s(grid.lengths))[remote]).any()  # exercised
+    a, b = (ttft_by_length(slow_link, grid, p, ev.threshold) for p in (base, slower))
+    np.testing.assert_allclose(b - a, 1.0, atol=1e-9)
+
+
 def test_simulate_takes_and_announces_the_stack(cli):
     args = ("simulate", "--duration", "60s", "--format", "json")
     code, out, err = cli(*args)
