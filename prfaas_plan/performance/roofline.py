@@ -168,7 +168,7 @@ class RooflinePrefill:
         """Where the numbers come from (shown to the user)."""
         return (f"roofline {self.instance} ({self.parallel}) on the {self.model.name} architecture"
                 f"{' (reconstruction)' if self.model.reconstruction else ''}; "
-                f"{self.constants.describe(self.instance.chip)}; {self.stack.describe()}")
+                f"{self.constants.describe(self.instance.chip)}; stack {self.stack.name} (its note gives its numbers)")
 
     def work(self, l) -> list[OpWork]:
         """Operator work of prefilling ``l`` tokens in one forward (one request, no cached prefix)."""
