@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..layout import Layout
+from .search import sorted_unique
 from .throughput import LengthGrid, PerfInputs, routing_stats, stage_bounds
 
 MEASURED_SIGMA = 0.05   # run-to-run scatter of a measured prefill table, assumed (5%)
@@ -199,7 +200,7 @@ def sample_layout(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
         pd, local = _best_split_bound(site.instances, per_instance[idx] / fl, dec, splits)
         return np.minimum(inc, pd), inc, local
 
-    coarse = np.unique(np.append(np.arange(0, len(ts), COARSE_STEP), len(ts) - 1))[None, :]
+    coarse = sorted_unique(np.append(np.arange(0, len(ts), COARSE_STEP), len(ts) - 1))[None, :]
     lam_c = at(coarse)[0]
     centre = coarse[0, np.argmax(lam_c, axis=1)]
     idx = np.clip(centre[:, None] + np.arange(-COARSE_STEP, COARSE_STEP + 1)[None, :], 0, len(ts) - 1)
