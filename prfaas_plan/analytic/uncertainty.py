@@ -132,7 +132,29 @@ class Band:
 
     @classmethod
     def of(cls, values: np.ndarray) -> Band:
-        return cls(*(float(v) for v in np.percentile(values, QUANTILES)))
+        return cls(*(float(v) for v in percentiles(values, QUANTILES)))
+
+
+def percentiles(values: np.ndarray, qs) -> np.ndarray:
+    """``np.percentile(values, qs)`` of float values (its default linear method, bit for bit: the same
+    partition, index, weight and two-sided interpolation), without the ``numpy.ma`` import (45 ms) that
+    ``np.percentile`` pays through ``np.unique`` on its first call."""
+    arr = np.asarray(values, dtype=float).flatten()
+    n = arr.size
+    virtual = (n - 1) * (np.asarray(qs, dtype=float) / 100)
+    below = np.floor(virtual)
+    above = below + 1
+    last = virtual >= n - 1
+    below[last], above[last] = -1, -1
+    weight = virtual - below
+    below, above = below.astype(np.intp), above.astype(np.intp)
+    arr.partition(sorted_unique(np.concatenate(([0, -1], below, above))))
+    a, b = arr[below], arr[above]
+    step = b - a
+    out = np.where(weight >= 0.5, b - step * (1 - weight), a + step * weight)
+    if np.isnan(arr[-1]):
+        out[:] = np.nan
+    return out
 
 
 @dataclass(frozen=True)
