@@ -288,6 +288,7 @@ CASES.update({
                                       '"output_length": 1, "hash_ids": []}\n'),
     "jsonl-timestamp-backwards": jsonl_case(_jsonl(1, timestamp=-1), "t.jsonl:2: timestamp"),
     "jsonl-missing": jsonl_case([{"timestamp": 0}], "t.jsonl:1: missing"),
+    "jsonl-unknown-key": jsonl_case(_jsonl(1, prompt_length=5), "t.jsonl:2: unknown key 'prompt_length'"),
     "jsonl-hash-strings": jsonl_case(_jsonl(0, hash_ids=["a"]), "t.jsonl:1: hash_ids"),
     "jsonl-not-json": jsonl_case(None, "t.jsonl:1: not valid JSON", raw="{oops\n"),
     "jsonl-array": jsonl_case(None, "t.jsonl:1: a JSON list", raw="[1, 2]\n"),

@@ -171,6 +171,13 @@ def test_trace_reader_counts_time_from_the_first_request(tmp_path):
     assert np.allclose(shifted.arrival_s, original.arrival_s)
 
 
+def test_trace_reader_refuses_more_requests_than_the_cap(monkeypatch):
+    monkeypatch.setenv("PRFAAS_PLAN_MAX_REQUESTS", "1000")
+    with pytest.raises(PlanError, match=r"more than 1,000 requests.*PRFAAS_PLAN_MAX_REQUESTS"):
+        read_trace(TRACE)
+    assert len(read_trace(TRACE, duration_s=60.0)) <= 1000  # a window within the cap is read
+
+
 @pytest.mark.parametrize("line", ['{"timestamp": 0, "input_length": 10}', "not json",
                                   '{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}',
                                   '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}'])

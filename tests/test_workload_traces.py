@@ -10,6 +10,7 @@ import pytest
 
 from prfaas_plan.errors import PlanError
 from prfaas_plan.workload import BUNDLED_TRACE, iter_trace, load_trace
+from prfaas_plan.workload.traces import TooManyRequests
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,8 @@ def test_csv_trace(tmp_path):
     (["{not json"], ":1: not valid JSON"),
     ([_rec(), "[1, 2]"], ":2: a JSON list: expected one object per line"),
     ([json.dumps({"timestamp": 0, "input_length": 5, "hash_ids": [1]})], ":1: missing output_length"),
+    ([_rec(), json.dumps({**json.loads(_rec()), "hash_id": [1]})],
+     ":2: unknown key 'hash_id'; did you mean hash_ids?"),
     ([_rec(inp=-5)], ":1: input_length = -5: expected a whole number of tokens from 1 to 1,073,741,824"),
     ([_rec(inp=0)], ":1: input_length = 0"),
     ([_rec(inp=1.5)], ":1: input_length = 1.5"),
@@ -122,3 +125,22 @@ def test_unreadable_files(tmp_path):
     binary.write_bytes(_rec().encode() + b"\n\xff\xfe\x00garbage\n")
     with pytest.raises(PlanError, match=r"b.jsonl:2: not UTF-8 text"):
         load_trace(binary)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("t.jsonl", "".join(_rec(ts=i) + "\n" for i in range(5000))),  # more than one block of the reader
+    ("t.csv", "timestamp,input_length,output_length\n" + "".join(f"{i},10,1\n" for i in range(5))),
+])
+def test_request_cap_is_checked_while_reading(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text + "this line is never read\n")
+    with pytest.raises(TooManyRequests, match=r"more than 3 requests"):
+        load_trace(path, max_requests=3)
+    assert len(load_trace(path, until_s=0.003, max_requests=4)) == 4  # the cap counts the window's requests
+
+
+def test_csv_window_stops_reading(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,input_length,output_length\n0,100,5\n500,2000,7\n2000,1,1\nbroken\n")
+    trace = load_trace(path, until_s=1.0)
+    assert list(trace.arrival_s) == [0.0, 0.5] and list(trace.line) == [2, 3]

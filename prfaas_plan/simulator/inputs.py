@@ -17,6 +17,7 @@ import numpy as np
 from ..analytic.throughput import LengthGrid
 from ..errors import PlanError
 from ..workload import load_trace, paper_workload, poisson_window, trace_arrivals
+from ..workload.traces import TooManyRequests
 from .requests import Requests
 
 
@@ -63,13 +64,17 @@ def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
 def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     """A trace (Mooncake JSONL or CSV with timestamps) as `Requests`, only its first ``duration_s`` seconds
     of arrivals when given (the rest is not read). Arrival times are counted from the first request (the
-    simulation's clock starts there, whatever the trace's own origin)."""
+    simulation's clock starts there, whatever the trace's own origin). At most `max_requests` requests,
+    checked while reading."""
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"--trace {str(path)!r}: no such file")
-    trace = load_trace(p, duration_s)
-    if len(trace) > max_requests():
-        raise _too_many(len(trace), f"{p}")
+    cap = max_requests()
+    try:
+        trace = load_trace(p, duration_s, max_requests=cap)
+    except TooManyRequests:
+        raise PlanError(f"{p} would simulate more than {cap:,} requests, the cap (lower --duration, or raise "
+                        "the cap with PRFAAS_PLAN_MAX_REQUESTS)") from None
     if trace.arrival_s is None:
         raise PlanError(f"{p}:{int(trace.line[0])}: the simulator needs arrival timestamps")
     outputs = np.maximum(trace.output_length, 1)  # a request yields at least its first token

@@ -4,8 +4,8 @@ Formats
 -------
 - **Mooncake JSONL** (``.jsonl``): one JSON object per line with ``timestamp`` (arrival, milliseconds),
   ``input_length`` and ``output_length`` (tokens) and ``hash_ids`` (one integer per prompt block of the
-  trace's block size -- 512 tokens in the Mooncake traces; equal ids mean equal prefix blocks). Other
-  keys are ignored. Blank lines are skipped.
+  trace's block size -- 512 tokens in the Mooncake traces; equal ids mean equal prefix blocks). Any
+  other key is an error. Blank lines are skipped.
 - **CSV** (``.csv``): a header naming ``input_length`` and ``output_length`` (tokens) and optionally
   ``timestamp`` (milliseconds, as in the JSONL); any other column is an error.
 
@@ -20,6 +20,7 @@ arrays (block ids flattened with per-request offsets) for the planner and the si
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from .._data import TRACES_DIR
-from ..errors import PlanError
+from ..errors import PlanError, closest_names
 from ..units import MAX_TOKENS
+from .jsonl_block import BlockReader
 
 BUNDLED_TRACE = TRACES_DIR / "mooncake_conversation_trace.jsonl"
 """The Mooncake conversation trace shipped with the package (12,031 Kimi requests, Apache-2.0)."""
@@ -174,6 +176,10 @@ def _mooncake_record(text: str, path: Path, number: int, previous: float | None)
     if missing:
         raise PlanError(f"{_where(path, number)}: missing {', '.join(missing)}: expected an object with "
                         f"{', '.join(JSONL_FIELDS)}")
+    unknown = [k for k in obj if k not in JSONL_FIELDS]
+    if unknown:
+        raise PlanError(f"{_where(path, number)}: unknown key {unknown[0]!r}; "
+                        f"{closest_names(unknown[0], JSONL_FIELDS)}")
     stamp = _timestamp(obj["timestamp"], path, number, previous)
     hash_ids = obj["hash_ids"]
     if not isinstance(hash_ids, list) or (hash_ids and (set(map(type, hash_ids)) != {int}
@@ -216,8 +222,11 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
     line is a valid, non-blank request; None when anything is unusual (the line-by-line reader then finds
     and names the problem). Checks are vectorized over the chunk."""
     try:
-        stamps, inputs, outputs, ids = zip(*map(_FIELDS, map(loads, lines)))
+        objs = list(map(loads, lines))
+        stamps, inputs, outputs, ids = zip(*map(_FIELDS, objs))
     except (ValueError, KeyError, TypeError):
+        return None
+    if set(map(len, objs)) != {len(JSONL_FIELDS)}:  # every object has the four keys: no other key
         return None
     if not (set(map(type, stamps)) <= {int, float} and set(map(type, inputs)) == set(map(type, outputs)) == {int}
             and set(map(type, ids)) == {list}):
@@ -232,18 +241,40 @@ def _fast_chunk(lines: list[bytes], loads, previous: float | None):
         block_ids = np.fromiter(flat, dtype=np.int64, count=len(flat))
     except OverflowError:
         return None
-    if not (np.all(np.isfinite(t)) and t[0] >= (0.0 if previous is None else previous) and np.all(t[1:] >= t[:-1])
-            and t[-1] <= MAX_TIMESTAMP_MS / 1000.0 and li.min() >= 1 and lo.min() >= 0
-            and max(li.max(), lo.max()) <= MAX_TOKENS and (not flat or block_ids.min() >= 0)):
+    if not (np.all(np.isfinite(t)) and t[-1] <= MAX_TIMESTAMP_MS / 1000.0
+            and _in_range(t, li, lo, block_ids, previous)):
         return None
     return t, li, lo, block_ids, np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+
+
+def _in_range(t: np.ndarray, li: np.ndarray, lo: np.ndarray, block_ids: np.ndarray,
+              previous: float | None) -> bool:
+    """The line reader's checks on a chunk's arrays, but for the timestamp cap: arrivals (s) non-negative and
+    in order after ``previous``, token counts in range, block ids non-negative."""
+    return bool(t[0] >= (0.0 if previous is None else previous) and np.all(t[1:] >= t[:-1])
+                and li.min() >= 1 and lo.min() >= 0 and max(li.max(), lo.max()) <= MAX_TOKENS
+                and (not block_ids.size or block_ids.min() >= 0))
+
+
+def _canonical_chunk(block: bytes, reader: BlockReader, previous: float | None):
+    """`_fast_chunk`'s result for a block in ``json.dumps``'s own layout (`jsonl_block.BlockReader`), read
+    without a Python object per value; None for any other block."""
+    part = reader.read(block)
+    if part is None:
+        return None
+    stamps, inputs, outputs, block_ids, counts = part
+    if stamps.max() > MAX_TIMESTAMP_MS:
+        return None
+    t, li, lo = stamps / 1000.0, inputs.astype(np.int64), outputs.astype(np.int64)
+    return (t, li, lo, block_ids, counts) if _in_range(t, li, lo, block_ids, previous) else None
 
 
 def compact_ids(ids: np.ndarray) -> np.ndarray:
     """Hash ids as int32 when every one fits (half the memory of int64; a million-request trace holds tens of
     millions of ids), else unchanged. Narrowed chunk by chunk, so the whole trace never exists in both widths;
     consumers read ids as Python ints (`prefix_cache.iter_blocks`), so the width changes no result."""
-    if ids.size and np.iinfo(np.int32).min <= ids.min() and ids.max() <= np.iinfo(np.int32).max:
+    fits = ids.size and np.iinfo(np.int32).min <= ids.min() and ids.max() <= np.iinfo(np.int32).max
+    if ids.dtype != np.int32 and fits:
         return ids.astype(np.int32)
     return ids
 
@@ -269,36 +300,58 @@ def _slow_chunk(lines: list[bytes], first: int, path: Path, previous: float | No
             np.array([r.line for r in recs], dtype=np.int64))
 
 
-def _load_mooncake(path: Path, until_s: float | None) -> Trace:
-    """`load_trace` for JSONL: chunks of lines parsed and checked as arrays (about 1-2 us per line), the
-    line-by-line reader only for a chunk with something to report. Python objects live one chunk at a
-    time, so memory is the arrays'."""
+def _block_arrays(block: bytes, first: int, path: Path, reader: BlockReader, loads,
+                  previous: float | None) -> tuple[tuple, int]:
+    """``(arrival_s, input, output, block_ids, block_counts, line)`` of a block of whole lines, the first
+    being line ``first``, by the first reader that accepts it (see `_load_mooncake`); and its number of
+    lines."""
+    part = _canonical_chunk(block, reader, previous)
+    if part is None:
+        lines = io.BytesIO(block).readlines()  # split exactly as the file's own readlines
+        part = _fast_chunk(lines, loads, previous)
+        if part is None:
+            return _slow_chunk(lines, first, path, previous), len(lines)
+    return (*part, np.arange(first, first + len(part[0]), dtype=np.int64)), len(part[0])
+
+
+BLOCK_BYTES = 1 << 18
+"""Bytes of JSONL read at a time (then up to the end of a line): ~850 Mooncake lines, small enough for the
+block's numpy temporaries to stay in the CPU cache."""
+
+
+def _load_mooncake(path: Path, until_s: float | None, max_requests: int | None) -> Trace:
+    """`load_trace` for JSONL: blocks of lines read by the first reader that accepts them -- digits straight
+    from the bytes for ``json.dumps`` output (`_canonical_chunk`), else a JSON parser with checks on the
+    chunk's arrays (`_fast_chunk`), else the line-by-line reader, which names the problem. Python objects
+    live one block at a time, so memory is the arrays'."""
     _check_file(path)
-    loads = _json_loads()
+    loads, reader = _json_loads(), BlockReader()
     parts: list[tuple] = []
     previous = start = None
-    number = 0
+    number = kept = 0
     try:
         with path.open("rb") as fh:
             while True:
-                lines = fh.readlines(1 << 16)
-                if not lines:
+                block = fh.read(BLOCK_BYTES)
+                if not block:
                     break
-                first, number = number + 1, number + len(lines)
-                part = _fast_chunk(lines, loads, previous)
-                if part is None:
-                    part = _slow_chunk(lines, first, path, previous)
-                else:
-                    part = (*part, np.arange(first, number + 1, dtype=np.int64))
+                if not block.endswith(b"\n"):
+                    block += fh.readline()  # whole lines only
+                part, lines = _block_arrays(block, number + 1, path, reader, loads, previous)
+                number += lines
                 if not len(part[0]):
                     continue
                 part = (*part[:3], compact_ids(part[3]), *part[4:])
                 previous = float(part[0][-1])
                 start = float(part[0][0]) if start is None else start
-                if until_s is not None and previous - start > until_s:
-                    parts.append(_head(part, int(np.searchsorted(part[0] - start, until_s, side="right"))))
-                    break
+                done = until_s is not None and previous - start > until_s
+                if done:
+                    part = _head(part, int(np.searchsorted(part[0] - start, until_s, side="right")))
+                kept += len(part[0])
+                _check_count(path, kept, max_requests)
                 parts.append(part)
+                if done:
+                    break
     except OSError as exc:
         raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
     if not parts:
@@ -371,18 +424,31 @@ def iter_trace(path: str | Path) -> Iterator[TraceRecord]:
                     f"{' or '.join(SUFFIXES)}")
 
 
-def load_trace(path: str | Path, until_s: float | None = None) -> Trace:
+def load_trace(path: str | Path, until_s: float | None = None, max_requests: int | None = None) -> Trace:
     """Read a trace into arrays (int64 lengths, float64 seconds, block ids int32 when they fit, else int64);
     with ``until_s``, only the requests arriving within that many seconds of the first (the rest of the file
-    is not read)."""
+    is not read). With ``max_requests``, raise `TooManyRequests` as soon as more requests than that have
+    been read (a trace far beyond what the caller can hold is refused without being held)."""
     path = Path(path)
     if path.suffix.lower() == ".jsonl":
-        return _load_mooncake(path, until_s)
-    recs = list(iter_trace(path))  # CSV: no hash ids
+        return _load_mooncake(path, until_s, max_requests)
+    recs = []  # CSV: no hash ids
+    for rec in iter_trace(path):
+        if until_s is not None and recs and rec.timestamp_s is not None \
+                and rec.timestamp_s - recs[0].timestamp_s > until_s:
+            break
+        recs.append(rec)
+        _check_count(path, len(recs), max_requests)
     times = None if recs[0].timestamp_s is None else np.array([r.timestamp_s for r in recs], dtype=float)
-    n = len(recs) if times is None or until_s is None else \
-        int(np.searchsorted(times - times[0], until_s, side="right"))
-    return Trace(str(path), np.array([r.line for r in recs[:n]], dtype=np.int64),
-                 np.array([r.input_length for r in recs[:n]], dtype=np.int64),
-                 np.array([r.output_length for r in recs[:n]], dtype=np.int64),
-                 None if times is None else times[:n])
+    return Trace(str(path), np.array([r.line for r in recs], dtype=np.int64),
+                 np.array([r.input_length for r in recs], dtype=np.int64),
+                 np.array([r.output_length for r in recs], dtype=np.int64), times)
+
+
+class TooManyRequests(PlanError):
+    """A trace holds more requests than the reader was allowed (`load_trace`'s ``max_requests``)."""
+
+
+def _check_count(path: Path, n: int, max_requests: int | None) -> None:
+    if max_requests is not None and n > max_requests:
+        raise TooManyRequests(f"{path}: more than {max_requests:,} requests: expected at most {max_requests:,}")
