@@ -1,9 +1,8 @@
 """Option values converted without pydantic, exactly as typer converts them.
 
 Typer (0.2x) turns every option value into its annotated type through a pydantic ``TypeAdapter``
-built on first use: about 1.5 ms per option of the running command, and an import of pydantic's
-validation machinery (~0.1 s) on every start-up, which is most of what a cold ``size`` spends on
-its command line. Our options are plain ``str``, ``int``, ``float``, ``bool``, ``StrEnum`` and
+built on first use: about 1.5 ms per option of the running command (~50 ms for ``size``'s 33), and
+an import of pydantic's validation machinery (~0.1 s) for commands that validate no input file. Our options are plain ``str``, ``int``, ``float``, ``bool``, ``StrEnum`` and
 ``list[str]`` values; `install` gives each such typer parameter a direct conversion that returns what
 typer's adapter returns for the ordinary values a command line carries (a word, a decimal number
 in range, a choice), and hands every other value to typer's own adapter, so a bad or unusual value
