@@ -1,11 +1,12 @@
 """Trace replay at scale: the bundled Mooncake trace tiled to 10k / 100k / 1M requests, static and adaptive
 scheduler, with and without prefix caches, in-process (Python API) and end to end through the CLI.
 
-Run: ``python3 benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--repeat 1] [--traces DIR]``.
+Run: ``python3 benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--repeat 1] [--traces DIR]
+[--caches caches|none|both] [--schedulers static,adaptive] [--no-cli]``.
 Every case runs in a fresh interpreter, so its peak resident memory (``resource.getrusage``, the child's
 ``ru_maxrss``) is its own. Each in-process case also times ``sum(range(10**7))`` in the same process first and
-reports its wall time as a multiple of that loop (``x loop``): a machine-independent figure that stays
-comparable when other work shares the cores. In-process cases use the paper's prfaas-1t inputs (as
+reports its wall time (read + simulate; ``sim x``: simulate alone) as a multiple of that loop (``x loop``): a
+machine-independent figure that stays comparable when other work shares the cores. In-process cases use the paper's prfaas-1t inputs (as
 bench_simulator.py), the CLI runs ``simulate --trace T --model kimi-linear``; both take the threshold and
 split from the grid search on the trace's lengths and 2 TB of cache per instance.
 Point ``PYTHONPATH`` at another checkout to measure it the same way (e.g. before and after a change).
@@ -70,19 +71,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="best of N per case")
     ap.add_argument("--traces", default=None, help="folder for the tiled traces (default: a temporary one)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI runs")
+    ap.add_argument("--caches", choices=("caches", "none", "both"), default="both",
+                    help="run the cases with prefix caches, without them, or both")
+    ap.add_argument("--schedulers", default="static,adaptive")
     opts = ap.parse_args()
     from tiled_trace import write_tiled
 
     folder = Path(opts.traces or tempfile.mkdtemp(prefix="prfaas-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"{'requests':>9s} {'scheduler':9s} {'caches':6s} {'how':6s} {'wall s':>7s} {'read s':>7s} {'sim s':>7s} "
-          f"{'us/req':>7s} {'x loop':>7s} {'peak MB':>8s}")
+          f"{'us/req':>7s} {'x loop':>7s} {'sim x':>7s} {'peak MB':>8s}")
     for n in map(int, opts.sizes.split(",")):
         trace = folder / f"tiled_{n}.jsonl"
         if not trace.exists():
             write_tiled(n, trace)
-        for scheduler in ("static", "adaptive"):
-            for caches in ("caches", "none"):
+        for scheduler in opts.schedulers.split(","):
+            for caches in ("caches", "none") if opts.caches == "both" else (opts.caches,):
                 best = None
                 for _ in range(opts.repeat):
                     _, rss, out = run_child([sys.executable, "-c", CASE, str(trace), scheduler, caches])
@@ -93,14 +97,15 @@ def main() -> None:
                 work = best["read_s"] + best["sim_s"]
                 print(f"{n:9d} {scheduler:9s} {caches:6s} {'api':6s} {work:7.2f} {best['read_s']:7.2f} "
                       f"{best['sim_s']:7.2f} {work / n * 1e6:7.2f} {work / best['loop_s']:7.1f} "
+                      f"{best['sim_s'] / best['loop_s']:7.1f} "
                       f"{best['maxrss_mb']:8.0f}", flush=True)
-            if opts.no_cli:
+            if opts.no_cli or opts.caches == "none":  # the CLI replays a trace's hashes: caches on
                 continue
             cli = [sys.executable, "-m", "prfaas_plan", "simulate", "--trace", str(trace), "--model", "kimi-linear",
                    "--format", "json", "--scheduler", scheduler]
             wall, rss = min((run_child(cli)[:2] for _ in range(opts.repeat)), key=lambda x: x[0])
             print(f"{n:9d} {scheduler:9s} {'caches':6s} {'cli':6s} {wall:7.2f} {'':7s} {'':7s} "
-                  f"{wall / n * 1e6:7.2f} {'':7s} {rss:8.0f}", flush=True)
+                  f"{wall / n * 1e6:7.2f} {'':7s} {'':7s} {rss:8.0f}", flush=True)
 
 
 if __name__ == "__main__":

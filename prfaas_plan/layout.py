@@ -168,6 +168,18 @@ def naive_heterogeneous(remote: str, local: str, link: Link, instance_chips: int
 # YAML layout files
 
 
+def _site_stack(name, where: str) -> str:
+    """The canonical name of a site's ``stack:`` ("" when it names none), a bad one refused with ``where``."""
+    from .profiles import get_stack
+
+    if not name:
+        return ""
+    try:
+        return get_stack(name).name
+    except PlanError as exc:
+        raise PlanError(f"{where}: {str(exc).removeprefix('--stack ')}") from None
+
+
 def load_layout(path: str | Path) -> Layout:
     """Read a layout YAML file::
 
@@ -181,7 +193,7 @@ def load_layout(path: str | Path) -> Layout:
 
     A site (or ``remote``) may name its serving stack profile, ``stack: vllm``; otherwise ``--stack`` holds.
     """
-    from .profiles import get_stack, read_yaml
+    from .profiles import read_yaml
     from .profiles.validation import check
     from .units import MAX_CHIPS, parse_length
 
@@ -192,7 +204,7 @@ def load_layout(path: str | Path) -> Layout:
     remote = None
     if doc.remote is not None:
         remote = PrefillSite("remote", parse_instance(doc.remote.instance, f"{p}: remote.instance"),
-                             doc.remote.instances, get_stack(doc.remote.stack).name if doc.remote.stack else "")
+                             doc.remote.instances, _site_stack(doc.remote.stack, f"{p}: remote.stack"))
     sites = []
     for i, s in enumerate(doc.sites):
         link = None
@@ -201,7 +213,7 @@ def load_layout(path: str | Path) -> Layout:
             link = Link(parse_rate_bps(lk.bandwidth, f"{p}: sites[{i}].link.bandwidth"), lk.efficiency,
                         parse_time_s(lk.rtt, f"{p}: sites[{i}].link.rtt", "ms"), lk.usd_per_gbps_month)
         sites.append(PDSite(s.name or f"site{i}", parse_instance(s.instance, f"{p}: sites[{i}].instance"),
-                            s.prefill, s.decode, link, get_stack(s.stack).name if s.stack else ""))
+                            s.prefill, s.decode, link, _site_stack(s.stack, f"{p}: sites[{i}].stack")))
     chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
     chips += remote.instances * remote.instance.chips if remote else 0
     if chips > MAX_CHIPS:

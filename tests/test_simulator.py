@@ -103,8 +103,11 @@ def test_adaptive_scheduler_rides_out_a_link_drop(case):
     assert adaptive["threshold_changes"] > 0
 
 
-def test_engines_agree_on_the_static_scheduler(case):
+@pytest.mark.parametrize("compiled", [False, True])
+def test_engines_agree_on_the_static_scheduler(case, compiled, monkeypatch):
     _, perf, ev, layout = case
+    if compiled:  # the pipeline's stages as they run at scale (simulator.kernels)
+        monkeypatch.setattr("prfaas_plan.simulator.pipeline.COMPILED_FROM", 0)
     rng = np.random.default_rng(4)
     n = 600
     hashes = []

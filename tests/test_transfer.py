@@ -19,12 +19,12 @@ from prfaas_plan import arithmetic as A
 from prfaas_plan._data import REFERENCE_DIR
 from prfaas_plan.analytic.latency import ttft_under_load
 from prfaas_plan.analytic.throughput import LengthGrid, evaluate
-from prfaas_plan.analytic.transfer import TransferBytes
+from prfaas_plan.analytic.transfer import POLICIES, TransferBytes
 from prfaas_plan.analytic.ttft import ttft_by_length, ttft_summary
 from prfaas_plan.errors import PlanError
 from prfaas_plan.layout import Link, prfaas_pd
 from prfaas_plan.planning import case_study as paper
-from prfaas_plan.profiles import get_model
+from prfaas_plan.profiles import all_models, get_model
 from prfaas_plan.workload import TruncatedLogNormal
 
 GRID = LengthGrid.from_distribution(TruncatedLogNormal(9.9, 1.0, 128, 128_000), 1024)
@@ -126,7 +126,7 @@ def test_loaded_ttft_includes_the_exposed_transfer(slow_link):
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)
-@given(st.floats(0.1, 400.0), st.sampled_from(["logical", "replicated"]), st.sampled_from(["exact", "representative"]),
+@given(st.floats(0.1, 400.0), st.sampled_from(POLICIES), st.sampled_from(["exact", "representative"]),
        st.integers(2, 16))
 def test_a_pure_local_layout_never_uses_the_link(gbps, policy, mode, local_instances):
     from prfaas_plan.analytic.search import grid_search
@@ -140,7 +140,7 @@ def test_a_pure_local_layout_never_uses_the_link(gbps, policy, mode, local_insta
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(st.floats(0.5, 200.0), st.floats(0.5, 200.0), st.sampled_from(["logical", "replicated"]),
+@given(st.floats(0.5, 200.0), st.floats(0.5, 200.0), st.sampled_from(POLICIES),
        st.sampled_from(["exact", "representative"]))
 def test_more_bandwidth_never_lowers_the_optimum(a_gbps, b_gbps, policy, mode):
     from prfaas_plan.analytic.search import grid_search
@@ -150,3 +150,27 @@ def test_more_bandwidth_never_lowers_the_optimum(a_gbps, b_gbps, policy, mode):
     lam = [grid_search(prfaas_pd("32xH200", "64xH20", Link(g * 1e9)), GRID, perf, mode).best.lambda_max
            for g in (lo, hi)]
     assert lam[1] >= lam[0] * (1 - 1e-6)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.sampled_from(sorted(all_models())), st.integers(1, 256 * 1024), st.sampled_from([1, 2, 4, 8, 16]))
+def test_dp_attention_moves_one_copy_never_more_than_replicated(name, l, tp):
+    m = get_model(name)
+    dp, logical, replicated = (float(TransferBytes(p, tp).at(m, l)) for p in ("dp-attention", "logical", "replicated"))
+    assert dp == logical <= replicated
+    if tp > 1 and any(g.rule.name == "mla" for g in m.cached_as("growing")):
+        assert replicated > dp  # the MLA latent sits whole on every TP rank: dp-attention moves it once
+        if tp == 8 and l >= 32768:
+            assert replicated > 4 * dp  # 4.9x (ring-2.5-1t) to 8x (deepseek-v3) at 32K on TP8
+
+
+def test_size_with_dp_attention_moves_the_logical_bytes_and_says_so(cli):
+    rows = {}
+    for policy in ("dp-attention", "logical"):
+        code, out, err = cli("size", "--model", "kimi-linear", "--transfer-bytes", policy, "--samples", "0",
+                             "--format", "json")
+        assert code == 0, err
+        doc = json.loads(out)
+        rows[policy] = doc["sections"]["plan"][0]
+        assert sum(n.startswith(f"transfer bytes: {policy} (") for n in doc["notes"]) == 1
+    assert rows["dp-attention"] == rows["logical"]

@@ -12,8 +12,9 @@ shared link. All times are seconds, rates requests/s, sizes bytes, link rates bi
   seconds alone on the link (``S_kv``: the bytes the transfer moves, `PerfInputs.transfer_bytes`);
   concurrent transfers share it as an M/G/1 processor-sharing server, so a
   transfer takes ``X / (1 - rho_link)``. It is pipelined with prefill layer by layer: the cache has
-  arrived at ``max(T_r, X') + X' / layers + RTT / 2``. Inter-datacenter TCP runs at the link's own
-  efficiency (goodput 95% of line rate by default).
+  arrived at ``(T_r - B_r) + max(B_r, X') + X' / layers + RTT / 2`` (``B_r``: busy time;
+  `ttft.remote_ready_s`). Inter-datacenter TCP runs at the link's own efficiency (goodput 95% of line
+  rate by default).
 - **Intra-cluster RDMA** (local requests): prefill to decode over the instance's NICs at the efficiency
   Mooncake measured for the transfer's size (`rdma_efficiency`); pipelined, so only the last layer's
   share is exposed.
@@ -37,7 +38,7 @@ from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, evaluate, offloads
-from .ttft import SUMMARY_PERCENTILES, summary_value
+from .ttft import SUMMARY_PERCENTILES, remote_ready_s, summary_value
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
           "(1+SCV)/2 with the service SCV from the length distribution, exponential tail), + prefill time, + "
@@ -221,12 +222,13 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     pools = [local_pool]
     if remote_on:
         remote_s = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
-        remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances,
-                                grid.busy_at_lengths(perf.remote_prefill)[is_remote], w[is_remote])
+        remote_busy = grid.busy_at_lengths(perf.remote_prefill)
+        remote_pool = pool_wait(lam * w[is_remote].sum(), layout.remote.instances, remote_busy[is_remote],
+                                w[is_remote])
         x = size * 8.0 / site.link.goodput_bps
         rho_link = lam * float(np.dot(w[is_remote], x[is_remote]))  # M/G/1-PS load of the link
         x_loaded = x / (1.0 - rho_link) if rho_link < 1.0 else np.full_like(x, math.inf)
-        remote_total = np.maximum(remote_s, x_loaded) + x_loaded / perf.model.num_layers + site.link.rtt_s / 2
+        remote_total = remote_ready_s(remote_s, remote_busy, x_loaded, perf.model.num_layers, site.link.rtt_s)
         service = np.where(is_remote, remote_total, service)
         queues["remote_prefill"] = remote_pool
         util["remote_prefill"] = remote_pool.utilization

@@ -10,7 +10,11 @@ Policies (``docs/methods.md``, "Bytes on the link"):
 
 - ``replicated`` (the planner's default): the per-rank copies the receiving decode instance holds at
   its attention-TP degree, i.e. what engines send (the performance model runs attention TP over all of
-  an instance's chips, so the degree is its chip count; data-parallel attention would hold one copy);
+  an instance's chips, so the degree is its chip count);
+- ``dp-attention``: the receiving decode instance runs data-parallel attention over all its chips
+  (SGLang ``--enable-dp-attention`` with ``--dp`` = ``--tp``, the usual deployment of MLA models such as
+  DeepSeek and Kimi): each request's cache sits whole on one rank, so one copy crosses -- as many bytes
+  as ``logical`` for every model, but named for the deployment that moves them;
 - ``logical``: one copy of the cache, the convention of the PrfaaS paper's KV-throughput figures, used
   for its reproduction.
 
@@ -28,28 +32,29 @@ from .. import arithmetic as A
 from ..errors import PlanError
 from ..profiles import ModelProfile
 
-POLICIES = ("replicated", "logical")
+POLICIES = ("replicated", "logical", "dp-attention")
 DEFAULT_POLICY = "replicated"
+ONE_COPY = ("logical", "dp-attention")  # policies that move one copy of the cache whatever the TP degree
 
 
 @dataclass(frozen=True)
 class TransferBytes:
     """Which bytes a KV transfer moves: ``policy`` (one of `POLICIES`) at ``tp`` tensor-parallel ranks of
-    the receiving instance (ignored by ``logical``)."""
+    the receiving instance (ignored by the one-copy policies, `ONE_COPY`)."""
 
     policy: str = "logical"
     tp: int = 1
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise PlanError(f"--transfer-bytes {self.policy!r}: expected {' or '.join(POLICIES)}")
+            raise PlanError(f"--transfer-bytes {self.policy!r}: expected {', '.join(POLICIES)}")
         if self.tp < 1:
             raise PlanError(f"transfer TP degree must be at least 1, got {self.tp}")
 
     @property
     def ranks(self) -> int:
-        """The TP degree the byte count is taken at (1 for logical bytes)."""
-        return self.tp if self.policy == "replicated" else 1
+        """The TP degree the byte count is taken at (1 for a one-copy policy)."""
+        return 1 if self.policy in ONE_COPY else self.tp
 
     def at(self, model: ModelProfile, l) -> np.ndarray:
         """Bytes moved for uncached length(s) ``l`` (real-valued, rounded to whole tokens), float64."""
@@ -61,9 +66,16 @@ class TransferBytes:
         if self.policy == "logical":
             return ("transfer bytes: logical (one copy of the cache, the paper's convention); "
                     "--transfer-bytes replicated counts the per-rank copies engines send")
+        if self.policy == "dp-attention":
+            tp_ratio = float(A.s_kv_at(model, 32768, self.tp) / A.s_kv_at(model, 32768))
+            return (f"transfer bytes: dp-attention (the {self.tp}-chip decode instance runs data-parallel "
+                    "attention, SGLang --enable-dp-attention: each request's cache on one rank, one copy crosses; "
+                    f"TP attention would receive {tp_ratio:.2f}x that at 32K for {model.name}, "
+                    "--transfer-bytes replicated); the decode capacity model still runs attention TP")
         return (f"transfer bytes: replicated (default; per-rank copies a TP{self.tp} decode instance receives, "
                 f"as Mooncake measured: {ratio:.2f}x one logical copy at 32K for {model.name}); "
-                "--transfer-bytes logical for one copy (the paper's convention)")
+                "--transfer-bytes dp-attention when decode runs data-parallel attention (one copy), logical for "
+                "the paper's convention")
 
 
 LOGICAL = TransferBytes("logical", 1)

@@ -2,11 +2,14 @@
 
 Method (stated in every report that prints TTFT): no queueing (queueing delay is added by
 `prfaas_plan.analytic.latency` at a given load). A request of uncached length ``l`` prefilled locally takes
-``T_l(l)``. One prefilled remotely takes ``T_r(l)`` while its KV streams over the link layer by layer
+``T_l(l)``. One prefilled remotely streams its KV over the link layer by layer while its instance computes
 (compute and transfer pipelined, as in the paper), so its cache has fully arrived at
-``max(T_r(l), X(l)) + X(l) / layers + RTT / 2`` where ``X(l) = S_kv(l) * 8 / goodput`` is the transfer
-time at the link's full goodput (an unloaded link), ``S_kv`` the bytes the transfer moves
-(`PerfInputs.transfer_bytes`), and ``X / layers`` is the last layer's tail.
+``(T_r(l) - B_r(l)) + max(B_r(l), X(l)) + X(l) / layers + RTT / 2``: ``B_r`` is the busy time in which the
+forwards run and the KV is produced, ``T_r - B_r`` the part of the prefill latency that occupies no
+instance (the stack's fixed latency; 0 for a prefill given in the paper's Eq. 4 form), which the transfer
+cannot overlap; ``X(l) = S_kv(l) * 8 / goodput`` is the transfer time at the link's full goodput (an
+unloaded link), ``S_kv`` the bytes the transfer moves (`PerfInputs.transfer_bytes`), and ``X / layers``
+the last layer's tail. The simulator times a remote request the same way (`prfaas_plan.simulator.system`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs, offloads
+from .throughput import LengthGrid, PerfInputs, busy_s, offloads
 
 PERCENTILES = (50.0, 90.0, 99.0)
 METHOD = ("unloaded: prefill time, plus for remote requests the KV transfer pipelined with prefill "
-          "(max(prefill, transfer) + last-layer tail + RTT/2) at the link's full goodput; no queueing")
+          "(fixed latency + max(prefill busy time, transfer) + last-layer tail + RTT/2) at the link's full "
+          "goodput; no queueing")
 
 
 SUMMARY_PERCENTILES = (0.0, 50.0, 90.0, 99.0)  # 0 stands for the mean
@@ -50,6 +54,15 @@ def transfer_s(perf: PerfInputs, l, goodput_bps: float, site: str | None = None)
     return perf.transfer_bytes(l, site) * 8.0 / goodput_bps
 
 
+def remote_ready_s(latency_s, busy_s, transfer_s, layers: int, rtt_s: float) -> np.ndarray:
+    """Seconds from a remote prefill's arrival at a free instance until its whole cache is at decode:
+    the latency that occupies no instance (``latency_s - busy_s``, >= 0), the busy time overlapped with
+    the layer-pipelined transfer of ``transfer_s`` seconds, the last layer's tail and half the RTT."""
+    latency_s, busy_s, transfer_s = (np.asarray(a, dtype=float) for a in (latency_s, busy_s, transfer_s))
+    return (np.maximum(latency_s - busy_s, 0.0) + np.maximum(busy_s, transfer_s) + transfer_s / layers
+            + rtt_s / 2)
+
+
 def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: float) -> np.ndarray:
     """Unloaded TTFT in seconds of each grid length under ``threshold`` (single-PD-site layouts)."""
     site = layout.pd_sites[0]
@@ -57,9 +70,9 @@ def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold
     local = np.asarray(perf.sites[site.name].prefill.latency_s(l), dtype=float)
     if not offloads(layout, perf, site):
         return local
-    remote_prefill = np.asarray(perf.remote_prefill.latency_s(l), dtype=float)
     x = transfer_s(perf, l, site.link.goodput_bps, site.name)
-    remote = np.maximum(remote_prefill, x) + x / perf.model.num_layers + site.link.rtt_s / 2
+    remote = remote_ready_s(perf.remote_prefill.latency_s(l), busy_s(perf.remote_prefill, l), x,
+                            perf.model.num_layers, site.link.rtt_s)
     return np.where(l > threshold, remote, local)
 
 

@@ -35,6 +35,7 @@ class InputLevel(StrEnum):
 class TransferPolicy(StrEnum):
     replicated = "replicated"
     logical = "logical"
+    dp_attention = "dp-attention"
 
 
 class Basis(StrEnum):
@@ -90,9 +91,12 @@ LinkPrice = Annotated[float, typer.Option("--link-price", help="Link price, USD 
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="exact (planning's default: expectations over the length "
                                                       "distribution) or representative (the paper's: stages at "
                                                       "E[L|L>t] and E[L|L<=t]; reproduce's default).")]
-TransferBytesOpt = Annotated[TransferPolicy, typer.Option(
-    "--transfer-bytes", help="Bytes on the link: replicated (the per-rank KV copies a TP transfer engine moves, "
-                             "as Mooncake measured) or logical (one copy, the paper's convention).")]
+TRANSFER_HELP = ("Bytes on the link: replicated (the per-rank KV copies a TP transfer engine moves into TP "
+                 "attention, as Mooncake measured), dp-attention (decode runs data-parallel attention, SGLang "
+                 "--enable-dp-attention: one copy) or logical (one copy, the paper's convention).")
+TransferBytesOpt = Annotated[TransferPolicy, typer.Option("--transfer-bytes", help=TRANSFER_HELP)]
+SimTransferBytes = Annotated[Optional[TransferPolicy], typer.Option(
+    "--transfer-bytes", help=TRANSFER_HELP + " Default: replicated, logical with --inputs paper.")]
 Inputs = Annotated[InputLevel, typer.Option(
     "--inputs", help="predicted (our performance model) or paper (prfaas-1t only: the paper's H200 profile "
                      "and back-solved H20 inputs).")]

@@ -199,6 +199,9 @@ def reproduce_cmd(
 ) -> None:
     """The paper's case study from models: each published figure, ours, difference and band.
 
+    Both sites run the paper's own engine (--inputs predicted: its stack profile, named in the notes;
+    --inputs paper: its measured and back-solved inputs), so there is no --stack: on another stack the
+    figures would no longer be the paper's to check against (compare --model prfaas-1t --stack NAME asks that).
     Exit code 1 when a figure is out of its band without a named known gap (with --strict: any miss).
     """
     from ..output.plan_report import reproduce_report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 import typer  # noqa: E402  (after the option aliases, which need it too)
 
@@ -32,12 +33,14 @@ from .options import (
     Rtt,
     SchedulerOpt,
     Seed,
+    SimTransferBytes,
     Synthetic,
     Threshold,
     Tpot,
     Trace,
     WeightDtype,
 )
+from .stack_option import StackOption
 
 PROGRESS_MIN_REQUESTS = 50_000
 
@@ -80,6 +83,7 @@ def simulate_cmd(
     kv_dtype: KvDtype = None,
     tpot: Tpot = DEFAULTS.tpot,
     inputs: Inputs = DEFAULTS.inputs,
+    transfer_bytes: SimTransferBytes = None,
     rate: Rate = None,
     load: Load = None,
     duration: Duration = None,
@@ -93,6 +97,7 @@ def simulate_cmd(
     prefill_instances: PrefillInstances = None,
     rebalance: Rebalance = "5min",
     seed: Seed = 0,
+    stack: Optional[str] = StackOption,
     fmt: FormatOpt = "table",
     plot: Plot = None,
 ) -> None:
@@ -116,7 +121,7 @@ def simulate_cmd(
             scheduler=str(scheduler), compare=compare, link_profile=link_profile,
             threshold=float(parse_length(threshold, "--threshold")) if threshold is not None else None,
             prefill_instances=prefill_instances, rebalance_s=parse_time_s(rebalance, "--rebalance"), seed=seed,
-            progress=tick)
+            stack=stack, transfer_bytes=None if transfer_bytes is None else str(transfer_bytes), progress=tick)
     finally:
         done()
     report = simulation_report(answer)

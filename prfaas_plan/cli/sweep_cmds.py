@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .stack_option import StackOption
 
 
 @contextmanager
@@ -58,19 +59,20 @@ def sweep_cmd(
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front and one-parameter "
                                        "sensitivities to FILE.png or FILE.svg."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    stack: Optional[str] = StackOption,
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
     from ..output.plots import figure_format
     from ..output.rowfile import table_format
     from ..output.sweep_plots import plot_sweep
-    from ..planning.sweep import SCHEMA, load_spec, parse_metrics
+    from ..planning.sweep import SCHEMA, load_spec, parse_metrics, stack_notes, with_stack
     from ..planning.sweep_run import run_sweep
 
     table_format(output)
     metrics = parse_metrics(pareto) if pareto else None
     if plot:
         figure_format(plot)
-    spec = load_spec(spec_path)
+    spec = with_stack(load_spec(spec_path), stack)
     try:
         with _progress(quiet) as (on_start, on_rows):
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
@@ -87,6 +89,8 @@ def sweep_cmd(
     if metrics:
         line += f"; {sum(r['pareto'] for r in res.rows)} on the Pareto front of {', '.join(metrics)}"
     print(line)
+    for note in stack_notes(spec):
+        print(f"note: {note}")
     if plot:
         plot_sweep(res.rows, SCHEMA, metrics, plot, spec.description, spec.axes)
         print(f"wrote {plot}")

@@ -263,7 +263,7 @@ def size_report(a) -> Report:
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
-                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs})
+                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "stack": _stack(sc)})
 
 
 def _at_rate_row(name: str, r) -> dict:
@@ -300,7 +300,7 @@ def compare_report(a) -> Report:
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
-    meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis}
+    meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc)}
     if a.at_rate is not None:
         meta.update(offered_rps=a.at_rate.rate_rps, offered_load=a.at_rate.load)
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings, meta=meta)
@@ -327,7 +327,13 @@ def layout_report(a) -> Report:
             Column("link_gbps", "link Gbps", ".0f"),
             Column("link_utilization", "link util", lambda v: f"{v:.1%}")]
     return Report([Section("sites", f"Layout {lay.name} for {a.scenario.model.name}", rows, cols)], a.notes,
-                  warnings=a.warnings, meta={"model": a.scenario.model.name, "layout": lay.name, "mode": "exact"})
+                  warnings=a.warnings, meta={"model": a.scenario.model.name, "layout": lay.name, "mode": "exact",
+                                             "stack": _stack(a.scenario)})
+
+
+def _stack(sc) -> str | None:
+    """The stack in effect (of the sites that name none), None where the paper's inputs stand in for it."""
+    return sc.stack if sc.inputs == "predicted" else None
 
 
 def reproduce_report(a) -> Report:

@@ -101,4 +101,4 @@ def simulation_report(a) -> Report:
          Column("n_prefill", "N_p", _3g), Column("n_decode", "N_d", _3g)]))
     return Report(sections, a.notes, warnings=a.warnings,
                   meta={"model": a.perf.model.name, "layout": layout.name, "scheduler": a.scheduler,
-                        "seed": a.seed, "requests": a.requests})
+                        "seed": a.seed, "requests": a.requests, "stack": a.stack})

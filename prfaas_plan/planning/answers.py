@@ -267,7 +267,7 @@ def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEF
     from ..workload import resolve_workload
     from ..analytic.transfer import POLICIES
     from ..profiles import get_stack
-    from .scenario import INPUT_LEVELS, MODES, check_choice, with_dtypes
+    from .scenario import INPUT_LEVELS, MODES, check_choice, stack_notes, with_dtypes
 
     check_choice(inputs, INPUT_LEVELS, "--inputs")
     check_choice(mode, MODES, "--mode")
@@ -277,6 +277,7 @@ def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEF
     site = layout.pd_sites[0]
     local = f"{site.instance.chips * site.instances}x{site.instance.chip.name.upper()}"
     profile, notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
+    notes += stack_notes(stack, inputs, layout)
     return scenario_for(profile, remote, local, site.link, site.instance.chips, parse_tpot_s(tpot), mode, inputs,
                         resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name,
                         r.instance.chips if r is not None else None)

@@ -110,6 +110,9 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
     model, notes = with_dtypes(get_model(MODEL), weight_dtype, kv_dtype)
     if inputs == "predicted":
         notes += (f"both sites on the paper's engine: {get_stack(STACK).describe()}",)
+    else:
+        notes += (f"no stack applied: the paper's measured H200 table and back-solved H20 inputs already hold its "
+                  f"engine (--inputs predicted runs both sites on stack {STACK})",)
     return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), local_chips, TPOT_S, mode,
                         inputs, paper_workload(), notes, "logical", STACK, remote_chips)
 

@@ -65,7 +65,7 @@ class Scenario:
     context_tokens: float     # mean context a decode step reads: whole prompt (cached part too) + output / 2
     workload_name: str
     notes: tuple[str, ...] = field(default=())
-    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical (analytic/transfer.py)
+    transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical | dp-attention (analytic/transfer.py)
     stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
     remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
 
@@ -166,13 +166,36 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
     notes = dtype_notes + (() if rtt else (RTT_NOTE,))
-    prof = get_stack(stack)
-    if stack is None:
-        notes += (f"default stack: {DEFAULT_STACK} (pass --stack to choose another serving stack)",)
-    notes += (prof.describe() if inputs == "predicted" else
-              f"stack {prof.name} not used for --inputs paper: the paper's tables already hold its engine",)
+    notes += stack_notes(stack, inputs)
     return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, prof.name, remote_chips)
+                        resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name, remote_chips)
+
+
+def stack_notes(stack: str | None, inputs: str = "predicted", layout: Layout | None = None) -> tuple[str, ...]:
+    """Notes naming the serving stack in effect and where its numbers come from: ``stack`` (None: the
+    default `DEFAULT_STACK`, announced) for every site, or with a ``layout`` for its sites that name no
+    ``stack:`` of their own (a site's own stack wins, and the note says which sites do)."""
+    from ..profiles import get_stack
+    from .rates import stack_notes as one_stack_notes
+
+    if layout is None:
+        return tuple(one_stack_notes(stack, inputs))
+    sites = ([layout.remote] if layout.remote is not None else []) + list(layout.pd_sites)
+    own = [s for s in sites if s.stack]
+    if not own:
+        return tuple(one_stack_notes(stack, inputs))
+    if inputs == "paper":
+        return (f"stacks not used for --inputs paper (the file names {', '.join(sorted({s.stack for s in own}))}): "
+                "the paper's tables already hold its engine",)
+    given = "--stack" if stack is not None else "the default"
+    rest = [s.name for s in sites if not s.stack]
+    notes = [f"a site's own stack: wins over {given}: " + ", ".join(f"{s.name} runs {s.stack}" for s in own)
+             + (f"; {', '.join(rest)} run{'s' if len(rest) == 1 else ''} {get_stack(stack).name} ({given})"
+                if rest else f" (every site names its own; {given} {get_stack(stack).name} is not used)")]
+    if rest and stack is None:
+        notes.insert(0, f"default stack: {DEFAULT_STACK} for sites naming none (pass --stack to choose another)")
+    names = dict.fromkeys([s.stack for s in own] + ([get_stack(stack).name] if rest else []))
+    return tuple(notes) + tuple(get_stack(n).describe() for n in names)
 
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:

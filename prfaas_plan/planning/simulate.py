@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..analytic.transfer import POLICIES
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
 from .scenario import (
@@ -22,11 +23,13 @@ from .scenario import (
     instance_decode,
     instance_prefill,
     resolve_instance_chips,
+    stack_notes,
     with_dtypes,
 )
 from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..profiles.stack import StackProfile
     from ..analytic.latency import LatencySummary
     from ..analytic.throughput import Evaluation, LengthGrid, PerfInputs
     from ..analytic.ttft import TTFTSummary
@@ -60,20 +63,25 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
 
 
 def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mean: float,
-                    output_mean: float):
+                    output_mean: float, stack: str | StackProfile | None = None, transfer_bytes: str | None = None):
     """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
-    capacity at ``tpot_s`` and a mean context of input + output / 2. ``model`` is a profile or its name."""
+    capacity at ``tpot_s`` and a mean context of input + output / 2, each site on its own ``stack:`` or
+    else ``stack`` (None: the default stack), bytes on the link by ``transfer_bytes`` (None: the default
+    policy, logical for the paper's inputs). ``model`` is a profile or its name."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
-    from ..profiles import get_model
+    from ..profiles import get_model, get_stack
 
     model = get_model(model) if isinstance(model, str) else model
+    stack = get_stack(stack)
     context = input_mean + output_mean / 2
-    policy = "logical" if inputs == "paper" else DEFAULT_POLICY  # the paper's inputs keep its convention
-    sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs),
-                              instance_decode(model, s.instance, tpot_s, context, inputs),
+    policy = transfer_bytes or ("logical" if inputs == "paper" else DEFAULT_POLICY)  # paper: its convention
+    sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs, s.stack or stack),
+                              instance_decode(model, s.instance, tpot_s, context, inputs, s.stack or stack),
                               TransferBytes(policy, s.instance.chips)) for s in layout.pd_sites}
-    remote = instance_prefill(model, layout.remote.instance, inputs) if layout.remote is not None else None
+    remote = None
+    if layout.remote is not None:
+        remote = instance_prefill(model, layout.remote.instance, inputs, layout.remote.stack or stack)
     return PerfInputs(model, remote, sites, output_mean)
 
 
@@ -128,6 +136,7 @@ class SimulationAnswer:
     scheduler: str
     requests: int
     seed: int
+    stack: str | None = None     # the stack of the sites naming none (None: the paper's inputs, no stack)
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
 
@@ -160,14 +169,17 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
                     load: float | None = None, duration_s: float | None = None, scheduler: str = "static",
                     compare: bool = False, link_profile: str | None = None, threshold: float | None = None,
                     prefill_instances: int | None = None, rebalance_s: float = 300.0, seed: int = 0,
+                    stack: str | None = None, transfer_bytes: str | None = None,
                     progress=None) -> SimulationAnswer:
     """Plan, build the workload, simulate (both schedulers with ``compare``) and set the analytic model
     beside the run. ``rate`` (requests/s) or ``load`` (fraction of Lambda_max) sets the offered load
     (default 0.8 of Lambda_max synthetic; a trace keeps its own times); ``progress(done, total)`` is
-    called as the simulation advances. Instance shapes and dtypes as `prfaas_plan.planning.scenario`."""
+    called as the simulation advances. Instance shapes, dtypes, ``stack`` (sites of a layout file may
+    name their own) and ``transfer_bytes`` (None: replicated, logical for the paper's inputs) as
+    `prfaas_plan.planning.scenario`."""
     from ..analytic.latency import ttft_under_load
     from ..analytic.ttft import ttft_summary
-    from ..profiles import get_model
+    from ..profiles import get_model, get_stack
     from ..simulator import (
         SCHEDULERS,
         LongTermRule,
@@ -180,6 +192,8 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
 
     check_choice(inputs, INPUT_LEVELS, "--inputs")
+    if transfer_bytes is not None:
+        check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
     if scheduler not in SCHEDULERS:
         raise PlanError(f"--scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     if trace is not None and synthetic is not None:
@@ -200,11 +214,11 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     tpot_s = parse_tpot_s(tpot)
     profile = read_link_profile(link_profile) if link_profile is not None else None
     model, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
-    notes: list[str] = list(dtype_notes)
+    notes: list[str] = list(dtype_notes) + list(stack_notes(stack, inputs, layout))
 
     if trace is None:
         grid = paper_grid()
-        perf = simulation_perf(layout, model, tpot_s, inputs, grid.mean, 1024.0)
+        perf = simulation_perf(layout, model, tpot_s, inputs, grid.mean, 1024.0, stack, transfer_bytes)
         layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
         offered = rate if rate is not None else (load if load is not None else DEFAULT_LOAD) * ev.lambda_max
         window = duration_s or DEFAULT_SYNTHETIC_S
@@ -216,7 +230,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         requests = read_trace(trace, None if (rate or load) else duration_s)
         grid = empirical_grid(requests.input_tokens)
         perf = simulation_perf(layout, model, tpot_s, inputs, float(requests.input_tokens.mean()),
-                               float(requests.output_tokens.mean()))
+                               float(requests.output_tokens.mean()), stack, transfer_bytes)
         layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
         if rate is not None or load is not None:
             requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)
@@ -249,8 +263,9 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
               "throughput: steady = middle 90% of completions over their time span",
               "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
     warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
+    in_effect = get_stack(stack).name if inputs == "predicted" else None
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, other, analytic, unloaded, scheduler,
-                            len(requests), seed, notes, warnings)
+                            len(requests), seed, in_effect, notes, warnings)
 
 
 def plot_format(path: str) -> str:

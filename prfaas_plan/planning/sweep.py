@@ -23,7 +23,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..analytic.transfer import POLICIES
 from ..errors import PlanError, closest_names
+from ..profiles.stack import DEFAULT_STACK
 from .plans import BASES, BASIS_ALIASES, check_servable
 from .scenario import DEFAULTS, INPUT_LEVELS, MODES
 
@@ -54,11 +56,14 @@ INPUTS: dict[str, Input] = {
     "instance_chips": Input(DEFAULTS.instance_chips, "int", "chips per instance"),
     "mode": Input(DEFAULTS.mode, "str", "exact (planning's default, as size and compare) or representative"),
     "inputs": Input(DEFAULTS.inputs, "str", "predicted or paper (prfaas-1t only)"),
+    "stack": Input(DEFAULT_STACK, "str", "serving stack profile of both sites (stack_profiles/), e.g. vllm"),
+    "transfer_bytes": Input(DEFAULTS.transfer_bytes, "str", "bytes on the link: replicated, dp-attention or logical "
+                                                            "(docs/methods.md)"),
     "basis": Input("instances", "str", "homogeneous baseline: instances (equal count), capex or rental (equal "
                                        "budget; cost = capex)"),
 }
 SPEC_KEYS = ("base", "grid", "zip", "description")
-CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES)}
+CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES), "transfer_bytes": POLICIES}
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,30 @@ def parse_spec(doc) -> SweepSpec:
     return SweepSpec(base, tuple(grid), tuple(zips), description)
 
 
+def with_stack(spec: SweepSpec, stack: str | None) -> SweepSpec:
+    """``spec`` with ``stack`` (``--stack``) as its fixed ``stack`` input; None leaves it as it is. A spec
+    that sets ``stack`` itself and a ``--stack`` are refused together (one would silently lose)."""
+    from ..profiles import get_stack
+
+    if stack is None:
+        return spec
+    get_stack(stack)
+    if "stack" in spec.base or "stack" in spec.axes:
+        raise PlanError(f"--stack {stack}: the spec sets stack itself; give one or the other")
+    return replace(spec, base={**spec.base, "stack": stack})
+
+
+def stack_notes(spec: SweepSpec) -> list[str]:
+    """Which serving stacks the points run and where their numbers come from (the default announced)."""
+    from ..profiles import get_stack
+
+    values = [spec.base["stack"]] if "stack" in spec.base else \
+        [v for k, vs in spec.grid + tuple(kv for g in spec.zips for kv in g) if k == "stack" for v in vs]
+    notes = [] if values else [f"default stack: {DEFAULT_STACK} (pass --stack or set stack in the spec to choose "
+                               "another serving stack)"]
+    return notes + [get_stack(v).describe() for v in dict.fromkeys(values or [DEFAULT_STACK])]
+
+
 def load_spec(path: str) -> SweepSpec:
     """Read and validate a YAML spec file."""
     import yaml
@@ -247,7 +276,7 @@ def _workload(spec: str):
 def check_inputs(v: dict) -> None:
     """Parse every input of a point (units, names, enums, chip counts); a bad one is a `PlanError`."""
     from ..layout import instances_from_chips
-    from ..profiles import get_model
+    from ..profiles import get_model, get_stack
     from ..units import parse_rate_bps, parse_tpot_s
 
     for name, choices in CHOICES.items():
@@ -266,19 +295,20 @@ def check_inputs(v: dict) -> None:
     parse_tpot_s(v["tpot"], "tpot")
     _rtt_s(v["rtt"])
     _workload(v["workload"])
+    get_stack(v["stack"])
 
 
 @lru_cache(maxsize=256)
 def _scenario_without_link(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str,
-                           inputs: str, workload: str):
+                           inputs: str, workload: str, stack: str, transfer_bytes: str):
     """`scenario_for` of everything but the link (the link is a plain field, set per point)."""
     from ..layout import Link
-    from ..profiles import get_model
+    from ..profiles import get_model, get_stack
     from ..units import parse_tpot_s
     from .plans import scenario_for
 
     return scenario_for(get_model(model), remote, local, Link(1.0), instance_chips, parse_tpot_s(tpot, "tpot"),
-                        mode, inputs, _workload(workload))
+                        mode, inputs, _workload(workload), transfer=transfer_bytes, stack=get_stack(stack).name)
 
 
 def scenario(v: dict):
@@ -286,8 +316,7 @@ def scenario(v: dict):
     from ..layout import Link
     from ..units import parse_rate_bps
 
-    sc = _scenario_without_link(v["model"], v["remote"], v["local"], v["instance_chips"], v["tpot"], v["mode"],
-                                v["inputs"], v["workload"])
+    sc = _scenario_without_link(*_shared(v))
     link = Link(parse_rate_bps(v["link"], "link"), v["link_efficiency"], _rtt_s(v["rtt"]), v["link_price"])
     return replace(sc, link=link)
 
@@ -327,15 +356,22 @@ class MemoPrefill:
         return hit
 
 
+def _shared(v: dict) -> tuple:
+    """The inputs a point's scenario (without its link) and per-instance performance depend on."""
+    return tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload",
+                                "stack", "transfer_bytes"))
+
+
 @lru_cache(maxsize=256)
 def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str, inputs: str,
-          workload: str):
+          workload: str, stack: str, transfer_bytes: str):
     """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
     `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from .plans import perf_inputs
 
-    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload)
+    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload, stack,
+                                transfer_bytes)
     try:
         perf = perf_inputs(sc)
     except PlanError as exc:
@@ -426,8 +462,7 @@ def evaluate(point: Point) -> dict:
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
     try:
         sc = scenario(v)
-        perf = _perf(v["model"], v["remote"], v["local"], v["instance_chips"], v["tpot"], v["mode"], v["inputs"],
-                     v["workload"])
+        perf = _perf(*_shared(v))
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
         try:
@@ -447,7 +482,8 @@ def evaluate(point: Point) -> dict:
                 gains[name] = prf.best.lambda_max / base if base > 0 else None
                 row[f"{col}_throughput_rps"] = base
                 row[f"gain_vs_{col}"] = gains[name]
-        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc))
+        # None, not "", when no warning fires: a CSV cell cannot tell the two apart, Parquet can
+        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc)) or None
     except PlanError as exc:
         row["error"] = str(exc)
     return {k: row.get(k) for k, _ in ROW_COLUMNS}

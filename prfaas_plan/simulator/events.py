@@ -54,10 +54,11 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     t_remote = svc["remote_s"].tolist()
     skv = svc["skv_bytes"].tolist()
     tail_local = svc["tail_s"].tolist()
+    exposed_remote = svc["remote_exposed_s"].tolist()
     site = sysm.layout.pd_sites[0]
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
-    abundant_util = cfg.short_term.abundant_util
+    abundant_util, short_interval_s = cfg.short_term.abundant_util, cfg.short_term.interval_s
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
     reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
                          sites={site.name: replace(sysm.perf.sites[site.name],
@@ -250,9 +251,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 progress(i)
             if adaptive and remote_ok:
                 link.advance(t)
-                unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
-                thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
-                                   lp_work / lp_servers if lp_servers else INF)
+                if t - short.last_change_s >= short_interval_s:  # else the rule keeps ``thr`` (`update`)
+                    unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
+                    thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
+                                       lp_work / lp_servers if lp_servers else INF)
                 abundant = link.util < abundant_util
             else:
                 abundant = False
@@ -268,8 +270,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     prefix_moves[0] += 1
                     prefix_moves[1] += skv[moved]
                     link.add(t, ~rid, skv[moved])
+                elif lp_free > 0:  # enqueue_local, inlined: most arrivals
+                    lp_free -= 1
+                    p_start[rid] = t
+                    heappush(heap, (t + t_local[u], _LOCAL_DONE, rid, 0))
                 else:
-                    enqueue_local(rid, t)
+                    lp_queue.append(rid)
+                    lp_work += t_local[u]
             else:
                 route[rid] = 1
                 flow_bytes[rid] = skv[inlen[rid] - kv_pd]  # only what the decode side lacks crosses
@@ -283,7 +290,29 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
         if th == t:  # ------------------------------------------------------------------------ heap event
             _, kind, rid, aux = heappop(heap)
-            if kind == _LOCAL_DONE:
+            if kind == _READY:
+                ready[rid] = t
+                if free_slots:
+                    inst = free_slots.pop()  # admit, inlined
+                    dec_active[inst] += 1
+                    d_start[rid] = t
+                    heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+                else:
+                    dec_queue.append(rid)
+            elif kind == _DECODE_DONE:
+                finish[rid] = t
+                completed += 1
+                dec_active[aux] -= 1
+                if aux in draining:
+                    if dec_active[aux] == 0:
+                        account_servers(t)
+                        draining.discard(aux)
+                        add_prefill_server(t)
+                elif dec_queue:
+                    admit(dec_queue.popleft(), t, aux)
+                else:
+                    free_slots.append(aux)
+            elif kind == _LOCAL_DONE:
                 p_end[rid] = t
                 heappush(heap, (t + tail_local[uncached[rid]], _READY, rid, 0))
                 if lp_convert:
@@ -302,25 +331,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     next_remote(t)
                 else:
                     rp_free += 1
-            elif kind == _READY:
-                ready[rid] = t
-                if free_slots:
-                    admit(rid, t, free_slots.pop())
-                else:
-                    dec_queue.append(rid)
-            elif kind == _DECODE_DONE:
-                finish[rid] = t
-                completed += 1
-                dec_active[aux] -= 1
-                if aux in draining:
-                    if dec_active[aux] == 0:
-                        account_servers(t)
-                        draining.discard(aux)
-                        add_prefill_server(t)
-                elif dec_queue:
-                    admit(dec_queue.popleft(), t, aux)
-                else:
-                    free_slots.append(aux)
             elif kind == _PREFIX_REMOTE:
                 enqueue_remote(rid, t)
             elif kind == _PREFIX_LOCAL:
@@ -335,7 +345,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
         t, fid = link.complete()  # ------------------------------------------------------ link completion
         if fid >= 0:
-            heappush(heap, (t + rtt_half, _READY, fid, 0))
+            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], _READY, fid, 0))
         else:
             heappush(heap, (t + rtt_half, _PREFIX_LOCAL, ~fid, 0))
 

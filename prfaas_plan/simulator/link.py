@@ -111,7 +111,8 @@ class SharedLink:
 
     def advance(self, t: float) -> None:
         """Drain every flow at its current rate up to time ``t``."""
-        dt = t - self.t
+        t0 = self.t
+        dt = t - t0
         if dt <= 0.0:
             return
         r = self.total_rate
@@ -119,7 +120,12 @@ class SharedLink:
             rem = self.remaining
             for fid, x in self.rate.items():
                 rem[fid] -= x * dt
-            self._account(self.t, t, r)
+            bins, bs = self.bins, self.bin_s
+            b = int(t0 / bs)
+            if b == int(t / bs) and b < len(bins):  # the common case: within one bin already counted
+                bins[b] += r * dt
+            else:
+                self._account(t0, t, r)
         if self.tau_s > 0.0:
             now = r / self.capacity if self.capacity > 0 else (1.0 if self.remaining else 0.0)
             self.util = now + (self.util - now) * math.exp(-dt / self.tau_s)
@@ -127,7 +133,8 @@ class SharedLink:
 
     def add(self, t: float, fid: int, size: float, cap: float = INF) -> None:
         """Start a flow of ``size`` bytes at ``t``, sending at most ``cap`` bytes/s until `uncap`."""
-        self.advance(t)
+        if t > self.t:
+            self.advance(t)
         self.remaining[fid] = float(size)
         self.cap[fid] = cap
         if len(self.remaining) > self.peak_flows:
@@ -136,7 +143,8 @@ class SharedLink:
 
     def uncap(self, t: float, fid: int) -> None:
         """Lift a flow's production cap (its prefill has ended)."""
-        self.advance(t)
+        if t > self.t:
+            self.advance(t)
         self.cap[fid] = INF
         self._reallocate()
 
@@ -149,7 +157,8 @@ class SharedLink:
     def complete(self) -> tuple[float, int]:
         """Advance to the next completion and remove that flow: ``(time, flow id)``."""
         t, fid = self.next_t, self.next_fid
-        self.advance(t)
+        if t > self.t:
+            self.advance(t)
         del self.remaining[fid], self.cap[fid], self.rate[fid]
         self._reallocate()
         return t, fid
@@ -157,31 +166,29 @@ class SharedLink:
     def _reallocate(self) -> None:
         """Max-min fair rates, then the next completion."""
         caps = self.cap
-        rate = self.rate
-        rate.clear()
         demand = sum(caps.values())
         if demand <= self.capacity:  # every flow is producer-limited: no contention
-            rate.update(caps)
+            self.rate = caps.copy()
             self.total_rate = demand
             self.next_t, self.next_fid = INF, 0
             return
+        self.rate = rate = {}
         n = len(caps)
         left = self.capacity
+        rem = self.remaining
+        best, best_fid = INF, 0
         for fid, c in sorted(caps.items(), key=itemgetter(1)):
             share = left / n
             x = c if c < share else share
             rate[fid] = x
             left -= x
             n -= 1
-        self.total_rate = self.capacity - left
-        best, best_fid = INF, 0
-        rem = self.remaining
-        for fid, x in rate.items():
-            if self.cap[fid] == INF:
+            if c == INF:  # uncapped: may be the next to complete
                 r = rem[fid]
                 d = r / x if x > 0.0 else (0.0 if r <= 0.0 else INF)
                 if d < best:
                     best, best_fid = d, fid
+        self.total_rate = self.capacity - left
         self.next_t = self.t + max(best, 0.0) if best < INF else INF
         self.next_fid = best_fid
 

@@ -5,7 +5,8 @@ arrival order), never on timing. So the routes come first, then every stage in t
 an FCFS queue of identical servers (Lindley's recursion with a heap of server free times, in entry
 order), the link is event-simulated over its flows only, and decode is an FCFS queue of slots in order
 of the time each cache reached it. The result is the same as the general event loop's (a test checks it),
-at a fraction of the cost; the timeline is counted from the per-request times afterwards.
+at a fraction of the cost; the timeline is counted from the per-request times afterwards. At scale the
+queues and the link run compiled (`kernels`; the same floats as the Python loops here, also tested).
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ from .routing import Router
 from .system import System
 
 INF = math.inf
+COMPILED_FROM = 200_000
+"""Requests from which the FCFS queues and the link run compiled (`kernels`, same floats): numba costs about
+1 s a process (its import and loading the cached machine code), which the compiled loops repay from about
+here on (benchmarks/bench_scale.py); below it the Python loops finish first."""
 
 
-def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
+def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int, compiled: bool = False) -> np.ndarray:
     """Start times of FCFS service on ``servers`` identical servers; ``entry`` must be non-decreasing."""
+    if compiled:
+        from .kernels import fcfs_starts
+
+        return fcfs_starts(entry, service, servers)
     free = [-INF] * servers
     starts = []
     append = starts.append
@@ -36,13 +45,30 @@ def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
     return np.array(starts, dtype=float)
 
 
-def _link(start, end, size, cap, sysm: System, cfg, horizon: float) -> tuple[np.ndarray, SharedLink]:
-    """Completion time of each remote flow (NaN if not done by ``horizon``) and the link afterwards."""
+def _link(start, end, size, cap, sysm: System, cfg, horizon: float, compiled: bool = False):
+    """Completion time of each remote flow (NaN if not done by ``horizon``), and a function that closes the
+    link's books: given the run's end time, seconds, the bytes delivered per timeline bin and the most flows
+    at once."""
+    prof = cfg.link_profile
+    if compiled:
+        from .kernels import add_to_bins, drain_link
+
+        cap_t = np.asarray(prof.times_s if prof is not None else (), dtype=float)
+        cap_v = np.asarray(prof.bps if prof is not None else (), dtype=float) * sysm.efficiency / 8.0
+        done, bins, nb, peak, t, rate = drain_link(start, end, np.argsort(end, kind="stable"), size, cap, cap_t,
+                                                   cap_v, sysm.goodput_Bps, float(cfg.sample_s), horizon)
+
+        def close(end_s: float) -> tuple[np.ndarray, int]:
+            b, k = bins, nb
+            if end_s > t and rate > 0.0:  # the flows still sending deliver up to the end
+                b, k = add_to_bins(b, k, t, end_s, rate, float(cfg.sample_s))
+            return b[:k].copy(), int(peak)
+
+        return done, close
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, 0.0)  # no smoothed utilization: nothing reads it
     m = len(start)
     starts, ends, sizes, caps = start.tolist(), end.tolist(), size.tolist(), cap.tolist()
     by_end = np.argsort(end, kind="stable").tolist()
-    prof = cfg.link_profile
     cap_t = list(prof.times_s) if prof is not None else []
     cap_v = list(prof.bps) if prof is not None else []
     done = [math.nan] * m
@@ -67,7 +93,12 @@ def _link(start, end, size, cap, sysm: System, cfg, horizon: float) -> tuple[np.
         else:
             t, j = link.complete()
             done[j] = t
-    return np.array(done, dtype=float), link
+
+    def close_python(end_s: float) -> tuple[np.ndarray, int]:
+        link.advance(end_s)
+        return np.array(link.bins), link.peak_flows
+
+    return np.array(done, dtype=float), close_python
 
 
 def _before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -83,6 +114,7 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     n = int(np.searchsorted(arrival, horizon, side="right"))
     inlen = requests.input_tokens[:n]
     thr = sysm.threshold
+    compiled = n >= COMPILED_FROM
 
     # 1. routes, in arrival order
     if router.pd is None or not requests.has_blocks:
@@ -106,31 +138,33 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     p_start = np.full(n, math.nan)
     li, ri = np.flatnonzero(local), np.flatnonzero(remote)
     if len(li):
-        p_start[li] = _fcfs(arrival[li], svc["local_s"][li], sysm.n_prefill)
+        p_start[li] = _fcfs(arrival[li], svc["local_s"][li], sysm.n_prefill, compiled)
     if len(ri):
-        p_start[ri] = _fcfs(arrival[ri], svc["remote_s"][ri], sysm.n_remote)
+        p_start[ri] = _fcfs(arrival[ri], svc["remote_s"][ri], sysm.n_remote, compiled)
     p_end = p_start + np.where(local, svc["local_s"], svc["remote_s"])
 
     # 4. the link, over the remote flows
     ready = p_end + svc["tail_s"]
     flow_bytes = np.where(remote, size, 0.0)
     cap = np.where(svc["remote_s"] > 0, size * sysm.keep / np.maximum(svc["remote_s"], 1e-300), INF)
-    done, link = _link(p_start[ri], p_end[ri], size[ri], cap[ri], sysm, cfg, horizon)
+    done, close_link = _link(p_start[ri], p_end[ri], size[ri], cap[ri], sysm, cfg, horizon, compiled)
     ready[ri] = done + sysm.rtt_half_s
+
+    ready[ri] += svc["remote_exposed_s"][ri]  # a remote prefill's latency beyond its busy time (System.service)
 
     # 5. decode slots, in order of readiness
     ok = np.flatnonzero(np.isfinite(ready) & (ready <= horizon))
     order = ok[np.argsort(ready[ok], kind="stable")]
     d_start = np.full(n, math.nan)
     hold = requests.output_tokens[:n] * sysm.step_s
-    d_start[order] = _fcfs(ready[order], hold[order], sysm.n_decode * sysm.slots)
+    d_start[order] = _fcfs(ready[order], hold[order], sysm.n_decode * sysm.slots, compiled)
     finish = d_start + hold
 
     # 6. cut at the horizon (or the last completion) and count the timeline
     for a in (p_start, p_end, ready, d_start, finish):
         a[a > horizon] = math.nan
     end = horizon if horizon < INF else float(np.nanmax(finish)) if n else 0.0
-    link.advance(end)
+    link_bins, peak_flows = close_link(end)
     ts = np.arange(int(end // cfg.sample_s) + 2) * cfg.sample_s
     ts = ts[ts <= end]
     prof = cfg.link_profile
@@ -166,6 +200,6 @@ def run_pipeline(requests, sysm: System, cfg, router: Router, progress=None) -> 
     return RunRecord(route=full(np.where(local, 0, 1), -1), uncached=full(uncached, 0),
                 p_start=full(p_start, math.nan), p_end=full(p_end, math.nan), ready=full(ready, math.nan),
                 d_start=full(d_start, math.nan), finish=full(finish, math.nan),
-                flow_bytes=full(flow_bytes, 0.0), arrived=n, end_s=end, link_bins_bytes=np.array(link.bins),
+                flow_bytes=full(flow_bytes, 0.0), arrived=n, end_s=end, link_bins_bytes=link_bins,
                 timeline=timeline, roles=[], threshold_changes=0, server_area=area, prefix_moves=[0, 0.0],
-                peak_flows=link.peak_flows)
+                peak_flows=peak_flows)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import arithmetic as A
 from ..analytic.latency import rdma_tail_s
-from ..analytic.throughput import PerfInputs, offloads
+from ..analytic.throughput import PerfInputs, busy_s, offloads
 from ..errors import PlanError
 from ..layout import Layout
 from ..workload.prefix_cache import PrefixCache
@@ -18,6 +18,12 @@ from ..workload.prefix_cache import PrefixCache
 INF = math.inf
 CACHE_LOW_WATERMARK = 0.9
 """A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
+
+
+def _exposed_s(prefill, u: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """Seconds of a request's prefill latency that occupy no instance (``latency_s - busy``, >= 0): the
+    stack's fixed latency, and the share of forwards a full instance would batch with other prompts."""
+    return np.maximum(np.asarray(prefill.latency_s(u), dtype=float) - busy, 0.0)
 
 
 @dataclass(frozen=True)
@@ -77,17 +83,27 @@ class System:
         return self.perf.transfer_bytes(np.floor(u), self.layout.pd_sites[0].name)
 
     def service(self, uncached) -> dict[str, np.ndarray]:
-        """Per uncached length (tokens, >= 1): local and remote prefill seconds, ``S_kv`` bytes and the
-        exposed intra-cluster transfer seconds, as float arrays."""
+        """Per uncached length (tokens, >= 1), as float arrays: ``local_s`` / ``remote_s``, the seconds a
+        request occupies a prefill instance (its busy time, `busy_s`: what throughput divides by);
+        ``skv_bytes``; ``tail_s``, the seconds after a local prefill frees its instance until the cache is
+        at decode (the exposed intra-cluster transfer plus the latency that occupies no instance, the
+        stack's fixed latency: `latency_s` - `busy_s`); ``remote_exposed_s``, that latency of a remote
+        prefill, added once its KV has crossed. TTFT = wait + latency_s (+ transfer), docs/methods.md."""
         u = np.maximum(np.asarray(uncached, dtype=float), 1.0)
         site = self.layout.pd_sites[0]
         skv = self.kv_bytes(u)
+        local = self.perf.sites[site.name].prefill
+        local_busy = busy_s(local, u)
+        remote_busy = remote_exposed = np.full(u.shape, INF)
+        if self.remote_ok:
+            remote_busy = busy_s(self.perf.remote_prefill, u)
+            remote_exposed = _exposed_s(self.perf.remote_prefill, u, remote_busy)
         return {
-            "local_s": np.asarray(self.perf.sites[site.name].prefill.latency_s(u), dtype=float),
-            "remote_s": (np.asarray(self.perf.remote_prefill.latency_s(u), dtype=float) if self.remote_ok
-                         else np.full(u.shape, INF)),
+            "local_s": local_busy,
+            "remote_s": remote_busy,
             "skv_bytes": skv,
-            "tail_s": rdma_tail_s(skv, site.instance, self.perf.model.num_layers),
+            "tail_s": rdma_tail_s(skv, site.instance, self.perf.model.num_layers) + _exposed_s(local, u, local_busy),
+            "remote_exposed_s": remote_exposed,
         }
 
     def caches(self, bytes_per_instance: float, block_tokens: int) -> tuple[PrefixCache, PrefixCache]:
