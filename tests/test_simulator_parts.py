@@ -104,6 +104,18 @@ def test_short_term_rule_raises_only_while_the_remote_backlog_is_larger():
     assert a.update(8.0, 0.10, 0.0, 0.0, 0.0) == 10_000 and a.changes == 4
 
 
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(current=st.sampled_from([1.0, 1.25, 2.0, 8.0]), util=st.floats(0.0, 1.5), queue=st.floats(0.0, 4.0),
+       remote_s=st.floats(0.0, 10.0), local_s=st.floats(0.0, 10.0))
+def test_short_term_rule_cannot_move_means_update_keeps_everything(current, util, queue, remote_s, local_s):
+    """`can_move` False: `update` keeps the threshold and its state whatever the backlogs (the event loop then
+    skips computing them)."""
+    a = AdaptiveThreshold(ShortTermRule(), 1000.0)
+    a.current = 1000.0 * current
+    if not a.can_move(util, queue):
+        assert a.update(10.0, util, queue, remote_s, local_s) == 1000.0 * current and a.changes == 0
+
 # --- link --------------------------------------------------------------------------------------------
 
 def test_link_shares_fairly_and_respects_production_caps():

@@ -60,6 +60,13 @@ class AdaptiveThreshold:
         """Adopt a new long-term threshold (after re-optimization)."""
         self.base = self.current = float(base)
 
+    def can_move(self, link_util: float, remote_queue: float) -> bool:
+        """False when `update` keeps the threshold whatever the backlogs: the link is not congested below
+        the cap and the threshold is not above its long-term value (the caller may skip computing them)."""
+        r = self.rule
+        congested = link_util > r.util_high or remote_queue > r.queue_high
+        return (congested and self.current < self.base * r.max_factor) or self.current > self.base
+
     def update(self, t: float, link_util: float, remote_queue: float, remote_backlog_s: float,
                local_backlog_s: float) -> float:
         """The threshold to route an arrival at time ``t`` with. ``remote_queue``: waiting requests per remote
