@@ -9,6 +9,7 @@ the one where the remote and local prefill bounds balance (the paper's optimalit
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,7 +44,13 @@ def per_support_step(grid: LengthGrid, fn):
 
 def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
     """Candidate thresholds: log-spaced over the support, plus 0 and the support points' ends."""
-    lo, hi = max(grid.lengths[0], 1.0), grid.lengths[-1]
+    return _candidates(float(max(grid.lengths[0], 1.0)), float(grid.lengths[-1]), n).copy()
+
+
+@lru_cache(maxsize=64)
+def _candidates(lo: float, hi: float, n: int) -> np.ndarray:
+    """`threshold_candidates` by the support's ends (tokens): the simulator's long-term rule searches a new
+    grid every period, usually with the same shortest and longest prompt."""
     return np.unique(np.concatenate([[0.0], np.geomspace(lo, hi, n), [hi]]))
 
 

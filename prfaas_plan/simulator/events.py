@@ -39,6 +39,8 @@ INF = math.inf
 _CAPACITY, _LOCAL_DONE, _REMOTE_DONE, _PREFIX_LOCAL, _PREFIX_REMOTE, _READY, _DECODE_DONE, _REBALANCE = range(8)
 SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "local_busy", "decode_waiting",
                "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
+LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "local_busy", "decode_waiting",
+                                                             "decode_busy"))  # what `long_term_step` reads
 
 
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
@@ -196,7 +198,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
         nonlocal lp_free, lp_servers, lp_convert, thr, period_from
         rule = cfg.long_term
         recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
-        mean = dict(zip(SAMPLE_KEYS, (sum(c) / len(c) for c in zip(*recent)))) if recent else {}
+        mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
         step = long_term_step(rule, sysm, reopt_perf, cfg.mode, split, link.capacity * 8.0 / eff, period_u,
                               outlen[period_from:i], mean)
