@@ -1,4 +1,4 @@
-"""A plain `size` pays only for what it uses: no scipy, cvxpy or matplotlib at start-up or while it plans.
+"""A plain `size` pays only for what it uses: no scipy, cvxpy, matplotlib or numba at start-up or while it plans.
 
 Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
 packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.

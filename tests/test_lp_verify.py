@@ -47,14 +47,15 @@ def test_badly_scaled_link_no_longer_gives_a_silent_zero():
     # The link row in raw bits (coefficients to 2e10 against 1.19e9 bit/s) made HiGHS reject its own
     # optimum over a 7e-6 absolute violation and report the trivial zero as optimal; the relaxation
     # gave 20.2 req/s and one prefill instance fewer 20.0 (figures of the performance model of the time;
-    # the split the optimum takes moves with the chips' and stacks' constants).
+    # the split the optimum takes moves with the chips' and stacks' constants; with the constants of the
+    # closed-loop refit the integrality gap is 2.1%, one instance split of 13 local ones).
     sc, perf = _scenario("mimo-v2-flash", "96xH200", "104xB200", 1.25, 40)
     lay = prfaas_pd(sc.remote, sc.local, sc.link, 8)
     bins = lp.make_bins(sc.grid, perf)
     res = lp.max_throughput(lay, bins, perf)
     relaxed = lp.max_throughput(lay, bins, perf, integer=False)
     assert res.status == "optimal" and res.n_prefill >= 1 and res.lambda_rps > 0
-    assert 0.98 * relaxed.lambda_rps <= res.lambda_rps <= relaxed.lambda_rps * (1 + 1e-9)
+    assert 0.97 * relaxed.lambda_rps <= res.lambda_rps <= relaxed.lambda_rps * (1 + 1e-9)
     v = _verified("mimo-v2-flash", "96xH200", "104xB200", 1.25, 40)
     assert v.lp_rps >= v.threshold_rps * (1 - 1e-6) and v.threshold_rps == pytest.approx(v.grid_rps, rel=0.01)
 

@@ -59,38 +59,48 @@ def _median(shipped, q, **tags) -> tuple[float, float, int]:
     return float(np.median(errs)), float(max(errs)), len(errs)
 
 
+def _nvidia(shipped):
+    return [(m, e) for m, e in shipped if m.source.startswith("NVIDIA")]
+
+
 @pytest.mark.parametrize("chip", ["h200", "b200"])
 def test_nvidia_rows_tpot_per_chip_meets_target(shipped, chip):
-    median, _, n = _median(shipped, "tpot", chip=chip)
+    median, _, n = _median(_nvidia(shipped), "tpot", chip=chip)
     assert n >= 100 and median <= 0.15
 
 
-@pytest.mark.parametrize("chip", ["h200", "b200"])
-def test_nvidia_rows_ttft_per_chip_achieved(shipped, chip):
-    # Regression guard on what the shipped model achieves (29% H200, 21% B200); the 15% target is below.
-    median, _, _ = _median(shipped, "ttft", chip=chip)
-    assert median <= 0.32
+def test_nvidia_rows_ttft_b200_meets_target(shipped):
+    # issue 10's target, 15% median per chip; the shipped fit reaches 13.8% on B200's 164 NVIDIA rows
+    median, _, n = _median(_nvidia(shipped), "ttft", chip="b200")
+    assert n == 164 and median <= 0.15
 
 
-@pytest.mark.xfail(strict=True, reason="TTFT at fixed concurrency is predicted within 21% (B200) and 29% (H200) "
-                   "median, not 15%: the miss is mostly per-configuration offsets (chip x model x parallelism x "
-                   "input length on one stack), not the concurrency shape (docs/methods.md, Calibration)")
-@pytest.mark.parametrize("chip", ["h200", "b200"])
-def test_nvidia_rows_ttft_per_chip_meets_target(shipped, chip):
-    assert _median(shipped, "ttft", chip=chip)[0] <= 0.15
+def test_nvidia_rows_ttft_h200_achieved(shipped):
+    # Regression guard on what the shipped model achieves on H200's 105 NVIDIA rows (21.3%); target below.
+    median, _, n = _median(_nvidia(shipped), "ttft", chip="h200")
+    assert n == 105 and median <= 0.23
 
 
-@pytest.mark.parametrize("stack,bound", [("sglang", 0.30), ("trtllm", 0.30), ("vllm", 0.15),
-                                         ("mooncake-sglang-pd", 0.10), ("paper-sglang", 0.116)])
+@pytest.mark.xfail(strict=True, reason="TTFT at fixed concurrency on H200's NVIDIA rows is predicted within 21% "
+                   "median, not 15%: SGLang DeepSeek-V3 on H200 queues 3x less steeply per client than on B200 "
+                   "(+12..+93% over-predicted) and TensorRT-LLM's H200 TP runs sit ~100 ms above its B200 runs "
+                   "(another engine build); neither follows from the chips (docs/methods.md, Shipped accuracy)")
+def test_nvidia_rows_ttft_h200_meets_target(shipped):
+    assert _median(_nvidia(shipped), "ttft", chip="h200")[0] <= 0.15
+
+
+# regression guards a little above the shipped fit (sglang 21%, trtllm 19%, vllm 6%, mooncake 3%, paper 4%);
+# paper-sglang: no worse than the former H200-only fit of Table 3 (median 11.6%)
+@pytest.mark.parametrize("stack,bound", [("sglang", 0.23), ("trtllm", 0.21), ("vllm", 0.10),
+                                         ("mooncake-sglang-pd", 0.06), ("paper-sglang", 0.116)])
 def test_ttft_per_stack(shipped, stack, bound):
-    # paper-sglang: no worse than the former H200-only fit of Table 3 (median 11.6%)
     assert _median(shipped, "ttft", stack=stack)[0] <= bound
 
 
 def test_paper_table3_worst_point_under_paper_sglang(shipped):
-    # The former H200-only fit's worst point was 30.2%; the shared physics now misses MiMo-V2-Flash at 32K by more.
+    # The former H200-only fit's worst point was 30.2%, the previous joint fit's 38%; now MiMo-V2-Flash 32K, 26%.
     _, worst, n = _median(shipped, "ttft", stack="paper-sglang")
-    assert n == 12 and worst <= 0.40
+    assert n == 12 and worst <= 0.30
 
 
 def test_lmsys_h20_saturated_prefill(shipped):
@@ -106,9 +116,11 @@ def test_kv_throughput_against_paper_table_3_on_its_stack():
         kv = kv_throughput(name, "8xH200", lengths, state_dtype="fp32", stack="paper-sglang")
         errors.update({(name, l): g / paper[(name, l)] - 1 for l, g in zip(lengths, kv.gbps)})
     print("\nPhi_kv vs paper Table 3 on paper-sglang:", {k: f"{e:+.1%}" for k, e in errors.items()})
-    assert sum(abs(e) <= 0.15 for e in errors.values()) >= 8
-    # MiMo-V2-Flash at 32K is measured far slower than the shared H200 physics allows (Phi +62%, TTFT -38%)
-    assert all(abs(e) <= 0.65 for e in errors.values())
+    # The former H200-only fit: median |err| 11%, worst 62% (MiMo-V2-Flash 32K), 8 of 12 within 15%. The joint
+    # fit: median 4%, worst 31% (the same point), 7 within 15% (two more at 15.4%).
+    assert np.median(np.abs(list(errors.values()))) <= 0.06
+    assert sum(abs(e) <= 0.155 for e in errors.values()) >= 9
+    assert all(abs(e) <= 0.35 for e in errors.values())
 
 
 def test_prfaas_1t_roofline_against_its_measured_table_on_paper_vllm():
@@ -200,3 +212,27 @@ def test_profile_writers_round_trip():
     assert hardware_from_dict(yaml.safe_load(text), chip.path).calibration == chip.calibration
     stack = get_stack("sglang")
     assert stack_from_dict(yaml.safe_load(stack_profile_text(stack)), stack.path) == stack
+
+
+def test_optional_stack_numbers_default_to_zero_and_are_checked():
+    import yaml
+
+    data = yaml.safe_load(stack_profile_text(get_stack("trtllm")))
+    assert stack_from_dict(data).ep_forward_overhead_s > 0
+    bare = {k: v for k, v in data.items() if k not in ("request_overhead_s", "ep_forward_overhead_s")}
+    stack = stack_from_dict(bare)
+    assert stack.request_overhead_s == stack.ep_forward_overhead_s == 0.0
+    assert stack.prefill_forward_overhead_s(True) == stack.prefill_forward_overhead_s(False)
+    for value, needle in ((-0.1, "finite number >= 0"), (float("nan"), "finite number >= 0")):
+        with pytest.raises(PlanError, match=needle):
+            stack_from_dict({**data, "request_overhead_s": value})
+    sources = {k: v for k, v in data["sources"].items() if k != "ep_forward_overhead_s"}
+    with pytest.raises(PlanError, match="sources.ep_forward_overhead_s missing"):
+        stack_from_dict({**data, "sources": sources})
+
+
+def test_serving_ttft_grows_smoothly_with_concurrency():
+    # the old model batched min(k, C) prompts with a request: TTFT jumped from C = 4 to 8, then stayed flat
+    ttft = [serving_at_concurrency("deepseek-v3", "8xB200", 1024, 1024, c, stack="sglang").ttft_s
+            for c in (4, 8, 12, 16, 32)]
+    assert all(b > a for a, b in zip(ttft, ttft[1:])), ttft

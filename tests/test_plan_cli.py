@@ -330,8 +330,8 @@ def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
 
 
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
-    # mimo-v2-flash at 40G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
-    code, out, err = cli("size", "--model", "mimo-v2-flash", "--link", "40G", "--samples", "0", "--format", "json")
+    # minimax-m2.5 at 100G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
+    code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--format", "json")
     assert code == 0, err
     message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
     gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))

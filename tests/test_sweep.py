@@ -60,20 +60,21 @@ def test_points_follow_the_spec_order_and_zip_moves_together():
 
 def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
     out = tmp_path / "r.csv"
-    spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200}\ngrid: {link: [10G, 40G]}")
+    spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200}\ngrid: {link: [1G, 40G]}")
     assert cli("sweep", spec, "--output", str(out), "--quiet")[0] == 0
     row = read_table(out, S.ROW_COLUMNS)[0]
     code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "10G", "--format", "json")
+                            "--link", "1G", "--format", "json")
     doc = json.loads(stdout)
     plan = doc["sections"]["plan"][0]
     for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "ttft_unloaded_p90_s", "capex_usd",
                 "instances", "binding_stage"):
         assert row[key] == plan[key], key
+    # 1G: the remote cluster is underused, a warning the row must carry
     size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal"}
     assert size_codes and size_codes <= set((row["warnings"] or "").split(","))  # the plan's warnings
     code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "10G", "--format", "json")
+                            "--link", "1G", "--format", "json")
     layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}
     assert row["homogeneous_throughput_rps"] == layouts["homogeneous-pd"]["throughput_rps"]
     assert row["gain_vs_homogeneous"] == pytest.approx(layouts["homogeneous-pd"]["prfaas_speedup_x"], rel=1e-12)

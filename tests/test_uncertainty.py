@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
@@ -37,7 +36,7 @@ TS = threshold_candidates(GRID)
 def test_error_bar_sources():
     m = get_model("qwen3-235b")
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    loo = float(re.search(r"LOO ([0-9.]+)%", get_hardware("h20").calibration.source).group(1)) / 100
+    loo = get_hardware("h20").calibration.loo_error["busy"]
     assert h20.sigma == pytest.approx(np.log1p(loo) / 0.6745, rel=1e-3)  # the LOO median h20.yaml records
     assert "leave-one-out" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
@@ -176,9 +175,9 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
     assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-out" in calibrated.source
     default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
     assert prefill_error_bar(default, "h20").sigma == GEMM_PRIOR_SIGMA
-    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set"),
+    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={}),
                                                      "calibrated"))
     bar = prefill_error_bar(unrecorded, "h20")
     assert bar.sigma == GEMM_PRIOR_SIGMA and "records no leave-one-out" in bar.source
     h200_decode = decode_error_bar(decode_capacity(get_model("qwen3-235b"), "8xH200", 0.025, 30_000), "h200")
-    assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "TPOT" in h200_decode.source   # fitted on NVIDIA TPOT
+    assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "(tpot)" in h200_decode.source   # fitted on NVIDIA TPOT

@@ -33,7 +33,6 @@ medians).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,20 +64,16 @@ def _given(key: str) -> ErrorBar:
     return ErrorBar(0.0, key, "given, no error bar")
 
 
-def _loo_of(source: str, quantities: tuple[str, ...]) -> float | None:
-    """The leave-one-out median |error| (a fraction) a calibration source records for the first of
-    ``quantities`` (``TTFT``, ``BUSY``, ``TPOT``: how `prfaas-plan calibrate` writes it), or None."""
-    for q in quantities:
-        match = re.search(rf"{q} median \|err\| [0-9.]+%, LOO ([0-9.]+)%", source)
-        if match:
-            return float(match.group(1)) / 100.0
-    return None
+def _loo_of(calibration, quantities: tuple[str, ...]) -> float | None:
+    """The leave-one-out median |error| (a fraction) a chip's calibration records for the first of
+    ``quantities`` (``ttft``, ``busy``, ``tpot``) it has, or None."""
+    return next((calibration.loo_error[q] for q in quantities if q in calibration.loo_error), None)
 
 
 def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str) -> tuple[float, str]:
     """Log-width from a chip's calibration: its leave-one-out median error on ``quantities``, or the
     calibration prior's width (``prior``) when the chip is uncalibrated or its source records none."""
-    m = _loo_of(constants.calibration.source, quantities) if constants.origin == "calibrated" else None
+    m = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
     if m is None:
         why = ("no calibration on serving data" if constants.origin != "calibrated"
                else "its calibration records no leave-one-out error")
@@ -95,7 +90,7 @@ def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
     key = f"prefill:{chip_name}"
     constants = getattr(prefill, "constants", None)
     if constants is not None:
-        sigma, why = _calibrated_sigma(constants, ("TTFT", "BUSY"), GEMM_PRIOR_SIGMA, "GEMM-efficiency")
+        sigma, why = _calibrated_sigma(constants, ("ttft", "busy"), GEMM_PRIOR_SIGMA, "GEMM-efficiency")
         return ErrorBar(sigma, key, f"{chip_name} prefill: {why}")
     if prefill.source.startswith("measured table"):
         return ErrorBar(MEASURED_SIGMA, key, f"{chip_name} prefill: measured table, {MEASURED_SIGMA:.0%} "
@@ -117,7 +112,7 @@ def decode_error_bar(decode, chip_name: str, constants=None) -> ErrorBar:
         from ..profiles import get_hardware
 
         constants = chip_constants(get_hardware(chip_name))
-    sigma, why = _calibrated_sigma(constants, ("TPOT",), MEMORY_PRIOR_SIGMA, "memory-efficiency")
+    sigma, why = _calibrated_sigma(constants, ("tpot",), MEMORY_PRIOR_SIGMA, "memory-efficiency")
     return ErrorBar(sigma, key, f"{chip_name} decode: {why}")
 
 

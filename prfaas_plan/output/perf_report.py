@@ -79,8 +79,9 @@ def calibrate_report(a) -> Report:
                 [Column("chip", "chip")] + [Column(k, k.replace("gemm_", "GEMM "), ".3f") for k in a.gemm_classes]
                 + [Column("memory", "HBM", ".3f"), Column("comm", "scale-up", ".3f")]),
         Section("stacks", "Fitted stack constants", a.stacks,
-                [Column("stack", "stack"), Column("latency_s", "fixed latency ms", _ms),
-                 Column("forward_overhead_s", "per forward ms", _ms), Column("step_overhead_s", "per step ms", _ms),
-                 Column("wave_fraction", "wave fraction", ".2f"), Column("prefill_token_budget", "budget", ",d")]),
+                [Column("stack", "stack"), Column("latency_s", "latency ms", _ms),
+                 Column("forward_overhead_s", "forward ms", _ms), Column("ep_forward_overhead_s", "EP fwd ms", _ms),
+                 Column("step_overhead_s", "step ms", _ms), Column("request_overhead_s", "request ms", _ms),
+                 Column("wave_fraction", "wave", ".2f"), Column("prefill_token_budget", "budget", ",d")]),
     ]
     return Report(sections, list(a.notes), meta={"measurements": a.data_name})

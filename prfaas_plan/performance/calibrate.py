@@ -26,19 +26,20 @@ from ..profiles.efficiency import KERNEL_DEFAULTS
 from .base import parse_instance
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
-from .roofline import OP_CLASSES, unit_times
-from .serving import wait_weights, wave_shape
+from .roofline import OP_CLASSES, expert_parallel, unit_times
+from .serving import closed_loop, wave_shape
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
 EXACT_LOO_POINTS = 40     # up to this many rows, leave-one-out refits; beyond, the one-step approximation
 LOSS = "soft_l1"          # robust: a point tens of sigmas off (an overloaded run) pulls like a few sigmas
-RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention")
+RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention", "w4a16")
 KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are held loosely
 QUANTITIES = ("ttft", "tpot", "busy")
 # name: (prior centre or None = the chip's seed, log-width, lower bound, upper bound)
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
 STACK_PRIORS = {"latency_s": (0.1, 2.0, 1e-4, 5.0), "forward_overhead_s": (0.003, 1.5, 1e-5, 0.5),
-                "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0)}
+                "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0),
+                "request_overhead_s": (0.001, 2.0, 1e-6, 0.1), "ep_forward_overhead_s": (0.001, 2.0, 1e-6, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -78,28 +79,27 @@ def _params(chips: list[str], stacks: list[str]) -> _Params:
 
 class _Problem:
     """Every measured point as forward 'terms' with unit-efficiency operator times, so one evaluation of
-    all predictions is a handful of array operations. Per point: the forward(s) holding its own prompt, a
-    kept-full forward (busy time per prompt) and its decode step (see `prfaas_plan.performance.serving`)."""
+    all predictions is a handful of array operations. Per point: the forward(s) holding its own prompt alone
+    and filled with its clump, a kept-full forward (busy time per prompt) and its decode step (see
+    `prfaas_plan.performance.serving`)."""
 
     def __init__(self, points: list, params: _Params):
         rows = {k: [] for k in ("compute", "memory", "link", "latency")}
         term_chip, term_ovh, term_mult, cls = [], [], [], []
         class_index = {c: i for i, c in enumerate(RATE_CLASSES)}
+        none = len(params.keys)   # index of a constant 0 appended to the parameters
         n = len(points)
-        idx = {k: np.zeros(n, dtype=int) for k in ("own", "busy", "decode", "latency", "wave")}
-        self.concurrency = np.array([float(m.concurrency) for m in points])
-        self.osl = np.array([float(max(m.output_tokens, 2)) for m in points])
-        self.own_prompts = np.ones(n)
-        self.forwards_per_prompt = np.ones(n)
-        self.own_gaps = np.zeros(n)
+        idx = {k: np.zeros(n, dtype=int) for k in ("alone", "full", "busy", "decode", "latency", "wave", "request")}
+        columns = ("concurrency", "osl", "per_forward", "forwards_per_prompt", "chunks")
+        self.shape = {k: np.ones(n) for k in columns}
 
-        def add(works, chip, overhead_key: int, multiplicity: float) -> int:
+        def add(works, chip, overheads: tuple[int, int], multiplicity: float) -> int:
             u = unit_times(works, chip)
             for k in rows:
                 rows[k].append(np.asarray(getattr(u, k), dtype=float).reshape(len(OP_CLASSES)))
             cls.append([class_index[c] for c in u.rate_class])
             term_chip.append(params.index(chip.name, "memory") - len(RATE_CLASSES))  # the chip's first entry
-            term_ovh.append(overhead_key)
+            term_ovh.append(overheads)
             term_mult.append(multiplicity)
             return len(term_chip) - 1
 
@@ -108,20 +108,22 @@ class _Problem:
             model = m.model_profile()
             stack = get_stack(m.stack)
             par = Parallel(inst.chips, m.moe)
-            fwd = params.index(stack.name, "forward_overhead_s")
+            fwd = (params.index(stack.name, "forward_overhead_s"),
+                   params.index(stack.name, "ep_forward_overhead_s") if expert_parallel(model, par) else none)
             shape = wave_shape(m.len_tokens, m.concurrency, stack)
-            req, q, ctx, chunks = shape.own
-            idx["own"][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd, chunks)
-            req, q, ctx, chunks = shape.busy
-            idx["busy"][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd, chunks / req)
+            for key in ("alone", "full", "busy"):
+                req, q, ctx, chunks = getattr(shape, key)
+                idx[key][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd,
+                                  chunks / req if key == "busy" else chunks)
             idx["decode"][i] = add(pass_work(model, par, float(m.concurrency), 1.0,
                                              m.len_tokens + m.output_tokens / 2, "decode"),
-                                   inst.chip, params.index(stack.name, "step_overhead_s"), 1.0)
-            idx["latency"][i] = params.index(stack.name, "latency_s")
-            idx["wave"][i] = params.index(stack.name, "wave_fraction")
-            self.own_prompts[i] = shape.own_prompts
-            self.forwards_per_prompt[i] = shape.busy_per_prompt
-            self.own_gaps[i] = (shape.own[3] - 1.0) if m.concurrency > 1 else 0.0
+                                   inst.chip, (params.index(stack.name, "step_overhead_s"), none), 1.0)
+            for key in ("latency", "wave", "request"):
+                idx[key][i] = params.index(stack.name, {"latency": "latency_s", "wave": "wave_fraction",
+                                                        "request": "request_overhead_s"}[key])
+            values = (m.concurrency, max(m.output_tokens, 2), shape.per_forward, shape.busy_per_prompt, shape.alone[3])
+            for k, value in zip(columns, values):
+                self.shape[k][i] = float(value)
         self.idx = idx
         self.u = {k: np.stack(v) for k, v in rows.items()}
         self.cls = np.asarray(cls)
@@ -133,17 +135,17 @@ class _Problem:
         self.mask = {q: np.isfinite(self.measured[q]) for q in QUANTITIES}
 
     def predict(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        v = np.exp(x)
+        v = np.append(np.exp(x), 0.0)
         gemm = v[self.term_chip[:, None] + self.cls]                   # terms x ops
         memory = v[self.term_chip + len(RATE_CLASSES)][:, None]
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
         t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
-              + self.u["latency"]).sum(axis=1) + v[self.term_ovh]) * self.term_mult
-        ahead, inside = wait_weights(self.own_prompts, self.concurrency, self.osl, v[self.idx["wave"]])
-        busy, step = t[self.idx["busy"]], t[self.idx["decode"]]
-        steps = ahead * self.forwards_per_prompt + self.own_gaps   # decode steps run between those forwards
-        return {"ttft": v[self.idx["latency"]] + t[self.idx["own"]] + ahead * busy + steps * step,
-                "tpot": t[self.idx["decode"]] + inside * busy, "busy": busy}
+              + self.u["latency"]).sum(axis=1) + v[self.term_ovh].sum(axis=1)) * self.term_mult
+        s, i = self.shape, self.idx
+        ttft, tpot = closed_loop(v[i["latency"]], t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
+                                 s["forwards_per_prompt"], t[i["decode"]], s["chunks"], s["concurrency"], s["osl"],
+                                 v[i["wave"]], v[i["request"]])
+        return {"ttft": ttft, "tpot": tpot, "busy": t[i["busy"]]}
 
 
 def _residual_fn(problem: _Problem, params: _Params, keep: np.ndarray):
@@ -315,8 +317,10 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     source = (f"fitted by prfaas-plan calibrate jointly with the stacks on {data_name}, priors from {KERNEL_FILE}: "
               f"{_error_note(fit, 'chip', chip)}"
               + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
+    loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in fit.summary("chip")
+           if row["chip"] == chip and fit.loo_done and "loo_median" in row}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
-                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source)
+                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo)
 
 
 def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit, data_name: str) -> StackProfile:

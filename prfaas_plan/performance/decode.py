@@ -114,5 +114,5 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
               f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
-              f"(fits {cap:,}); {constants.describe(instance.chip)}; {stack.describe()}")
+              f"(fits {cap:,}); {constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
     return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import PlanError
 from ..profiles import Calibration, HardwareProfile, StackProfile, hardware_from_dict
-from ..profiles.stack import KEYS, stack_from_dict
+from ..profiles.stack import KEYS, OPTIONAL_NUMBERS, stack_from_dict
 
 
 def _read(path: str) -> str:
@@ -31,7 +31,9 @@ def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
         skipping = False
         kept.append(line)
     block = {"calibration": {"gemm_efficiency": dict(sorted(cal.gemm.items())), "memory_efficiency": cal.memory,
-                             "comm_efficiency": cal.comm, "source": cal.source}}
+                             "comm_efficiency": cal.comm,
+                             **({"loo_error": dict(sorted(cal.loo_error.items()))} if cal.loo_error else {}),
+                             "source": cal.source}}
     text = "\n".join(kept).rstrip("\n") + "\n" + yaml.safe_dump(block, sort_keys=False, width=110, allow_unicode=True)
     hardware_from_dict(yaml.safe_load(text), chip.path)
     return text
@@ -41,7 +43,8 @@ def stack_profile_text(stack: StackProfile) -> str:
     """A stack profile file holding ``stack``'s numbers and sources, validated by loading it back."""
     import yaml
 
-    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources")}
+    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources")
+            and (k not in OPTIONAL_NUMBERS or k in stack.sources)}
     text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources}, sort_keys=False, width=110,
                           allow_unicode=True)
     stack_from_dict(yaml.safe_load(text), stack.path)

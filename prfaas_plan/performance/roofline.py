@@ -34,12 +34,16 @@ OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", 
               "lm_head", "elementwise", "comm_tp", "comm_ep")
 # Attention cores are not GEMMs: their kernels (flash attention, chunked linear attention) reach their own
 # fraction of the bf16 tensor-core peak, a chip constant of its own (`prfaas_plan.profiles.Calibration`).
+FOUR_BIT = ("int4", "fp4", "mxfp4")   # weights a chip without a 4-bit rate dequantizes in the GEMM (w4a16)
 KERNEL_CLASS = {"attn_full": "attention", "attn_swa": "attention", "attn_linear": "linear_attention"}
 
 
 def efficiency_class(chip: HardwareProfile, w: OpWork) -> str:
     """The efficiency class of an operator: its kernel class, or its GEMMs' tensor-core rate class."""
-    return KERNEL_CLASS.get(w.name) or chip.rate_class(w.dtype)
+    if w.name in KERNEL_CLASS:
+        return KERNEL_CLASS[w.name]
+    rate = chip.rate_class(w.dtype)
+    return "w4a16" if w.dtype in FOUR_BIT and rate == "bf16" else rate
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,16 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     return np.asarray(total, dtype=float)
 
 
+def expert_parallel(model: ModelProfile, par: Parallel) -> bool:
+    """Whether ``model``'s routed experts are spread over several chips by all-to-all under ``par``."""
+    return par.moe == "ep" and par.tp > 1 and model.moe is not None
+
+
+def forward_overhead_s(stack: StackProfile, model: ModelProfile, par: Parallel) -> float:
+    """The stack's GPU-busy overhead of one prefill forward of ``model`` split as ``par`` (seconds)."""
+    return stack.prefill_forward_overhead_s(expert_parallel(model, par))
+
+
 def prefill_shape(l, stack: StackProfile, batched: bool):
     """How a prompt of ``l`` tokens (array) is packed into forwards on ``stack``: ``(requests per forward,
     tokens per forward per request, context before each chunk, forwards per request)``.
@@ -154,7 +168,7 @@ class RooflinePrefill:
         """Where the numbers come from (shown to the user)."""
         return (f"roofline {self.instance} ({self.parallel}) on the {self.model.name} architecture"
                 f"{' (reconstruction)' if self.model.reconstruction else ''}; "
-                f"{self.constants.describe(self.instance.chip)}; {self.stack.describe()}")
+                f"{self.constants.describe(self.instance.chip)}; stack {self.stack.name} (its note gives its numbers)")
 
     def work(self, l) -> list[OpWork]:
         """Operator work of prefilling ``l`` tokens in one forward (one request, no cached prefix)."""
@@ -163,7 +177,8 @@ class RooflinePrefill:
     def _forwards_s(self, l, batched: bool) -> np.ndarray:
         requests, q, context, chunks = prefill_shape(l, self.stack, batched)
         works = pass_work(self.model, self.parallel, requests, q, context, "prefill")
-        forward = pass_seconds(works, self.instance.chip, self.constants.calibration) + self.stack.forward_overhead_s
+        forward = (pass_seconds(works, self.instance.chip, self.constants.calibration)
+                   + forward_overhead_s(self.stack, self.model, self.parallel))
         return forward * chunks / requests
 
     def busy_s(self, l) -> np.ndarray:
@@ -184,6 +199,7 @@ class RooflinePrefill:
         seconds, bounds = u.seconds_by_op(cal), u.bounds(cal)
         out = {name: (seconds[i], bounds[i]) for i, name in enumerate(OP_CLASSES) if np.any(bounds[i] != "-")}
         shape = np.shape(np.asarray(l))
-        out["forward overhead"] = (np.full(shape, self.stack.forward_overhead_s), np.full(shape, "stack"))
+        out["forward overhead"] = (np.full(shape, forward_overhead_s(self.stack, self.model, self.parallel)),
+                                   np.full(shape, "stack"))
         out["fixed latency"] = (np.full(shape, self.stack.latency_s), np.full(shape, "stack"))
         return out

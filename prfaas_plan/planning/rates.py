@@ -292,7 +292,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
                   "comm": cal.comm} for c, cal in fit.chips.items()]
     classes = sorted({k for r in chip_rows for k in r if k.startswith("gemm_")})
     stack_rows = [{"stack": name, "latency_s": st.latency_s, "forward_overhead_s": st.forward_overhead_s,
-                   "step_overhead_s": st.step_overhead_s, "wave_fraction": st.wave_fraction,
+                   "step_overhead_s": st.step_overhead_s, "ep_forward_overhead_s": st.ep_forward_overhead_s,
+                   "request_overhead_s": st.request_overhead_s, "wave_fraction": st.wave_fraction,
                    "prefill_token_budget": st.prefill_token_budget} for name, st in fit.stacks.items()]
     notes = ["concurrency > 1 is modelled, not excluded: closed-loop waves with prefill before decode "
              "(docs/methods.md, \"Serving at a fixed concurrency\")",

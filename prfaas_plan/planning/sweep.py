@@ -482,7 +482,8 @@ def evaluate(point: Point) -> dict:
                 gains[name] = prf.best.lambda_max / base if base > 0 else None
                 row[f"{col}_throughput_rps"] = base
                 row[f"gain_vs_{col}"] = gains[name]
-        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc))
+        # None, not "", when no warning fires: a CSV cell cannot tell the two apart, Parquet can
+        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc)) or None
     except PlanError as exc:
         row["error"] = str(exc)
     return {k: row.get(k) for k, _ in ROW_COLUMNS}

@@ -6,6 +6,7 @@
       gemm_efficiency: {bf16: 0.72, fp8: 0.55, attention: 0.6, linear_attention: 0.3}
       memory_efficiency: 0.85                    # achieved / peak HBM bandwidth
       comm_efficiency: 0.8                       # all-reduce bus bandwidth / scale-up bandwidth per direction
+      loo_error: {ttft: 0.18, tpot: 0.09}        # optional: leave-one-out median |error| of the fit, per quantity
       source: "where the numbers come from"
 
 ``gemm_efficiency`` is the achieved fraction of the tensor-core peak per efficiency class: GEMMs by the rate
@@ -23,19 +24,24 @@ from dataclasses import dataclass, field
 # assumed kernel-class efficiencies (fractions of the bf16 peak) for a chip whose fit does not set them:
 # FlashAttention-2/3 forward reaches 50-75% of bf16 peak on Hopper; chunked linear-attention (FLA) kernels
 # are far from it. The calibration fits both where the data identify them (docs/methods.md).
-KERNEL_DEFAULTS = {"attention": 0.6, "linear_attention": 0.3}
+# Mixed-input GEMMs (4-bit weights dequantized inside the kernel, bf16 activations: Marlin/Machete-style
+# W4A16 on chips without a native 4-bit rate) are tuned for decode and reach well under the bf16 GEMM rate
+# in prefill; 0.4 of the bf16 peak is assumed.
+KERNEL_DEFAULTS = {"attention": 0.6, "linear_attention": 0.3, "w4a16": 0.4}
 
 
 @dataclass(frozen=True)
 class Calibration:
     """Chip efficiencies (fractions): ``gemm`` per rate class (``bf16``, ``fp8``, ``fp4``), ``memory``
     (HBM), ``comm`` (scale-up collectives; may exceed 1 where the switch reduces in-network, NVLink
-    SHARP); ``source`` says where they come from."""
+    SHARP); ``source`` says where they come from; ``loo_error`` the fit's leave-one-out median |error|
+    (fraction) per measured quantity (``ttft``, ``tpot``, ``busy``), empty when not fitted."""
 
     gemm: dict[str, float] = field(hash=False)
     memory: float
     comm: float
     source: str
+    loo_error: dict[str, float] = field(default_factory=dict, hash=False)
 
     def gemm_efficiency(self, efficiency_class: str) -> float:
         """Efficiency of ``efficiency_class``; a class never calibrated falls back to its default (kernel

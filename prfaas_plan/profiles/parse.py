@@ -258,6 +258,7 @@ def _hardware_schema():
         gemm_efficiency: Annotated[dict[LowerName, Efficiency], Field(min_length=1)]
         memory_efficiency: Efficiency
         comm_efficiency: bounded(2.0)   # may exceed 1 where the switch reduces in-network (NVLink SHARP)
+        loo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
         source: Text
 
     class HardwareDoc(Strict):
@@ -303,7 +304,8 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
         if "bf16" not in gemm:
             raise PlanError(f"{path}: calibration.gemm_efficiency: missing field 'bf16'")
         calibration = Calibration(gemm=gemm, memory=doc.calibration.memory_efficiency,
-                                  comm=doc.calibration.comm_efficiency, source=doc.calibration.source)
+                                  comm=doc.calibration.comm_efficiency, source=doc.calibration.source,
+                                  loo_error=dict(doc.calibration.loo_error))
     name = doc.name.lower()
     return HardwareProfile(
         name=name,

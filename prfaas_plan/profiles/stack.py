@@ -7,6 +7,12 @@ A stack profile (``kind: stack``) holds, each number with its source (or ``assum
   adds to TTFT but does not occupy the GPU, so it does not lower throughput;
 - ``forward_overhead_s``: GPU-busy overhead of one prefill forward (launches, scheduling between forwards);
 - ``step_overhead_s``: GPU-busy overhead of one decode step (what the roofline of the step lacks);
+- ``request_overhead_s`` (optional, default 0): scheduler time per admitted request (tokenization, radix/
+  prefix matching, batch building) done one request after another on the CPU, so requests that arrive
+  together wait for those admitted before them; it adds to TTFT under load, not to GPU busy time;
+- ``ep_forward_overhead_s`` (optional, default 0): extra GPU-busy overhead of one prefill forward when the
+  routed experts are expert-parallel (all-to-all dispatch and combine set-up the roofline's link time
+  lacks);
 - ``prefill_token_budget``: tokens one prefill forward carries: short prompts are batched up to it, and with
   ``chunked_prefill: true`` longer prompts are split into chunks of it;
 - ``wave_fraction``: in a closed-loop benchmark at fixed concurrency, the share of the other in-flight
@@ -19,6 +25,7 @@ Bundled profiles live in ``stack_profiles/`` at the top of the repository (insta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -28,7 +35,8 @@ from ..errors import PlanError, closest_names
 
 DEFAULT_STACK = "sglang"
 NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "prefill_token_budget", "wave_fraction")
-KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources") + NUMBERS
+OPTIONAL_NUMBERS = ("request_overhead_s", "ep_forward_overhead_s")   # 0 when a profile leaves them out
+KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources") + NUMBERS + OPTIONAL_NUMBERS
 
 
 @dataclass(frozen=True)
@@ -47,13 +55,25 @@ class StackProfile:
     wave_fraction: float
     sources: dict[str, str] = field(hash=False, compare=False)
     path: str = ""
+    request_overhead_s: float = 0.0
+    ep_forward_overhead_s: float = 0.0
+
+    def prefill_forward_overhead_s(self, expert_parallel: bool) -> float:
+        """GPU-busy seconds one prefill forward adds to its operators' roofline (``expert_parallel``: routed
+        experts distributed over the chips by all-to-all)."""
+        return self.forward_overhead_s + (self.ep_forward_overhead_s if expert_parallel else 0.0)
 
     def describe(self) -> str:
         """One line: the values and where they come from."""
         src = self.sources
         return (f"stack {self.name} ({self.engine} {self.versions}): fixed latency {self.latency_s * 1e3:.0f} ms, "
                 f"{self.forward_overhead_s * 1e3:.1f} ms per prefill forward, {self.step_overhead_s * 1e3:.1f} ms "
-                f"per decode step ({src['latency_s']}); prefill budget {self.prefill_token_budget:,} tokens"
+                f"per decode step ({src['latency_s']})"
+                + (f", {self.ep_forward_overhead_s * 1e3:.1f} ms more per prefill forward with expert parallelism"
+                   if self.ep_forward_overhead_s else "")
+                + (f", {self.request_overhead_s * 1e3:.1f} ms admission per request under load"
+                   if self.request_overhead_s else "")
+                + f"; prefill budget {self.prefill_token_budget:,} tokens"
                 f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})")
 
 
@@ -71,13 +91,14 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
     if not isinstance(sources, dict):
         raise PlanError(f"{path}: sources must map each number to where it comes from")
     values = {}
-    for key in NUMBERS:
+    for key in NUMBERS + tuple(k for k in OPTIONAL_NUMBERS if k in data):
         v = data[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise PlanError(f"{path}: {key} must be a number >= 0, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise PlanError(f"{path}: {key} must be a finite number >= 0, not {v!r}")
         if not str(sources.get(key, "")).strip():
             raise PlanError(f"{path}: sources.{key} missing (say where the number comes from, or 'assumed: why')")
         values[key] = float(v)
+    values = {**dict.fromkeys(OPTIONAL_NUMBERS, 0.0), **values}
     if values["wave_fraction"] > 1:
         raise PlanError(f"{path}: wave_fraction must be between 0 and 1")
     if values["prefill_token_budget"] < 1:
@@ -89,7 +110,8 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
                         description=str(data.get("description", "")), latency_s=values["latency_s"],
                         forward_overhead_s=values["forward_overhead_s"], step_overhead_s=values["step_overhead_s"],
                         prefill_token_budget=int(values["prefill_token_budget"]), chunked_prefill=chunked,
-                        wave_fraction=values["wave_fraction"],
+                        wave_fraction=values["wave_fraction"], request_overhead_s=values["request_overhead_s"],
+                        ep_forward_overhead_s=values["ep_forward_overhead_s"],
                         sources={str(k): str(v) for k, v in sources.items()}, path=path)
 
 

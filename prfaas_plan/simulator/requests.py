@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import PlanError
 from ..workload.arrivals import rescale
-from ..workload.prefix_cache import iter_blocks
+from ..workload.prefix_cache import BlockChains, iter_blocks
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,8 @@ class Requests:
         """Whether the requests carry prefix-block hash ids."""
         return self.block_ids is not None
 
-    def iter_blocks(self, stop: int | None = None) -> Iterator[list[int]]:
-        """Each request's hash ids as a list, in arrival order (the first ``stop`` requests)."""
+    def iter_blocks(self, stop: int | None = None) -> BlockChains:
+        """Each request's hash ids as an int64 array view, in arrival order (the first ``stop`` requests)."""
         return iter_blocks(self.block_ids, self.block_offsets, 0, len(self) if stop is None else stop)
 
     def _head(self, n: int) -> "Requests":

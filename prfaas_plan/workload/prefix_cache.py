@@ -15,10 +15,11 @@ one byte budget (docs/methods.md, "Prefix caches"):
 - **evict**: when the pool exceeds its capacity, least recently used entries go until it is at
   ``low_watermark`` of it (1.0: just back under; the simulator frees 10% at once).
 
-Cost is proportional to what a request touches, never to the pool: the pool is a dict whose insertion
-order is the recency order (a touched entry is deleted and re-inserted at the end, in C-level bulk
-operations), so eviction pops from the front without sorting or scanning; memory is bounded by the
-capacity. Checkpoints are stored under the bitwise complement of their block's id, so ids must be >= 0.
+Cost is proportional to what a request touches, never to the pool: the pool is a hash table whose
+records are linked in recency order (compiled, in `prefix_kernels`), so a touch re-links the prompt's
+entries and eviction pops the oldest without sorting or scanning; memory is bounded by the capacity (the
+table grows by doubling as the pool fills). Checkpoints are stored under the bitwise complement of their
+block's id, so ids must be >= 0.
 
 `replay_prefix_cache` replays a trace's ids in arrival order through such caches (one global, or one per
 key of ``route(i)``) and gives each request's matched prefix. Its caches count blocks (``capacity_blocks``,
@@ -32,10 +33,8 @@ never matches fewer blocks of any request.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice, repeat
 
 import numpy as np
 
@@ -50,96 +49,120 @@ class PrefixCache:
     """One pool. ``capacity_bytes`` bounds KV blocks (``block_bytes`` each) and checkpoints
     (``checkpoint_bytes`` each; 0: the model needs none); ``math.inf`` is unlimited. Counters:
     ``evicted`` entries, ``prompt_tokens`` of prompts prefilled from this pool and ``hit_tokens`` of them
-    served from it (kept by the caller, who knows which pool prefilled)."""
+    served from it (kept by the caller, who knows which pool prefilled). The state lives in the arrays of
+    `prefix_kernels` (compiled); methods taking ``hashes`` accept any sequence of ids, an int64 array
+    fastest."""
 
     def __init__(self, capacity_bytes: float, block_bytes: float = 1.0, checkpoint_bytes: float = 0.0,
                  block_tokens: int = DEFAULT_BLOCK_SIZE, low_watermark: float = 1.0):
+        K = kernels()
         self.capacity = float(capacity_bytes)
         self.block_bytes = float(block_bytes)
         self.checkpoint_bytes = float(checkpoint_bytes)
         self.block_tokens = int(block_tokens)
         self.low_watermark = float(low_watermark)
-        self.recency_matters = True  # False once the caller knows nothing can ever be evicted
-        self._pool: dict[int, None] = {}  # block id, or ~id of a checkpoint -> None; oldest first
-        self._checkpoints = 0
-        self.evicted = 0
-        self.prompt_tokens = 0
-        self.hit_tokens = 0
+        self.sizes = np.array([self.block_bytes, self.checkpoint_bytes, self.capacity, self.low_watermark])
+        self.meta = np.zeros(K.META_SIZE, dtype=np.int64)
+        self.meta[[K.HEAD, K.TAIL]] = -1
+        self.meta[K.BITS] = _FIRST_TABLE_BITS
+        self.meta[K.RECENCY] = 1
+        self.meta[K.BLOCK_TOKENS] = self.block_tokens
+        self.rec = K.new_table(_FIRST_TABLE_BITS)
+
+    def _counter(slot: str):  # builds the counter properties below
+        def get(self) -> int:
+            return int(self.meta[getattr(kernels(), slot)])
+
+        def set_(self, value: int) -> None:
+            self.meta[getattr(kernels(), slot)] = value
+        return property(get, set_)
+
+    evicted = _counter("EVICTED")  # kept in ``meta``, where the kernels count
+    prompt_tokens = _counter("PROMPT")
+    hit_tokens = _counter("HIT")
+    del _counter
+
+    @property
+    def recency_matters(self) -> bool:
+        """False once the caller knows nothing can ever be evicted (`assume_fits`)."""
+        return bool(self.meta[kernels().RECENCY])
 
     def __len__(self) -> int:
         """Entries held (blocks and checkpoints)."""
-        return len(self._pool)
+        return int(self.meta[kernels().N])
+
+    def _has(self, key: int) -> bool:
+        return kernels().find(self.rec, self.meta, key) >= 0
 
     def __contains__(self, block_id: int) -> bool:
         """Whether the block ``block_id`` is cached."""
-        return block_id >= 0 and block_id in self._pool
+        return block_id >= 0 and self._has(block_id)
 
     def has_checkpoint(self, block_id: int) -> bool:
         """Whether the state after block ``block_id`` is cached."""
-        return ~block_id in self._pool
+        return self._has(~block_id)
 
     @property
     def blocks(self) -> int:
         """Blocks held."""
-        return len(self._pool) - self._checkpoints
+        return len(self) - self.checkpoints
 
     @property
     def checkpoints(self) -> int:
         """Checkpoints held."""
-        return self._checkpoints
+        return int(self.meta[kernels().CK])
 
     @property
     def used(self) -> float:
         """Bytes held."""
-        return (len(self._pool) - self._checkpoints) * self.block_bytes + self._checkpoints * self.checkpoint_bytes
+        return self.blocks * self.block_bytes + self.checkpoints * self.checkpoint_bytes
 
     def entries(self) -> list[int]:
         """Every entry, least recently used first (block ids; ``~id`` for a checkpoint after block ``id``)."""
-        return list(self._pool)
+        return kernels().entries(self.rec, self.meta).tolist()
 
     def assume_fits(self, total_bytes: float) -> None:
         """Tell the pool that everything it will ever be asked to hold takes at most ``total_bytes``: when
-        that fits its capacity nothing is ever evicted, so `touch` skips keeping the recency order."""
-        self.recency_matters = total_bytes > self.capacity
+        that fits its capacity nothing is ever evicted, so `touch` skips keeping the recency order. The
+        table is sized at once for the most entries the pool can then hold (no doubling on the way)."""
+        self.meta[kernels().RECENCY] = total_bytes > self.capacity
+        smallest = min(s for s in (self.block_bytes, self.checkpoint_bytes, math.inf) if s > 0)
+        most = min(total_bytes, self.capacity) / smallest
+        if most < 1 << 30:
+            self.make_room(int(most) + 1 - len(self))
+
+    def make_room(self, extra: int) -> None:
+        """Double the table until ``extra`` more entries fit in it (at most half full)."""
+        K = kernels()
+        bits = int(self.meta[K.BITS])
+        while 2 * (len(self) + extra) > 1 << bits:
+            bits += 1
+        if bits != self.meta[K.BITS]:
+            self.rec = K.rehash(self.rec, self.meta, bits)
 
     def cached_blocks(self, hashes: Sequence[int], limit: int) -> int:
         """How many leading blocks of ``hashes[:limit]`` are cached: a binary search, right for prefix-hash
         ids (a block's id names its whole prefix), since the pool is prefix-closed."""
-        pool = self._pool
-        lo, hi = 0, min(limit, len(hashes))
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if hashes[mid - 1] in pool:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        ids = id_array(hashes)
+        return kernels().cached_blocks(self.rec, self.meta, ids, 0, len(ids), limit)
 
     def leading_blocks(self, hashes: Sequence[int]) -> int:
         """How many leading blocks of ``hashes`` are cached, scanning up to the first miss: right even for ids
         that are not prefix hashes (where `cached_blocks`' binary search is not)."""
-        n = 0
-        pool = self._pool
-        for block_id in hashes:
-            if block_id not in pool:
-                break
-            n += 1
-        return n
+        ids = id_array(hashes)
+        return kernels().leading_blocks(self.rec, self.meta, ids, 0, len(ids))
 
     def usable_blocks(self, hashes: Sequence[int], cached: int) -> int:
         """The longest prefix of at most ``cached`` blocks prefill can start from: all of them, or for a
         model with state checkpoints the longest one that has one."""
-        if self.checkpoint_bytes:
-            pool = self._pool
-            while cached and ~hashes[cached - 1] not in pool:
-                cached -= 1
-        return cached
+        return kernels().usable_blocks(self.rec, self.meta, self.sizes, id_array(hashes), 0, cached)
 
     def match(self, hashes: Sequence[int], length: int) -> tuple[int, int]:
         """``(kv_tokens, usable_tokens)`` for a prompt of ``length`` tokens: the cached block-aligned prefix,
         and the longest prefix prefill can start from. At least one token is always left to compute."""
-        kv = self.cached_blocks(hashes, (length - 1) // self.block_tokens)
-        return kv * self.block_tokens, self.usable_blocks(hashes, kv) * self.block_tokens
+        ids = id_array(hashes)
+        kv = self.cached_blocks(ids, (length - 1) // self.block_tokens)
+        return kv * self.block_tokens, self.usable_blocks(ids, kv) * self.block_tokens
 
     def insert(self, hashes: Sequence[int], length: int, checkpoint: bool) -> None:
         """Cache the full blocks of a prompt of ``length`` tokens, and its end-of-prompt checkpoint when
@@ -150,52 +173,36 @@ class PrefixCache:
         """Make ``hashes[:full]`` (and, when ``checkpoint`` and the model needs them, the checkpoint after
         block ``full``) cached and most recently used, roots most recent; evict when over capacity.
         ``present``: how many leading blocks the caller found cached (a `cached_blocks` result)."""
-        if full <= 0 or self.capacity <= 0:
-            return
-        pool = self._pool
-        ckpt = checkpoint and self.checkpoint_bytes
-        if not self.recency_matters:
-            pool.update(dict.fromkeys(hashes[present or 0:full]))
-            if ckpt and ~hashes[full - 1] not in pool:
-                pool[~hashes[full - 1]] = None
-                self._checkpoints += 1
-            return
-        if ckpt:
-            key = ~hashes[full - 1]
-            if key in pool:
-                del pool[key]
-            else:
-                self._checkpoints += 1
-            pool[key] = None
-        deque(map(pool.pop, hashes[:full], repeat(None, full)), maxlen=0)  # C loops: no Python per block
-        pool.update(dict.fromkeys(hashes[full - 1::-1]))
-        n = len(pool)
-        if (n - self._checkpoints) * self.block_bytes + self._checkpoints * self.checkpoint_bytes > self.capacity:
-            self._evict()
-
-    def _evict(self) -> None:
-        """Drop least recently used entries until the pool is at the low watermark of its capacity."""
-        pool = self._pool
-        excess = self.used - self.low_watermark * self.capacity
-        smallest = min(s for s in (self.block_bytes, self.checkpoint_bytes) if s > 0)
-        want = min(len(pool), int(excess // smallest) + 2)
-        while True:  # the oldest ``want`` entries; more if checkpoints made them too small
-            keys = list(islice(pool, want))
-            ids = np.fromiter(keys, dtype=np.int64, count=len(keys))
-            freed = np.cumsum(np.where(ids < 0, self.checkpoint_bytes, self.block_bytes))
-            drop = int(np.searchsorted(freed, excess, side="left")) + 1
-            if drop <= len(keys) or want == len(pool):
-                break
-            want = min(len(pool), 2 * want)
-        drop = min(drop, len(keys))
-        deque(map(pool.__delitem__, keys[:drop]), maxlen=0)
-        self._checkpoints -= int(np.count_nonzero(ids[:drop] < 0))
-        self.evicted += drop
+        ids = id_array(hashes)
+        full = min(int(full), len(ids))
+        self.make_room(full + 1)
+        kernels().touch(self.rec, self.meta, self.sizes, ids, 0, full, bool(checkpoint), present or 0)
 
     @property
     def hit_rate(self) -> float:
         """Fraction of prompt tokens prefilled from this pool that came from it."""
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+_FIRST_TABLE_BITS = 12  # 4,096 positions (64 KiB); doubled as the pool fills
+
+_KERNELS = None
+
+
+def kernels():
+    """The compiled kernels, imported on first use (numba is heavy)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import prefix_kernels
+        _KERNELS = prefix_kernels
+    return _KERNELS
+
+
+def id_array(hashes) -> np.ndarray:
+    """``hashes`` as a contiguous int64 array (no copy when it is one)."""
+    if isinstance(hashes, np.ndarray) and hashes.dtype == np.int64 and hashes.flags.c_contiguous:
+        return hashes
+    return np.ascontiguousarray(hashes, dtype=np.int64)
 
 
 def block_cache(capacity_blocks: int | None = None, block_size: int = DEFAULT_BLOCK_SIZE) -> PrefixCache:
@@ -269,31 +276,62 @@ def replay_prefix_cache(trace: Trace, block_size: int = DEFAULT_BLOCK_SIZE,
                         f"{int(most[i])}")
     if trace.block_ids.size and int(trace.block_ids.min()) < 0:
         raise PlanError(f"{trace.path}: negative hash id {int(trace.block_ids.min())}: expected ids >= 0")
-    caches: dict[Hashable, PrefixCache] = {}
-    matched = []
-    for i, blocks in enumerate(iter_blocks(trace.block_ids, trace.block_offsets)):
-        key = None if route is None else route(i)
-        cache = caches.get(key)
-        if cache is None:
-            cache = caches[key] = block_cache(capacity_blocks, block_size)
-        matched.append(cache.leading_blocks(blocks))
-        cache.touch(blocks, len(blocks), False)
-    matched_blocks = np.asarray(matched, dtype=np.int64)
+    n = len(trace.input_length)
+    if route is None:
+        groups = {None: range(n)} if n else {}
+    else:  # each cache is independent: replay each one's requests on their own, in arrival order
+        groups = {}
+        for i in range(n):
+            groups.setdefault(route(i), []).append(i)
+    ids = id_array(trace.block_ids)
+    offsets = np.ascontiguousarray(trace.block_offsets, dtype=np.int64)
+    matched_blocks = np.zeros(n, dtype=np.int64)
+    K = kernels()
+    for order in groups.values():
+        cache = block_cache(capacity_blocks, block_size)
+        order = np.asarray(order, dtype=np.int64)
+        j = 0
+        while j < len(order):
+            j = K.replay_chunk(cache.rec, cache.meta, cache.sizes, ids, offsets, order, j, False, matched_blocks)
+            if j < len(order):
+                r = order[j]
+                cache.make_room(int(offsets[r + 1] - offsets[r]) + 1)
     total = trace.input_length
     cached = np.minimum(matched_blocks * block_size, total - 1)
-    return CacheReplay(int(block_size), capacity_blocks, len(caches), total, matched_blocks, cached)
+    return CacheReplay(int(block_size), capacity_blocks, len(groups), total, matched_blocks, cached)
+
+
+class BlockChains:
+    """Each request's block ids, requests ``start`` to ``stop`` of a flat id array (request ``i`` owns
+    ``block_ids[offsets[i]:offsets[i + 1]]``): an iterator of int64 array views, converted ``chunk``
+    requests at a time so that memory holds one chunk, not a copy of the trace. `chunks` gives the same
+    as flat arrays (what the compiled routing pass reads)."""
+
+    def __init__(self, block_ids: np.ndarray, offsets: np.ndarray, start: int = 0, stop: int | None = None,
+                 chunk: int = 4096):
+        self.block_ids, self.offsets, self.chunk = block_ids, offsets, chunk
+        self.start = start
+        self.stop = len(offsets) - 1 if stop is None else stop
+        self._views = (ids[a:b] for ids, offs, _, _ in self.chunks(chunk)
+                       for a, b in zip(offs.tolist(), offs[1:].tolist()))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> np.ndarray:
+        return next(self._views)
+
+    def chunks(self, size: int):
+        """``(ids, offsets, first, end)`` per ``size`` requests: their int64 ids, offsets into them (one
+        more than requests) and their indices relative to ``start``."""
+        for c0 in range(self.start, self.stop, size):
+            c1 = min(c0 + size, self.stop)
+            base = int(self.offsets[c0])
+            yield (id_array(self.block_ids[base:int(self.offsets[c1])]),
+                   np.asarray(self.offsets[c0:c1 + 1], dtype=np.int64) - base, c0 - self.start, c1 - self.start)
 
 
 def iter_blocks(block_ids: np.ndarray, offsets: np.ndarray, start: int = 0, stop: int | None = None,
-                chunk: int = 4096):
-    """Each request's block ids as a list of ints, requests ``start`` to ``stop`` of a flat id array
-    (request ``i`` owns ``block_ids[offsets[i]:offsets[i + 1]]``), converted ``chunk`` requests at a time
-    so that memory holds one chunk of Python ints, not the whole trace's."""
-    stop = len(offsets) - 1 if stop is None else stop
-    for c0 in range(start, stop, chunk):
-        c1 = min(c0 + chunk, stop)
-        base = int(offsets[c0])
-        ids = block_ids[base:int(offsets[c1])].tolist()
-        bounds = (offsets[c0:c1 + 1] - base).tolist()
-        for a, b in zip(bounds, bounds[1:]):
-            yield ids[a:b]
+                chunk: int = 4096) -> BlockChains:
+    """Requests ``start`` to ``stop``'s block ids (a `BlockChains`)."""
+    return BlockChains(block_ids, offsets, start, stop, chunk)
