@@ -26,7 +26,7 @@ COMMANDS = {
     "rates kimi-linear": ["rates", "--model", "kimi-linear"],
     "kv-throughput kimi-linear": ["kv-throughput", "--model", "kimi-linear"],
     "workload describe": ["workload", "describe"],
-    "simulate --duration 60": ["simulate", "--duration", "60"],
+    "simulate --duration 60s": ["simulate", "--duration", "60s"],
     "validate": ["validate"],
 }
 BASELINE = [sys.executable, "-c", "import numpy"]

@@ -23,6 +23,7 @@ from . import (
     validate_cmds,  # noqa: E402,F401
     workload_cmds,  # noqa: E402,F401
 )
+from ._coerce import install as install_direct_coercion
 from .app import app
 
 
@@ -40,6 +41,7 @@ def run(argv: list[str] | None = None) -> int:
     exit_types = tuple({typer.Exit, getattr(click.exceptions, "Exit", typer.Exit)})
     abort_types = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
 
+    install_direct_coercion()
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)

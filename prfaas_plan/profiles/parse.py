@@ -7,6 +7,7 @@ to where it came from, or ``assumed: why``.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Annotated, Any
 
 from ..errors import PlanError, closest_names
@@ -24,7 +25,28 @@ from .schema import (
 )
 
 
+def _without_pydantic_plugins(build):
+    """``build`` (a schema factory) run with pydantic's plugin discovery off, as typer builds its own
+    adapters: these internal schemas take no plugins, and the discovery scans every installed
+    distribution's entry points (10-20 ms) the first time a validator is built."""
+
+    @functools.wraps(build)
+    def built(*args):
+        previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+        try:
+            return build(*args)
+        finally:
+            if previous is None:
+                del os.environ["PYDANTIC_DISABLE_PLUGINS"]
+            else:
+                os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
+
+    return built
+
+
 @functools.cache
+@_without_pydantic_plugins
 def _model_schemas():
     """The pydantic schemas of a model profile (built on first use; see `validation`)."""
     from typing import Literal
@@ -98,6 +120,7 @@ def _model_schemas():
         measured_prefill: list[Measured] = []
         sources: Annotated[dict[str, str], Field(min_length=1)]
 
+    @_without_pydantic_plugins
     def group_schema(kind_name: str):
         kind = KINDS[kind_name]
         fields: dict[str, Any] = {"kind": (str, ...), "layers": (Layers, ...)}
@@ -236,6 +259,7 @@ def _check_magnitudes(m: ModelProfile) -> None:
 
 
 @functools.cache
+@_without_pydantic_plugins
 def _hardware_schema():
     """The pydantic schema of a hardware profile (built on first use; see `validation`)."""
     from typing import Literal

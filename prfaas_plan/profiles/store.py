@@ -5,6 +5,10 @@ repository and are installed inside the package; extra folders come from ``--pro
 ``PRFAAS_PLAN_PROFILES`` environment variable (``os.pathsep``-separated; a folder may hold model and
 hardware YAMLs side by side, told apart by their ``kind:`` field or by a ``models/`` / ``hardware/``
 subfolder). A later folder overrides an earlier profile of the same name.
+
+Looking one bundled profile up (no user folders in effect) validates only its file, which is most of a
+cold start's profile cost; the tests validate every bundled file, and a user folder, `all_models` or an
+unknown name loads and validates everything, as before.
 """
 
 from __future__ import annotations
@@ -37,13 +41,18 @@ def add_profile_dir(path: str | Path) -> None:
     if not p.is_dir():
         raise PlanError(f"--profiles {str(path)!r}: not a folder")
     _extra_dirs.append(p)
-    _load_all.cache_clear()
+    _forget()
 
 
 def reset_profile_dirs() -> None:
     """Forget every user folder added by `add_profile_dir` and every cached profile."""
     _extra_dirs.clear()
-    _load_all.cache_clear()
+    _forget()
+
+
+def _forget() -> None:
+    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled):
+        cached.cache_clear()
 
 
 def _user_dirs() -> list[Path]:
@@ -124,21 +133,43 @@ def _profile_kind(data: dict, path: Path, default: str) -> str:
 
 
 @lru_cache(maxsize=None)
+def _read_bundled(path: Path) -> dict:
+    return read_yaml(path)
+
+
+@lru_cache(maxsize=None)
+def _validated_bundled(path: Path, kind: str) -> ModelProfile | HardwareProfile:
+    """A bundled profile file validated (once; `_load_all` and the lazy lookup share the result)."""
+    data = _read_bundled(path)
+    return model_from_dict(data, str(path)) if kind == "model" else hardware_from_dict(data, str(path))
+
+
+def _bundled_files() -> list[tuple[Path, str]]:
+    """Every bundled model and hardware profile file with its kind, in load order (stacks left out)."""
+    out = []
+    for folder, default in [(d, "model") for d in _bundled_dir("model")] + [
+            (d, "hardware") for d in _bundled_dir("hardware")]:
+        for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
+            kind = _profile_kind(_read_bundled(path), path, default)
+            if kind != "stack":
+                out.append((path, kind))
+    return out
+
+
+@lru_cache(maxsize=None)
 def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], dict[str, str]]:
     models: dict[str, ModelProfile] = {}
     hardware: dict[str, HardwareProfile] = {}
-    sources: list[tuple[Path, str]] = [(d, "model") for d in _bundled_dir("model")]
-    sources += [(d, "hardware") for d in _bundled_dir("hardware")]
-    for d in _user_dirs():
-        sources.append((d, "model"))
+    for path, kind in _bundled_files():  # a broken bundled profile is an error: the tests validate them all
+        prof = _validated_bundled(path, kind)
+        (models if kind == "model" else hardware)[prof.name] = prof
     broken: dict[str, str] = {}
-    for folder, default in sources:
-        bundled = folder in _bundled_dir("model") + _bundled_dir("hardware")
+    for folder in _user_dirs():
         for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
             data = None
             try:
                 data = read_yaml(path)
-                kind = _profile_kind(data, path, default)
+                kind = _profile_kind(data, path, "model")
                 if kind == "stack":
                     continue  # serving stacks are loaded by profiles/stack.py
                 if kind == "model":
@@ -148,8 +179,6 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
                     hw = hardware_from_dict(data, str(path))
                     hardware[hw.name] = hw
             except PlanError as exc:
-                if bundled:
-                    raise
                 # A broken user file must not break commands that do not use it: remember why, warn
                 # once, and make a lookup of its name (the file's stem) fail with the reason.
                 declared = data.get("name") if isinstance(data, dict) else None
@@ -157,6 +186,51 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
                     if key and key not in models and key not in hardware:
                         broken[key] = str(exc)
     return models, hardware, broken
+
+
+def _declared(value) -> str | None:
+    return value.strip().lower() if isinstance(value, str) else None
+
+
+@lru_cache(maxsize=None)
+def _bundled_index() -> dict[str, tuple[dict[str, Path], list[tuple[str, Path]]]] | None:
+    """The bundled files by kind: ``{kind: ({declared name: path}, [(declared alias, path), ...])}``, read
+    but not validated; None when a name or alias is not a plain string or a name repeats (then every
+    lookup goes through `_load_all`)."""
+    index: dict[str, tuple[dict[str, Path], list[tuple[str, Path]]]] = {"model": ({}, []), "hardware": ({}, [])}
+    for path, kind in _bundled_files():
+        data = _read_bundled(path)
+        names, aliases = index[kind]
+        name, raw_aliases = _declared(data.get("name")), data.get("aliases", [])
+        if name is None or name in names or not isinstance(raw_aliases, list):
+            return None
+        names[name] = path
+        for alias in raw_aliases:
+            if _declared(alias) is None:
+                return None
+            aliases.append((_declared(alias), path))
+    return index
+
+
+def _lazy_lookup(key: str, kind: str):
+    """The bundled profile ``key`` names, validating only that file; None when the answer needs every
+    profile (user folders in effect, profiles already loaded, an unknown name): `_lookup` then decides,
+    with the same result. Exact: a hit is kept only if the validated profile's name or aliases match
+    ``key`` as `_lookup` would match them, and names are looked at before aliases, as there."""
+    if _load_all.cache_info().currsize or _user_dirs():
+        return None
+    index = _bundled_index()
+    if index is None:
+        return None
+    names, aliases = index[kind]
+    if key in names:
+        prof = _validated_bundled(names[key], kind)
+        return prof if prof.name == key else None
+    for alias, path in aliases:
+        if alias == key:
+            prof = _validated_bundled(path, kind)
+            return prof if key in prof.aliases else None
+    return None
 
 
 def broken_profiles() -> list[str]:
@@ -195,13 +269,13 @@ def get_model(name: str | ModelProfile) -> ModelProfile:
     """Look a model profile up by name or alias (case-insensitive)."""
     if isinstance(name, ModelProfile):
         return name
-    return _lookup(name, all_models(), "model")
+    return _lazy_lookup(str(name).strip().lower(), "model") or _lookup(name, all_models(), "model")
 
 
 def get_hardware(name: str | HardwareProfile) -> HardwareProfile:
     """Look a hardware profile up by name or alias (case-insensitive)."""
     if isinstance(name, HardwareProfile):
         return name
-    return _lookup(name, all_hardware(), "chip")
+    return _lazy_lookup(str(name).strip().lower(), "hardware") or _lookup(name, all_hardware(), "chip")
 
 
