@@ -366,12 +366,18 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     account_servers(end)
     sample(end)
     table = np.array(rows, dtype=float).reshape(len(rows), len(SAMPLE_KEYS))
+    rows.clear()  # each list is emptied once converted: a list and its array never both stay in memory
     timeline = {k: table[:, j].copy() for j, k in enumerate(SAMPLE_KEYS)}
-    ints = lambda a: np.fromiter(a, dtype=np.int64, count=n)  # noqa: E731 - flat lists, faster than np.array
-    floats = lambda a: np.fromiter(a, dtype=float, count=n)  # noqa: E731
-    return RunRecord(route=ints(route), uncached=ints(uncached), p_start=floats(p_start),
-                p_end=floats(p_end), ready=floats(ready), d_start=floats(d_start),
-                finish=floats(finish), flow_bytes=floats(flow_bytes), arrived=i, end_s=end,
+    del table
+
+    def take(values: list, dtype) -> np.ndarray:
+        out = np.fromiter(values, dtype=dtype, count=n)  # a flat list: faster than np.array
+        values.clear()
+        return out
+
+    return RunRecord(route=take(route, np.int64), uncached=take(uncached, np.int64), p_start=take(p_start, float),
+                p_end=take(p_end, float), ready=take(ready, float), d_start=take(d_start, float),
+                finish=take(finish, float), flow_bytes=take(flow_bytes, float), arrived=i, end_s=end,
                 link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
                 threshold_changes=short.changes, server_area=server_area, prefix_moves=prefix_moves,
                 peak_flows=link.peak_flows)
