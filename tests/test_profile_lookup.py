@@ -37,10 +37,15 @@ def test_lazy_lookup_finds_what_the_full_load_finds(get, table, what):
             assert store._load_all.cache_info().currsize == 0, f"{key!r} loaded every profile"
 
 
-def test_a_lookup_validates_one_file(monkeypatch):
+@pytest.mark.parametrize("from_snapshot", [True, False])
+def test_a_lookup_validates_one_file(monkeypatch, from_snapshot):
+    from prfaas_plan.profiles import snapshot
+
     profiles.reset_profile_dirs()
+    if not from_snapshot:
+        monkeypatch.setattr(snapshot, "validated", lambda path, kind: None)
     seen = []
     real = store.model_from_dict
     monkeypatch.setattr(store, "model_from_dict", lambda data, path: seen.append(path) or real(data, path))
     profiles.get_model("kimi-linear")
-    assert len(seen) == 1 and store._load_all.cache_info().currsize == 0
+    assert len(seen) == (0 if from_snapshot else 1) and store._load_all.cache_info().currsize == 0

@@ -139,7 +139,15 @@ def _read_bundled(path: Path) -> dict:
 
 @lru_cache(maxsize=None)
 def _validated_bundled(path: Path, kind: str) -> ModelProfile | HardwareProfile:
-    """A bundled profile file validated (once; `_load_all` and the lazy lookup share the result)."""
+    """A bundled profile file validated (once; `_load_all` and the lazy lookup share the result): from
+    the snapshot of validated bundled profiles when it holds this file's exact bytes (`snapshot`)."""
+    from . import snapshot
+
+    return snapshot.validated(path, kind) or _validate_file(path, kind)
+
+
+def _validate_file(path: Path, kind: str) -> ModelProfile | HardwareProfile:
+    """A profile file through the validation layer."""
     data = _read_bundled(path)
     return model_from_dict(data, str(path)) if kind == "model" else hardware_from_dict(data, str(path))
 
