@@ -104,6 +104,18 @@ def test_short_term_rule_raises_only_while_the_remote_backlog_is_larger():
     assert a.update(8.0, 0.10, 0.0, 0.0, 0.0) == 10_000 and a.changes == 4
 
 
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(current=st.sampled_from([1.0, 1.25, 2.0, 8.0]), util=st.floats(0.0, 1.5), queue=st.floats(0.0, 4.0),
+       remote_s=st.floats(0.0, 10.0), local_s=st.floats(0.0, 10.0))
+def test_short_term_rule_cannot_move_means_update_keeps_everything(current, util, queue, remote_s, local_s):
+    """`can_move` False: `update` keeps the threshold and its state whatever the backlogs (the event loop then
+    skips computing them)."""
+    a = AdaptiveThreshold(ShortTermRule(), 1000.0)
+    a.current = 1000.0 * current
+    if not a.can_move(util, queue):
+        assert a.update(10.0, util, queue, remote_s, local_s) == 1000.0 * current and a.changes == 0
+
 # --- link --------------------------------------------------------------------------------------------
 
 def test_link_shares_fairly_and_respects_production_caps():
@@ -280,3 +292,31 @@ def test_balanced_threshold_reuses_the_search_exactly():
                                     stage_bounds(free, r, perf, [n_p]), 0, n_p, col.max())
         assert balanced_threshold(layout, grid, perf, n_p, "exact", res) == fresh
         assert balanced_threshold(layout, grid, perf, n_p, "exact", replace(res, bounds=None)) == fresh
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), split=st.integers(0, 8), gbps=st.sampled_from([1.0, 10.0, 40.0, 100.0, 400.0]),
+       out=st.integers(64, 4096))
+def test_long_term_surface_near_the_split_decides_as_the_full_search(seed, split, gbps, out):
+    """The long-term rule evaluates only the splits one conversion reaches (`surface(..., near=split)`):
+    the gains it reads and the threshold it re-optimizes after each possible change are the full grid
+    search's, to the bit, on random period lengths, splits and link rates."""
+    from dataclasses import replace
+
+    from prfaas_plan.analytic.search import balanced_threshold
+    from prfaas_plan.layout import Link, prfaas_pd
+    from prfaas_plan.planning import case_study as paper
+    from prfaas_plan.simulator.scheduler import empirical_grid, split_gains, surface
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.lognormal(rng.uniform(7.0, 11.0), rng.uniform(0.3, 1.5), int(rng.integers(100, 600)))
+    grid = empirical_grid(lengths.clip(1, 131_072).round())
+    perf = replace(paper.case_study_perf("paper"), output_tokens=float(out))
+    base = prfaas_pd(paper.REMOTE, paper.LOCAL, Link(gbps * 1e9))
+    layout = replace(base, pd_sites=(base.pd_sites[0].with_split(split),))
+    full, near = surface(layout, grid, perf, "exact"), surface(layout, grid, perf, "exact", near=split)
+    assert near.splits.tolist() == [s for s in (split - 1, split, split + 1) if 0 <= s <= 8]
+    assert split_gains(near, split) == split_gains(full, split)
+    for n_p in near.splits.tolist():
+        assert balanced_threshold(layout, grid, perf, n_p, "exact", near) == \
+            balanced_threshold(layout, grid, perf, n_p, "exact", full)

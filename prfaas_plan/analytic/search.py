@@ -9,6 +9,7 @@ the one where the remote and local prefill bounds balance (the paper's optimalit
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -43,7 +44,13 @@ def per_support_step(grid: LengthGrid, fn):
 
 def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
     """Candidate thresholds: log-spaced over the support, plus 0 and the support points' ends."""
-    lo, hi = max(grid.lengths[0], 1.0), grid.lengths[-1]
+    return _candidates(float(max(grid.lengths[0], 1.0)), float(grid.lengths[-1]), n).copy()
+
+
+@lru_cache(maxsize=64)
+def _candidates(lo: float, hi: float, n: int) -> np.ndarray:
+    """`threshold_candidates` by the support's ends (tokens): the simulator's long-term rule searches a new
+    grid every period, usually with the same shortest and longest prompt."""
     return sorted_unique(np.concatenate([[0.0], np.geomspace(lo, hi, n), [hi]]))
 
 
@@ -61,9 +68,10 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 class GridResult:
     """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``.
     ``bounds``: the stage bounds (requests/s) behind ``lam``, kept so that `balanced_threshold` at another
-    split reuses them instead of recomputing the routing over every threshold."""
+    split reuses them instead of recomputing the routing over every threshold. ``best`` is None on a
+    surface of a few splits only (`split_columns`)."""
 
-    best: Evaluation
+    best: Evaluation | None
     thresholds: np.ndarray
     splits: np.ndarray
     lam: np.ndarray
@@ -100,6 +108,18 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     return GridResult(best, ts, splits, lam, b)
 
 
+def split_columns(layout: Layout, grid: LengthGrid, perf: PerfInputs, splits, mode: str = "exact") -> GridResult:
+    """The columns of `grid_search`'s surface (free threshold) at the local splits ``splits`` only, without
+    its optimum (``best`` None): each (threshold, split) bound is computed on its own, so they are the
+    full search's figures to the bit, and `balanced_threshold` at one of ``splits`` gives the full
+    search's answer (the simulator's long-term rule needs only the splits one conversion reaches)."""
+    free = replace(layout, threshold=None)
+    ts = threshold_candidates(grid)
+    splits = np.asarray(splits, dtype=int)
+    b = stage_bounds(free, routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name), perf, splits)
+    return GridResult(None, ts, splits, b.lambda_max, b)
+
+
 def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_prefill: int, mode: str = "exact",
                        res: GridResult | None = None) -> float:
     """The threshold (tokens) maximizing ``Lambda_max`` at the fixed local split ``n_prefill``, and among
@@ -110,7 +130,7 @@ def balanced_threshold(layout: Layout, grid: LengthGrid, perf: PerfInputs, n_pre
     res = grid_search(free, grid, perf, mode) if res is None else res
     j = int(np.flatnonzero(res.splits == n_prefill)[0])
     col = res.lam[:, j]
-    if n_prefill == res.best.n_prefill and col.max() == res.lam.max():
+    if res.best is not None and n_prefill == res.best.n_prefill and col.max() == res.lam.max():
         return res.best.threshold  # the search already balanced this very column (same inputs, same answer)
     if res.bounds is None:
         b, j = stage_bounds(free, routing_stats(grid, perf, res.thresholds, mode, layout.pd_sites[0].name), perf,

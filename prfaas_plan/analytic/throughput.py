@@ -70,15 +70,29 @@ class LengthGrid:
         """``suffix(1)``: probability of each support point or a longer one (computed once per grid)."""
         return self.suffix(np.ones_like(self.lengths))
 
+    def _once(self, key, owner, compute) -> np.ndarray:
+        """``compute()``, evaluated once per grid, ``key`` and ``owner`` object: the search and the plan's
+        checks evaluate the same grid many times. The cache keeps ``owner`` beside its result, so an
+        identity match cannot be a recycled object."""
+        cache = self.__dict__.setdefault("_cache", {})
+        hit = cache.get((key, id(owner)))
+        if hit is None or hit[0] is not owner:
+            hit = cache[(key, id(owner))] = (owner, compute())
+        return hit[1]
+
     def busy_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
         """`busy_s` of ``prefill`` at every support point (seconds per request), computed once per grid
-        and prefill model: the search and the plan's checks evaluate the same grid many times. The cache
-        keeps the model itself beside its result, so an identity match cannot be a recycled object."""
-        cache = self.__dict__.setdefault("_busy_cache", {})
-        hit = cache.get(id(prefill))
-        if hit is None or hit[0] is not prefill:
-            hit = cache[id(prefill)] = (prefill, busy_s(prefill, self.lengths))
-        return hit[1]
+        and prefill model."""
+        return self._once("busy", prefill, lambda: busy_s(prefill, self.lengths))
+
+    def busy_suffix(self, prefill: PrefillModel) -> np.ndarray:
+        """``suffix(busy_at_lengths(prefill))`` (seconds per request), computed once per grid and model."""
+        return self._once("busy_suffix", prefill, lambda: self.suffix(self.busy_at_lengths(prefill)))
+
+    def transfer_suffix(self, model: ModelProfile, transfer: TransferBytes) -> np.ndarray:
+        """``suffix`` of the bytes ``transfer`` moves for ``model`` at every support point (bytes per request),
+        computed once per grid, model and policy."""
+        return self._once(("transfer", transfer), model, lambda: self.suffix(transfer.at(model, self.lengths)))
 
     @cached_property
     def length_suffix(self) -> np.ndarray:
@@ -154,13 +168,10 @@ def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "r
         l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
         l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
     if mode == "exact":
-        t_local = grid.busy_at_lengths(site.prefill)
-        t_remote = (grid.busy_at_lengths(perf.remote_prefill) if perf.remote_prefill is not None
-                    else np.full_like(l, np.inf))
-        s_kv = perf.transfer_bytes(l, site_name)
-        remote = grid.suffix(t_remote)[idx]
-        link = grid.suffix(s_kv)[idx]
-        local_suffix = grid.suffix(t_local)
+        remote = (grid.busy_suffix(perf.remote_prefill) if perf.remote_prefill is not None
+                  else grid.suffix(np.full_like(l, np.inf)))[idx]
+        link = grid.transfer_suffix(perf.model, site.transfer)[idx]
+        local_suffix = grid.busy_suffix(site.prefill)
         local = local_suffix[0] - local_suffix[idx]
     else:
         safe_long = np.nan_to_num(l_long, nan=1.0)

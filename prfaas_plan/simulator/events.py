@@ -39,6 +39,8 @@ INF = math.inf
 _CAPACITY, _LOCAL_DONE, _REMOTE_DONE, _PREFIX_LOCAL, _PREFIX_REMOTE, _READY, _DECODE_DONE, _REBALANCE = range(8)
 SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "local_busy", "decode_waiting",
                "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
+LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "local_busy", "decode_waiting",
+                                                             "decode_busy"))  # what `long_term_step` reads
 
 
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
@@ -94,8 +96,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     short = AdaptiveThreshold(cfg.short_term, thr0)
     thr = thr0
     roles: list[dict] = []
-    period_u: list[int] = []
-    period_out: list[int] = []
+    period_u: list[int] = []                   # uncached lengths of the period's arrivals (PD cluster's view)
+    period_from = 0                            # the period's first arrival
     rows: list[tuple] = []
     sample_s = cfg.sample_s
     next_sample = 0.0
@@ -193,13 +195,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             next_sample = k_sample * sample_s
 
     def rebalance(t: float) -> None:
-        nonlocal lp_free, lp_servers, lp_convert, thr
+        nonlocal lp_free, lp_servers, lp_convert, thr, period_from
         rule = cfg.long_term
         recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
-        mean = dict(zip(SAMPLE_KEYS, (sum(c) / len(c) for c in zip(*recent)))) if recent else {}
+        mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
         step = long_term_step(rule, sysm, reopt_perf, cfg.mode, split, link.capacity * 8.0 / eff, period_u,
-                              period_out, mean)
+                              outlen[period_from:i], mean)
         change = step.change
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
@@ -226,7 +228,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                           "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
                           "model_gain": step.gain})
         period_u.clear()
-        period_out.clear()
+        period_from = i
 
     i = 0
     now = 0.0
@@ -250,8 +252,11 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             if progress is not None and not (i & 4095):
                 progress(i)
             if adaptive and remote_ok:
-                link.advance(t)
-                if t - short.last_change_s >= short_interval_s:  # else the rule keeps ``thr`` (`update`)
+                if t > link.t:
+                    link.advance(t)
+                # else the rule keeps ``thr`` (`update`; `can_move`: whatever the backlogs)
+                if t - short.last_change_s >= short_interval_s and short.can_move(link.util,
+                                                                                  len(rp_queue) / n_remote):
                     unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
                     thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
                                        lp_work / lp_servers if lp_servers else INF)
@@ -263,7 +268,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             uncached[rid] = u
             if adaptive:
                 period_u.append(u_pd)
-                period_out.append(outlen[rid])
             if local:
                 route[rid] = 0
                 if moved:  # the prefix lives in the remote cluster: pull it over the link first
@@ -284,8 +288,16 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     prefix_moves[0] += 1
                     back = skv[moved] / link.capacity if link.capacity > 0 else INF
                     heappush(heap, (t + back + rtt_half, _PREFIX_REMOTE, rid, 0))
+                elif rp_free > 0:  # enqueue_remote and start_remote, inlined
+                    rp_free -= 1
+                    p_start[rid] = t
+                    s = t_remote[u]
+                    heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+                    size = flow_bytes[rid]
+                    link.add(t, rid, size, size * keep / s if s > 0 else INF)
                 else:
-                    enqueue_remote(rid, t)
+                    rp_queue.append(rid)
+                    rp_work += t_remote[u]
             continue
 
         if th == t:  # ------------------------------------------------------------------------ heap event
@@ -353,11 +365,19 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     link.advance(end)
     account_servers(end)
     sample(end)
-    timeline = ({k: np.array(c, dtype=float) for k, c in zip(SAMPLE_KEYS, zip(*rows))} if rows
-                else {k: np.zeros(0) for k in SAMPLE_KEYS})
-    return RunRecord(route=np.array(route), uncached=np.array(uncached), p_start=np.array(p_start),
-                p_end=np.array(p_end), ready=np.array(ready), d_start=np.array(d_start),
-                finish=np.array(finish), flow_bytes=np.array(flow_bytes), arrived=i, end_s=end,
+    table = np.array(rows, dtype=float).reshape(len(rows), len(SAMPLE_KEYS))
+    rows.clear()  # each list is emptied once converted: a list and its array never both stay in memory
+    timeline = {k: table[:, j].copy() for j, k in enumerate(SAMPLE_KEYS)}
+    del table
+
+    def take(values: list, dtype) -> np.ndarray:
+        out = np.fromiter(values, dtype=dtype, count=n)  # a flat list: faster than np.array
+        values.clear()
+        return out
+
+    return RunRecord(route=take(route, np.int64), uncached=take(uncached, np.int64), p_start=take(p_start, float),
+                p_end=take(p_end, float), ready=take(ready, float), d_start=take(d_start, float),
+                finish=take(finish, float), flow_bytes=take(flow_bytes, float), arrived=i, end_s=end,
                 link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
                 threshold_changes=short.changes, server_area=server_area, prefix_moves=prefix_moves,
                 peak_flows=link.peak_flows)

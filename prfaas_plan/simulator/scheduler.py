@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..analytic.search import GridResult, balanced_threshold, grid_search  # noqa: F401 (events uses it)
+from ..analytic.search import GridResult, balanced_threshold, grid_search, split_columns
 from ..analytic.throughput import LengthGrid, PerfInputs
 from ..layout import Layout
 
@@ -59,6 +59,13 @@ class AdaptiveThreshold:
     def reset(self, base: float) -> None:
         """Adopt a new long-term threshold (after re-optimization)."""
         self.base = self.current = float(base)
+
+    def can_move(self, link_util: float, remote_queue: float) -> bool:
+        """False when `update` keeps the threshold whatever the backlogs: the link is not congested below
+        the cap and the threshold is not above its long-term value (the caller may skip computing them)."""
+        r = self.rule
+        congested = link_util > r.util_high or remote_queue > r.queue_high
+        return (congested and self.current < self.base * r.max_factor) or self.current > self.base
 
     def update(self, t: float, link_util: float, remote_queue: float, remote_backlog_s: float,
                local_backlog_s: float) -> float:
@@ -158,7 +165,7 @@ def long_term_step(rule: LongTermRule, sysm, perf: PerfInputs, mode: str, split:
         lay = replace(sysm.layout, pd_sites=(pd_site,))
         grid = empirical_grid(lengths)
         p = replace(perf, output_tokens=sum(outputs) / len(outputs))
-        res = surface(lay, grid, p, mode)
+        res = surface(lay, grid, p, mode, near=split)
         up, down = split_gains(res, split)
     obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0), mean.get("decode_waiting", 0.0),
                       mean.get("decode_busy", 0.0), split, site.instances - split, sysm.slots, up, down)
@@ -175,10 +182,16 @@ def empirical_grid(lengths) -> LengthGrid:
     return LengthGrid(values, counts / counts.sum())
 
 
-def surface(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "exact") -> GridResult:
-    """`optimizer.grid_search` over thresholds and splits; the threshold is free unless the layout pins it
-    to ``inf`` (nothing remote) or ``0`` (everything remote)."""
+def surface(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "exact",
+            near: int | None = None) -> GridResult:
+    """`analytic.search.grid_search` over thresholds and splits; the threshold is free unless the layout
+    pins it to ``inf`` (nothing remote) or ``0`` (everything remote). ``near``: with a free threshold,
+    only the splits one role conversion reaches from ``near`` local prefill instances (`split_columns`:
+    the same columns, all that `split_gains` and the re-optimization of ``t`` after one conversion read)."""
     free = layout.threshold not in (0.0, math.inf)
+    if free and near is not None:
+        reach = [s for s in (near - 1, near, near + 1) if 0 <= s <= layout.pd_sites[0].instances]
+        return split_columns(layout, grid, perf, reach, mode)
     return grid_search(replace(layout, threshold=None) if free else layout, grid, perf, mode)
 
 
