@@ -149,8 +149,8 @@ class SimResult:
                "in_flight": int(self.arrived - len(f)), "offered_rps": math.nan,
                "throughput_rps": math.nan, "steady_throughput_rps": math.nan}
         a = self.arrival_s[: self.arrived]
-        if self.arrived > 1 and a[-1] > a[0]:
-            out["offered_rps"] = float((self.arrived - 1) / (a[-1] - a[0]))
+        if self.arrived > 1 and a[-1] > a[0]:  # Python floats: a subnormal span gives inf, not a warning
+            out["offered_rps"] = (self.arrived - 1) / (float(a[-1]) - float(a[0]))
         if len(f) and f[-1] > a[0]:
             out["throughput_rps"] = float(len(f) / (f[-1] - a[0]))
         if len(f) >= 20:
