@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.simulator.link import LinkProfile
+from prfaas_plan.simulator.link import LinkProfile, SharedLink
 from prfaas_plan.simulator.pipeline import _fcfs, _link
 
 times = st.floats(0, 100, allow_nan=False)
@@ -57,3 +57,61 @@ def test_compiled_link_drain_is_the_shared_link(case, after):
     stop = min(horizon, after)  # the books are closed at the run's end, which may come before the last event
     (bins_c, peak_c), (bins_p, peak_p) = close_c(stop), close_p(stop)
     assert np.array_equal(bins_c, bins_p) and peak_c == peak_p
+
+
+@st.composite
+def link_ops(draw):
+    """A run of the event loop's calls on a shared link: flows started (capped or not, some empty), caps
+    lifted, goodput changes, completions and bare advances, at non-decreasing times on a coarse grid (ties on
+    purpose)."""
+    ops, t, started = [], 0.0, 0
+    for _ in range(draw(st.integers(0, 60))):
+        t += draw(st.sampled_from([0.0, 0.0, 0.1, 0.5, 3.0, 40.0]))
+        kind = draw(st.sampled_from(["add", "add", "uncap", "capacity", "complete", "complete", "advance"]))
+        if kind == "add":
+            cap = draw(st.sampled_from([math.inf, 0.0, 5.0, 40.0]) | st.floats(0.1, 500))
+            ops.append(("add", t, started, draw(st.sampled_from([0.0, 1.0, 333.3]) | st.floats(0, 1e4)), cap))
+            started += 1
+        elif kind == "uncap" and started:
+            ops.append(("uncap", t, draw(st.integers(0, started - 1))))
+        elif kind == "capacity":
+            ops.append(("capacity", t, draw(st.sampled_from([0.0, 10.0, 100.0, 1e4]))))
+        else:
+            ops.append(("complete" if kind == "complete" else "advance", t))
+    return ops
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(link_ops(), st.sampled_from([10.0, 100.0, 1e4]), st.sampled_from([0.3, 1.0, 7.0]),
+       st.sampled_from([0.0, 2.0]))
+def test_compiled_shared_link_is_the_python_one(ops, capacity, bin_s, tau_s):
+    from prfaas_plan.simulator.compiled_link import CompiledLink
+
+    links = SharedLink(capacity, bin_s, tau_s), CompiledLink(capacity, bin_s, tau_s)
+    active: set = set()
+    for op in ops:
+        kind, t = op[0], max(op[1], links[0].t)
+        if kind == "complete" and links[0].next_t == math.inf:
+            kind = "advance"
+        seen = []
+        for link in links:
+            if kind == "add":
+                link.add(t, op[2], op[3], op[4])
+            elif kind == "uncap":
+                if op[2] in active:
+                    link.uncap(t, op[2])
+            elif kind == "capacity":
+                link.set_capacity(t, op[2])
+            elif kind == "complete":
+                seen.append(link.complete())
+            else:
+                link.advance(t)
+        if kind == "add":
+            active.add(op[2])
+        elif kind == "complete":
+            assert seen[0] == seen[1]
+            active.discard(seen[0][1])
+        for name in ("t", "next_t", "util", "capacity", "peak_flows"):
+            assert getattr(links[0], name) == getattr(links[1], name), name
+        assert links[0].unsent_bytes() == links[1].unsent_bytes()
+        assert np.array_equal(np.array(links[0].bins), links[1].bins)
