@@ -272,13 +272,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             if adaptive and remote_ok:
                 if t > link.t:
                     link.advance(t)
+                util = link.util
                 # else the rule keeps ``thr`` (`update`; `can_move`: whatever the backlogs)
-                if t - short.last_change_s >= short_interval_s and short.can_move(link.util,
-                                                                                  len(rp_queue) / n_remote):
+                if t - short.last_change_s >= short_interval_s and short.can_move(util, len(rp_queue) / n_remote):
                     unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
-                    thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
+                    thr = short.update(t, util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
                                        lp_work / lp_servers if lp_servers else INF)
-                abundant = link.util < abundant_util
+                abundant = util < abundant_util
             else:
                 abundant = False
             if chunks is None:
