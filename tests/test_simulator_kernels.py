@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.simulator.link import LinkProfile
+from prfaas_plan.simulator.link import LinkProfile, SharedLink
 from prfaas_plan.simulator.pipeline import _fcfs, _link
 
 times = st.floats(0, 100, allow_nan=False)
@@ -57,3 +57,91 @@ def test_compiled_link_drain_is_the_shared_link(case, after):
     stop = min(horizon, after)  # the books are closed at the run's end, which may come before the last event
     (bins_c, peak_c), (bins_p, peak_p) = close_c(stop), close_p(stop)
     assert np.array_equal(bins_c, bins_p) and peak_c == peak_p
+
+
+@st.composite
+def link_ops(draw):
+    """A run of the event loop's calls on a shared link: flows started (capped or not, some empty), caps
+    lifted, goodput changes, completions and bare advances, at non-decreasing times on a coarse grid (ties on
+    purpose)."""
+    ops, t, started = [], 0.0, 0
+    for _ in range(draw(st.integers(0, 60))):
+        t += draw(st.sampled_from([0.0, 0.0, 0.1, 0.5, 3.0, 40.0]))
+        kind = draw(st.sampled_from(["add", "add", "uncap", "capacity", "complete", "complete", "advance"]))
+        if kind == "add":
+            cap = draw(st.sampled_from([math.inf, 0.0, 5.0, 40.0]) | st.floats(0.1, 500))
+            ops.append(("add", t, started, draw(st.sampled_from([0.0, 1.0, 333.3]) | st.floats(0, 1e4)), cap))
+            started += 1
+        elif kind == "uncap" and started:
+            ops.append(("uncap", t, draw(st.integers(0, started - 1))))
+        elif kind == "capacity":
+            ops.append(("capacity", t, draw(st.sampled_from([0.0, 10.0, 100.0, 1e4]))))
+        else:
+            ops.append(("complete" if kind == "complete" else "advance", t))
+    return ops
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(link_ops(), st.sampled_from([10.0, 100.0, 1e4]), st.sampled_from([0.3, 1.0, 7.0]),
+       st.sampled_from([0.0, 2.0]))
+def test_compiled_shared_link_is_the_python_one(ops, capacity, bin_s, tau_s):
+    from prfaas_plan.simulator.compiled_link import CompiledLink
+
+    links = SharedLink(capacity, bin_s, tau_s), CompiledLink(capacity, bin_s, tau_s)
+    active: set = set()
+    for op in ops:
+        kind, t = op[0], max(op[1], links[0].t)
+        if kind == "complete" and links[0].next_t == math.inf:
+            kind = "advance"
+        seen = []
+        for link in links:
+            if kind == "add":
+                link.add(t, op[2], op[3], op[4])
+            elif kind == "uncap":
+                if op[2] in active:
+                    link.uncap(t, op[2])
+            elif kind == "capacity":
+                link.set_capacity(t, op[2])
+            elif kind == "complete":
+                seen.append(link.complete())
+            else:
+                link.advance(t)
+        if kind == "add":
+            active.add(op[2])
+        elif kind == "complete":
+            assert seen[0] == seen[1]
+            active.discard(seen[0][1])
+        for name in ("t", "next_t", "util", "capacity", "peak_flows"):
+            assert getattr(links[0], name) == getattr(links[1], name), name
+        assert links[0].unsent_bytes() == links[1].unsent_bytes()
+        assert np.array_equal(np.array(links[0].bins), links[1].bins)
+
+
+def test_event_loop_with_the_compiled_link_makes_the_same_run(monkeypatch):
+    # the adaptive engine takes the compiled link from COMPILED_FROM requests on: lowered here to compare a run
+    # with contention (a load near saturation, a link drop) against the Python link's, bit for bit
+    from prfaas_plan.analytic.search import grid_search
+    from prfaas_plan.analytic.throughput import LengthGrid
+    from prfaas_plan.layout import Link, prfaas_pd
+    from prfaas_plan.planning import case_study as paper
+    from prfaas_plan.simulator import Requests, SimConfig, pipeline, simulate
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    inputs = np.clip(rng.lognormal(9.9, 1.0, n), 128, 128_000)
+    perf = paper.case_study_perf("paper")
+    ev = grid_search(prfaas_pd("32xH200", "64xH20", Link(100e9)), LengthGrid(np.sort(inputs), np.full(n, 1 / n)),
+                     perf, "exact").best
+    req = Requests.from_arrays(np.cumsum(rng.exponential(1 / (0.9 * ev.lambda_max), n)), inputs, np.full(n, 1024))
+    cfg = SimConfig(ev.threshold, "adaptive", link_profile=LinkProfile.drop(20.0, 60.0, 100e9, 0.1))
+    runs = []
+    for compiled_from in (n + 1, n):
+        monkeypatch.setattr(pipeline, "COMPILED_FROM", compiled_from)
+        runs.append(simulate(req, ev.layout, perf, cfg))
+    python, compiled = runs
+    assert python.summary()["peak_link_flows"] > 1 and python.summary()["threshold_changes"] > 0
+    assert python.summary() == compiled.summary()
+    for a, b in ((python.finish_s, compiled.finish_s), (python.ready_s, compiled.ready_s),
+                 (python.link_bytes, compiled.link_bytes)):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert all(np.array_equal(python.timeline[k], compiled.timeline[k], equal_nan=True) for k in python.timeline)

@@ -44,6 +44,18 @@ LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "loc
                                                              "decode_busy"))  # what `long_term_step` reads
 
 
+def _shared_link(n: int):
+    """The link's class for a run of ``n`` requests: compiled from `pipeline.COMPILED_FROM` on (its import
+    costs about a second; the same results)."""
+    from .pipeline import COMPILED_FROM
+
+    if n < COMPILED_FROM:
+        return SharedLink
+    from .compiled_link import CompiledLink
+
+    return CompiledLink
+
+
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
     """Simulate, with the dual-timescale rules when ``adaptive`` (else a fixed threshold and fixed roles);
     returns the `RunRecord` `SimResult.build` takes."""
@@ -51,7 +63,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
-    blocks = requests.iter_blocks() if requests.has_blocks and router.pd is not None else None
+    # prompts' block ids a chunk of requests at a time, as flat arrays: ``ids[offs[j]:offs[j + 1]]`` is request
+    # ``c0 + j``'s (no array view built per request)
+    chunks = requests.iter_blocks().chunks(4096) if requests.has_blocks and router.pd is not None else None
+    ids, offs, c0, c1 = None, [], 0, 0
     svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
     t_local = svc["local_s"].tolist()
     t_remote = svc["remote_s"].tolist()
@@ -62,7 +77,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     abundant_util, short_interval_s = cfg.short_term.abundant_util, cfg.short_term.interval_s
-    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
+    link = _shared_link(n)(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
     reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
                          sites={site.name: replace(sysm.perf.sites[site.name],
                                                    prefill=TablePrefill(svc["local_s"], "simulator table"))})
@@ -257,17 +272,24 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             if adaptive and remote_ok:
                 if t > link.t:
                     link.advance(t)
+                util = link.util
                 # else the rule keeps ``thr`` (`update`; `can_move`: whatever the backlogs)
-                if t - short.last_change_s >= short_interval_s and short.can_move(link.util,
-                                                                                  len(rp_queue) / n_remote):
-                    unsent_s = sum(link.remaining.values()) / link.capacity if link.capacity > 0 else INF
-                    thr = short.update(t, link.util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
+                if t - short.last_change_s >= short_interval_s and short.can_move(util, len(rp_queue) / n_remote):
+                    unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
+                    thr = short.update(t, util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
                                        lp_work / lp_servers if lp_servers else INF)
-                abundant = link.util < abundant_util
+                abundant = util < abundant_util
             else:
                 abundant = False
-            local, u, kv_pd, u_pd, moved = router.route(next(blocks) if blocks else None, inlen[rid], thr,
-                                                        abundant, lp_servers > 0)
+            if chunks is None:
+                local, u, kv_pd, u_pd, moved = router.route(None, inlen[rid], thr, abundant, lp_servers > 0)
+            else:
+                if rid == c1:
+                    ids, offs, c0, c1 = next(chunks)
+                    offs = offs.tolist()
+                lo = offs[rid - c0]
+                local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], thr,
+                                                               abundant, lp_servers > 0)
             uncached[rid] = u
             if adaptive:
                 period_u.append(u_pd)

@@ -165,3 +165,93 @@ def drain_link(starts, ends, by_end, sizes, caps, cap_t, cap_v, capacity, bin_s,
             n -= 1
         total, next_t, next_k = _reallocate(n, capacity, now, cap, rem, rate)
     return done, bins, nb, peak, now, total
+
+
+# The event loop's shared link (`compiled_link.CompiledLink`): `link.SharedLink`'s steps on its state in arrays.
+# ``state`` = [clock s, capacity B/s, total rate B/s, next completion s, utilization, bin_s, tau_s, flows n,
+# slot of the next completion, bins in use]; ``flows`` rows = flow id, cap B/s, remaining B, rate B/s (a column a
+# flow, in start order); ``bins`` has room for the clock's bin (the caller grows it).
+_CLOCK, _CAPACITY, _TOTAL, _NEXT_T, _UTIL, _BIN_S, _TAU_S, _N, _NEXT_K, _NB = range(10)
+
+
+@njit(cache=True)
+def link_advance(state, flows, bins, t):
+    """`SharedLink.advance`: drain every flow at its rate up to ``t`` (s), count the bytes, smooth the
+    utilization."""
+    t0 = state[_CLOCK]
+    dt = t - t0
+    if dt <= 0.0:
+        return
+    n = int(state[_N])
+    r = state[_TOTAL]
+    if r > 0.0:
+        rem, rate = flows[2], flows[3]
+        for k in range(n):
+            rem[k] -= rate[k] * dt
+        _, nb = add_to_bins(bins, int(state[_NB]), t0, t, r, state[_BIN_S])
+        state[_NB] = nb
+    tau = state[_TAU_S]
+    if tau > 0.0:
+        c = state[_CAPACITY]
+        now = r / c if c > 0 else (1.0 if n > 0 else 0.0)
+        state[_UTIL] = now + (state[_UTIL] - now) * math.exp(-dt / tau)
+    state[_CLOCK] = t
+
+
+@njit(cache=True)
+def link_reallocate(state, flows):
+    """`SharedLink._reallocate`; returns the next completion time (s)."""
+    total, next_t, next_k = _reallocate(int(state[_N]), state[_CAPACITY], state[_CLOCK], flows[1], flows[2],
+                                        flows[3])
+    state[_TOTAL], state[_NEXT_T], state[_NEXT_K] = total, next_t, next_k
+    return next_t
+
+
+@njit(cache=True)
+def link_add(state, flows, bins, t, fid, size, cap):
+    """`SharedLink.add` (``flows`` has room for one more); returns the next completion time (s)."""
+    if t > state[_CLOCK]:
+        link_advance(state, flows, bins, t)
+    n = int(state[_N])
+    flows[0, n], flows[1, n], flows[2, n] = fid, cap, size
+    state[_N] = n + 1
+    return link_reallocate(state, flows)
+
+
+@njit(cache=True)
+def link_uncap(state, flows, bins, t, fid):
+    """`SharedLink.uncap`; returns the next completion time (s)."""
+    if t > state[_CLOCK]:
+        link_advance(state, flows, bins, t)
+    for k in range(int(state[_N])):
+        if flows[0, k] == fid:
+            flows[1, k] = INF
+            break
+    return link_reallocate(state, flows)
+
+
+@njit(cache=True)
+def link_complete(state, flows, bins):
+    """`SharedLink.complete` without the time: removes the next flow to complete; returns its id."""
+    t = state[_NEXT_T]
+    if t > state[_CLOCK]:
+        link_advance(state, flows, bins, t)
+    k = int(state[_NEXT_K])
+    fid = flows[0, k]
+    n = int(state[_N])
+    for j in range(k, n - 1):
+        for row in range(4):
+            flows[row, j] = flows[row, j + 1]
+    state[_N] = n - 1
+    link_reallocate(state, flows)
+    return fid
+
+
+@njit(cache=True)
+def link_unsent(state, flows):
+    """Bytes not yet sent, summed in start order (as ``sum(SharedLink.remaining.values())``)."""
+    s = 0.0
+    rem = flows[2]
+    for k in range(int(state[_N])):
+        s += rem[k]
+    return s

@@ -163,6 +163,10 @@ class SharedLink:
         self._reallocate()
         return t, fid
 
+    def unsent_bytes(self) -> float:
+        """Bytes not yet sent, over every flow."""
+        return sum(self.remaining.values())
+
     def _reallocate(self) -> None:
         """Max-min fair rates, then the next completion."""
         caps = self.cap

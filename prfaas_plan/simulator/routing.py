@@ -36,10 +36,16 @@ class Router:
             local = (length <= threshold and local_ok) or not self.remote_ok
             return local, length, 0, length, 0
         ids = id_array(hashes)
-        n = len(ids)
+        return self.route_at(ids, 0, len(ids), length, threshold, abundant, local_ok)
+
+    def route_at(self, ids: np.ndarray, lo: int, n: int, length: int, threshold: float, abundant: bool,
+                 local_ok: bool) -> tuple[bool, int, int, int, int]:
+        """`route` for the prompt whose block ids are ``ids[lo:lo + n]`` of a flat int64 array (a chunk of
+        `BlockChains.chunks`), without building a view per request; the caches must be set."""
+        pd, rf = self.pd, self.prfaas
         while True:
             grow, local, u, kv, u_pd, moved = kernels().route_one(
-                pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, 0, n, length, float(threshold),
+                pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, lo, n, length, float(threshold),
                 bool(abundant), bool(local_ok), self.remote_ok)  # (one type each: one compiled kernel)
             if not grow:
                 return local, u, kv, u_pd, moved
