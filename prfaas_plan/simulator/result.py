@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analytic.uncertainty import percentiles
+
 SIM_METHOD = ("simulated: discrete events; per-cluster prefix caches (512-token KV blocks in a byte-bounded LRU; "
               "linear/window state reusable only from a checkpoint at the last full block of an earlier prompt) "
               "decide the uncached length and route; FCFS prefill pools (earliest-free instance); a "
@@ -53,7 +55,7 @@ def _pct(x: np.ndarray) -> dict[str, float]:
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return {"mean_s": math.nan, "p50_s": math.nan, "p90_s": math.nan, "p99_s": math.nan}
-    p50, p90, p99 = np.percentile(x, PERCENTILES)
+    p50, p90, p99 = percentiles(x, PERCENTILES)
     return {"mean_s": float(x.mean()), "p50_s": float(p50), "p90_s": float(p90), "p99_s": float(p99)}
 
 
