@@ -49,6 +49,12 @@ class CompiledLink:
             self._bins = grown
             self._grow_at = (len(grown) - 2) * self.bin_s
 
+    def reserve(self, t: float) -> None:
+        """Room in the arrays for time ``t`` (s) and one more flow (what `event_kernels` asks for)."""
+        self._room(t)
+        if int(self._state[k._N]) == self._flows.shape[1]:
+            self._flows = np.concatenate([self._flows, np.empty_like(self._flows)], axis=1)
+
     def advance(self, t: float) -> None:
         if t > self.t:
             if t >= self._grow_at:

@@ -44,22 +44,63 @@ LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "loc
                                                              "decode_busy"))  # what `long_term_step` reads
 
 
-def _shared_link(n: int):
-    """The link's class for a run of ``n`` requests: compiled from `pipeline.COMPILED_FROM` on (its import
-    costs about a second; the same results)."""
-    from .pipeline import COMPILED_FROM
+def service_tables(requests, sysm: System):
+    """Service times per uncached length up to the longest prompt (`System.service`, arrays indexed by
+    tokens), and the performance inputs the long-term rule re-optimizes with (those tables as prefill)."""
+    svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
+    site = sysm.layout.pd_sites[0]
+    reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
+                         sites={site.name: replace(sysm.perf.sites[site.name],
+                                                   prefill=TablePrefill(svc["local_s"], "simulator table"))})
+    return svc, reopt_perf
 
-    if n < COMPILED_FROM:
-        return SharedLink
-    from .compiled_link import CompiledLink
 
-    return CompiledLink
+def sorted_initial_events(cfg, remote_ok: bool, adaptive: bool, capacity_kind: int = _CAPACITY,
+                          rebalance_kind: int = _REBALANCE) -> list[tuple]:
+    """The events known before the run, in heap order (a sorted list is a heap): the link profile's rate
+    changes (bit/s) and the first rebalance."""
+    events = []
+    if cfg.link_profile is not None and remote_ok:
+        events += [(ts, capacity_kind, 0, bps) for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps)]
+    if adaptive:
+        events.append((cfg.long_term.period_s, rebalance_kind, 0, 0))
+    return sorted(events)
+
+
+def recent_samples(cfg) -> int:
+    """How many of the latest timeline samples a rebalance averages (one period's)."""
+    return max(1, int(round(cfg.long_term.period_s / cfg.sample_s)))
+
+
+def long_term_change(cfg, sysm: System, reopt_perf, t: float, split: int, capacity_Bps: float, recent, lengths,
+                     outputs, thr: float):
+    """The long-term rule at a rebalance at ``t`` (s): ``split`` local prefill instances once pending
+    conversions complete, the link's goodput ``capacity_Bps`` (bytes/s), the `recent_samples` latest
+    timeline rows ``recent`` (`SAMPLE_KEYS`), the period's uncached ``lengths`` as the PD cache saw them and
+    ``outputs`` (tokens), and the threshold in use ``thr`` (tokens). Returns the `LongTermStep` and the
+    entry for ``roles`` (None without a conversion); both event loops call it."""
+    mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
+    step = long_term_step(cfg.long_term, sysm, reopt_perf, cfg.mode, split, capacity_Bps * 8.0 / sysm.efficiency,
+                          lengths, outputs, mean)
+    if not step.change:
+        return step, None
+    split += step.change
+    return step, {"time_s": t, "change": "decode->prefill" if step.change > 0 else "prefill->decode",
+                  "n_prefill": split, "n_decode": sysm.layout.pd_sites[0].instances - split,
+                  "threshold_tokens": thr if step.threshold is None else step.threshold, "model_gain": step.gain}
 
 
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
     """Simulate, with the dual-timescale rules when ``adaptive`` (else a fixed threshold and fixed roles);
-    returns the `RunRecord` `SimResult.build` takes."""
+    returns the `RunRecord` `SimResult.build` takes. From `pipeline.COMPILED_FROM` requests on, the compiled
+    twin of this loop runs it (`compiled_events`; the same record, bit for bit)."""
     n = len(requests)
+    from .pipeline import COMPILED_FROM
+
+    if n >= COMPILED_FROM:
+        from .compiled_events import run_compiled
+
+        return run_compiled(requests, sysm, cfg, router, progress, adaptive)
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
@@ -67,20 +108,16 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     # ``c0 + j``'s (no array view built per request)
     chunks = requests.iter_blocks().chunks(4096) if requests.has_blocks and router.pd is not None else None
     ids, offs, c0, c1 = None, [], 0, 0
-    svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
+    svc, reopt_perf = service_tables(requests, sysm)
     t_local = svc["local_s"].tolist()
     t_remote = svc["remote_s"].tolist()
     skv = svc["skv_bytes"].tolist()
     tail_local = svc["tail_s"].tolist()
     exposed_remote = svc["remote_exposed_s"].tolist()
-    site = sysm.layout.pd_sites[0]
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     abundant_util, short_interval_s = cfg.short_term.abundant_util, cfg.short_term.interval_s
-    link = _shared_link(n)(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
-    reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
-                         sites={site.name: replace(sysm.perf.sites[site.name],
-                                                   prefill=TablePrefill(svc["local_s"], "simulator table"))})
+    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
 
     # per-request records as flat C arrays (8 bytes an entry; a list of floats takes 32): at a million
     # requests the lists alone held about 200 MB
@@ -94,7 +131,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     finish = array("d", [nan]) * n
     flow_bytes = array("d", [0.0]) * n
 
-    heap: list = []
+    heap = sorted_initial_events(cfg, remote_ok, adaptive)
     lp_servers = lp_free = sysm.n_prefill
     lp_convert = 0                             # busy prefill instances to hand to decode when done
     lp_queue: deque = deque()
@@ -122,11 +159,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     k_sample = 0
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
 
-    if cfg.link_profile is not None and remote_ok:
-        for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps):
-            heappush(heap, (ts, _CAPACITY, 0, bps))
-    if adaptive:
-        heappush(heap, (cfg.long_term.period_s, _REBALANCE, 0, 0))
 
     def n_prefill_now() -> int:
         return lp_servers - lp_convert
@@ -214,12 +246,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
     def rebalance(t: float) -> None:
         nonlocal lp_free, lp_servers, lp_convert, thr, period_from
-        rule = cfg.long_term
-        recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
-        mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
-        step = long_term_step(rule, sysm, reopt_perf, cfg.mode, split, link.capacity * 8.0 / eff, period_u,
-                              outlen[period_from:i], mean)
+        step, role = long_term_change(cfg, sysm, reopt_perf, t, split, link.capacity, rows[-recent_samples(cfg):],
+                                      period_u, outlen[period_from:i], thr)
         change = step.change
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
@@ -237,14 +266,11 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 add_decode_instance(t)
             else:
                 lp_convert += 1
-        split += change
         if step.threshold is not None:
             thr = step.threshold
             short.reset(thr)
-        if change:
-            roles.append({"time_s": t, "change": "decode->prefill" if change > 0 else "prefill->decode",
-                          "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
-                          "model_gain": step.gain})
+        if role is not None:
+            roles.append(role)
         period_u.clear()
         period_from = i
 
