@@ -19,6 +19,9 @@ from .events import SAMPLE_KEYS, long_term_change, recent_samples, service_table
 from .result import RunRecord
 
 INF = math.inf
+FIRST_SIZES = {"heap": 1024, "rows": 1024, "decode": 4}
+"""Room the kernel's growable arrays start with beyond what the run needs at once: heap events, timeline
+rows, decode instances (they are doubled when the kernel asks; a test shrinks them to exercise that)."""
 
 
 def _grown(a: np.ndarray, size: int, axis: int, fill=0) -> np.ndarray:
@@ -50,14 +53,14 @@ def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = Fa
     rec_f[5] = 0.0
     queues = np.zeros((3, n), dtype=np.int64)
     slots = sysm.slots
-    dec = np.zeros((3, sysm.n_decode + 4), dtype=np.int64)
+    dec = np.zeros((3, sysm.n_decode + FIRST_SIZES["decode"]), dtype=np.int64)
     dec[1, :sysm.n_decode] = np.arange(sysm.n_decode)
     free_slots = np.zeros(dec.shape[1] * slots, dtype=np.int64)
     free_slots[:sysm.n_decode * slots] = np.repeat(np.arange(sysm.n_decode), slots)
-    rows = np.zeros((1024, len(SAMPLE_KEYS)))
+    rows = np.zeros((FIRST_SIZES["rows"], len(SAMPLE_KEYS)))
     link = CompiledLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
     initial = sorted_initial_events(cfg, sysm.remote_ok, adaptive, K.CAPACITY, K.REBALANCE)
-    size = max(1024, 2 * (len(initial) + slots + K.PUSHES_PER_EVENT))
+    size = len(initial) + slots + K.PUSHES_PER_EVENT + FIRST_SIZES["heap"]
     hf, hi = np.zeros((2, size)), np.zeros((2, size), dtype=np.int64)
     for j, (t, kind, rid, aux) in enumerate(initial):  # a sorted array is a heap
         hf[:, j], hi[:, j] = (t, aux), (kind, rid)
