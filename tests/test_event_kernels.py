@@ -6,22 +6,20 @@ kernel asks Python for room is taken."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields
 from unittest.mock import patch
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from prfaas_plan.analytic.search import grid_search
 from prfaas_plan.analytic.throughput import LengthGrid
-from prfaas_plan.layout import Layout, Link, PDSite, PrefillSite, prfaas_pd
-from prfaas_plan.performance.base import parse_instance
+from prfaas_plan.layout import Link, prfaas_pd
 from prfaas_plan.planning import case_study as paper
-from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, compiled_events, pipeline, schedulers, simulate
-from prfaas_plan.simulator.scheduler import LongTermRule
+from prfaas_plan.simulator import (LinkProfile, LongTermRule, Requests, SimConfig, compiled_events, pipeline,
+                                   schedulers, simulate)
+from test_simulator import systems  # random small systems, short rebalance periods among them
 
 TINY = {"heap": 1, "rows": 1, "decode": 0}
 
@@ -98,33 +96,6 @@ def test_compiled_static_event_loop_is_the_python_one(case):
     python, compiled = both_loops(with_blocks, ev.layout, perf, cfg, engine="events")
     assert python[0].arrived < len(with_blocks)  # cut at the horizon
     assert_same_run(python, compiled)
-
-
-H200, H20 = parse_instance("8xH200"), parse_instance("8xH20")
-
-
-@st.composite
-def systems(draw):
-    n = draw(st.integers(1, 60))
-    arrivals = np.sort(np.array(draw(st.lists(st.floats(0, 200), min_size=n, max_size=n))))
-    inputs = draw(st.lists(st.integers(1, 60_000), min_size=n, max_size=n))
-    outputs = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
-    hashes = None
-    if draw(st.booleans()):
-        hashes = [[0] + list(range(1000 * i + 1, 1000 * i + (m + 511) // 512)) if draw(st.booleans())
-                  else list(range(7, 7 + (m + 511) // 512)) for i, m in enumerate(inputs)]
-    n_remote = draw(st.integers(0, 3))
-    n_p, n_d = draw(st.integers(0 if n_remote else 1, 3)), draw(st.integers(1, 3))
-    link = Link(draw(st.sampled_from([1e9, 1e10, 1e11])), rtt_s=draw(st.sampled_from([0.0, 0.01])))
-    remote = PrefillSite("remote", H200, n_remote) if n_remote else None
-    layout = Layout("random", (PDSite("local", H20, n_p, n_d, link if n_remote else None),), remote)
-    cfg = SimConfig(draw(st.sampled_from([0.0, 4096.0, 20_000.0, math.inf])),
-                    draw(st.sampled_from(["static", "adaptive"])),
-                    long_term=LongTermRule(period_s=draw(st.sampled_from([5.0, 30.0])), min_samples=3),
-                    link_profile=LinkProfile.drop(draw(st.floats(0, 100)), 50.0, link.bandwidth_bps, 0.1),
-                    horizon_s=draw(st.sampled_from([None, 30.0, 150.0])),
-                    cache_bytes_per_instance=draw(st.sampled_from([1e8, 5e9])))
-    return Requests.from_arrays(arrivals, inputs, outputs, hashes), layout, cfg
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)

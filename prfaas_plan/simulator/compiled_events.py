@@ -59,7 +59,7 @@ def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = Fa
     free_slots[:sysm.n_decode * slots] = np.repeat(np.arange(sysm.n_decode), slots)
     rows = np.zeros((FIRST_SIZES["rows"], len(SAMPLE_KEYS)))
     link = CompiledLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
-    initial = sorted_initial_events(cfg, sysm.remote_ok, adaptive, K.CAPACITY, K.REBALANCE)
+    initial = sorted_initial_events(cfg, sysm.remote_ok, adaptive)
     size = len(initial) + slots + K.PUSHES_PER_EVENT + FIRST_SIZES["heap"]
     hf, hi = np.zeros((2, size)), np.zeros((2, size), dtype=np.int64)
     for j, (t, kind, rid, aux) in enumerate(initial):  # a sorted array is a heap

@@ -33,14 +33,20 @@ import numpy as np
 from numba import njit
 
 from ..workload.prefix_kernels import _route, room
+from .events import _CAPACITY as CAPACITY  # event kinds (at equal times they run in this order)
+from .events import _DECODE_DONE as DECODE_DONE
+from .events import _LOCAL_DONE as LOCAL_DONE
+from .events import _PREFIX_LOCAL as PREFIX_LOCAL
+from .events import _PREFIX_REMOTE as PREFIX_REMOTE
+from .events import _READY as READY
+from .events import _REBALANCE as REBALANCE
+from .events import _REMOTE_DONE as REMOTE_DONE
 from .kernels import _BIN_S, _CLOCK, _N, _NEXT_T, _UTIL, link_add, link_advance, link_complete, link_reallocate
 from .kernels import _CAPACITY as L_CAPACITY
 from .kernels import link_uncap, link_unsent
 
 INF = math.inf
 
-# event kinds, as in `events` (at equal times they run in this order)
-CAPACITY, LOCAL_DONE, REMOTE_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, DECODE_DONE, REBALANCE = range(8)
 
 # what `run_segment` returns
 (END, REBALANCE_DUE, GROW_HEAP, GROW_ROWS, GROW_LINK, GROW_PD, GROW_RF, NEXT_CHUNK, PROGRESS) = range(9)
@@ -155,13 +161,41 @@ def _add_decode_instance(t, outlen, rec_f, dec, free_slots, queues, hf, hi, I, F
     dec[1, I[N_OPEN]] = inst
     I[N_OPEN] += 1
     for _ in range(I[SLOTS]):
-        if I[DQ_HEAD] < I[DQ_TAIL]:
-            rid = queues[2, I[DQ_HEAD]]
-            I[DQ_HEAD] += 1
-            _admit(rid, t, inst, outlen, rec_f, dec, hf, hi, I, F)
-        else:
-            free_slots[I[N_FREE]] = inst
-            I[N_FREE] += 1
+        _free_slot(t, inst, outlen, rec_f, dec, free_slots, queues, hf, hi, I, F)
+
+
+@njit(cache=True)
+def _free_slot(t, inst, outlen, rec_f, dec, free_slots, queues, hf, hi, I, F):
+    """A slot of decode instance ``inst`` is free at ``t``: the next waiting request takes it, or it waits."""
+    if I[DQ_HEAD] < I[DQ_TAIL]:
+        rid = queues[2, I[DQ_HEAD]]
+        I[DQ_HEAD] += 1
+        _admit(rid, t, inst, outlen, rec_f, dec, hf, hi, I, F)
+    else:
+        free_slots[I[N_FREE]] = inst
+        I[N_FREE] += 1
+
+
+@njit(cache=True)
+def _enqueue_local(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F):
+    if I[LP_FREE] > 0:
+        I[LP_FREE] -= 1
+        _start_local(rid, t, tab, rec_i, rec_f, hf, hi, I)
+    else:
+        queues[0, I[LQ_TAIL]] = rid
+        I[LQ_TAIL] += 1
+        F[LP_WORK] += tab[0, rec_i[1, rid]]
+
+
+@njit(cache=True)
+def _enqueue_remote(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb):
+    if I[RP_FREE] > 0:
+        I[RP_FREE] -= 1
+        _start_remote(rid, t, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
+    else:
+        queues[1, I[RQ_TAIL]] = rid
+        I[RQ_TAIL] += 1
+        F[RP_WORK] += tab[1, rec_i[1, rid]]
 
 
 @njit(cache=True)
@@ -295,9 +329,9 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
     n = I[N]
     adaptive, remote_ok, has_cache = I[ADAPTIVE] != 0, I[REMOTE_OK] != 0, I[HAS_CACHE] != 0
     horizon = F[HORIZON]
-    t_local, t_remote, skv, tail_local, exposed_remote = tab[0], tab[1], tab[2], tab[3], tab[4]
+    t_remote, skv, tail_local, exposed_remote = tab[1], tab[2], tab[3], tab[4]
     route, uncached, uncached_pd = rec_i[0], rec_i[1], rec_i[2]
-    p_start, p_end, ready, finish, flow_bytes = rec_f[0], rec_f[1], rec_f[2], rec_f[4], rec_f[5]
+    p_end, ready, finish, flow_bytes = rec_f[1], rec_f[2], rec_f[4], rec_f[5]
     while True:
         if I[HEAP_N] + PUSHES_PER_EVENT + I[SLOTS] > hf.shape[1]:
             return GROW_HEAP
@@ -373,14 +407,8 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
                     I[MOVES] += 1
                     F[MOVED_BYTES] += skv[moved]
                     _link_add(ls, lf, lb, I, t, ~rid, skv[moved], INF)
-                elif I[LP_FREE] > 0:
-                    I[LP_FREE] -= 1
-                    p_start[rid] = t
-                    push(hf, hi, I, t + t_local[u], LOCAL_DONE, rid, 0.0)
                 else:
-                    queues[0, I[LQ_TAIL]] = rid
-                    I[LQ_TAIL] += 1
-                    F[LP_WORK] += t_local[u]
+                    _enqueue_local(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F)
             else:
                 route[rid] = 1
                 flow_bytes[rid] = skv[length - kv_pd]  # only what the decode side lacks crosses
@@ -389,13 +417,8 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
                     cap = ls[L_CAPACITY]
                     back = skv[moved] / cap if cap > 0 else INF
                     push(hf, hi, I, t + back + F[RTT_HALF], PREFIX_REMOTE, rid, 0.0)
-                elif I[RP_FREE] > 0:
-                    I[RP_FREE] -= 1
-                    _start_remote(rid, t, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
                 else:
-                    queues[1, I[RQ_TAIL]] = rid
-                    I[RQ_TAIL] += 1
-                    F[RP_WORK] += t_remote[u]
+                    _enqueue_remote(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
             if not ((i + 1) & 4095):
                 return PROGRESS
             continue
@@ -421,13 +444,8 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
                         dec[2, inst] = 0
                         I[N_DRAINING] -= 1
                         _add_prefill_server(t, queues, tab, rec_i, rec_f, hf, hi, I, F)
-                elif I[DQ_HEAD] < I[DQ_TAIL]:
-                    nxt = queues[2, I[DQ_HEAD]]
-                    I[DQ_HEAD] += 1
-                    _admit(nxt, t, inst, outlen, rec_f, dec, hf, hi, I, F)
                 else:
-                    free_slots[I[N_FREE]] = inst
-                    I[N_FREE] += 1
+                    _free_slot(t, inst, outlen, rec_f, dec, free_slots, queues, hf, hi, I, F)
             elif kind == LOCAL_DONE:
                 p_end[rid] = t
                 push(hf, hi, I, t + tail_local[uncached[rid]], READY, rid, 0.0)
@@ -450,22 +468,10 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
                     _start_remote(nxt, t, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
                 else:
                     I[RP_FREE] += 1
-            elif kind == PREFIX_REMOTE:  # enqueue_remote
-                if I[RP_FREE] > 0:
-                    I[RP_FREE] -= 1
-                    _start_remote(rid, t, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
-                else:
-                    queues[1, I[RQ_TAIL]] = rid
-                    I[RQ_TAIL] += 1
-                    F[RP_WORK] += t_remote[uncached[rid]]
-            elif kind == PREFIX_LOCAL:  # enqueue_local
-                if I[LP_FREE] > 0:
-                    I[LP_FREE] -= 1
-                    _start_local(rid, t, tab, rec_i, rec_f, hf, hi, I)
-                else:
-                    queues[0, I[LQ_TAIL]] = rid
-                    I[LQ_TAIL] += 1
-                    F[LP_WORK] += t_local[uncached[rid]]
+            elif kind == PREFIX_REMOTE:
+                _enqueue_remote(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F, ls, lf, lb)
+            elif kind == PREFIX_LOCAL:
+                _enqueue_local(rid, t, queues, tab, rec_i, rec_f, hf, hi, I, F)
             elif kind == CAPACITY:  # CompiledLink.set_capacity
                 if t > ls[_CLOCK]:
                     link_advance(ls, lf, lb, t)

@@ -16,6 +16,12 @@ tables computed once, vectorized, over every uncached length up to the longest p
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
 4. **Long-term rule**, every period: one role conversion at most (a decode instance drains its batch
    first; a busy prefill instance finishes its request first), then ``t`` is re-optimized.
+
+This loop is the reference. From `pipeline.COMPILED_FROM` requests on, `run_events` hands the run to its
+compiled twin (`compiled_events` driving `event_kernels.run_segment`: the same steps, floats and
+tie-breaks, with the long-term rule still in Python through `long_term_change`), which gives the same
+`RunRecord` bit for bit (tests/test_event_kernels.py) at a fraction of the cost per event; below that the
+Python loop finishes first (numba's load costs about a second).
 """
 
 from __future__ import annotations
@@ -55,15 +61,14 @@ def service_tables(requests, sysm: System):
     return svc, reopt_perf
 
 
-def sorted_initial_events(cfg, remote_ok: bool, adaptive: bool, capacity_kind: int = _CAPACITY,
-                          rebalance_kind: int = _REBALANCE) -> list[tuple]:
+def sorted_initial_events(cfg, remote_ok: bool, adaptive: bool) -> list[tuple]:
     """The events known before the run, in heap order (a sorted list is a heap): the link profile's rate
     changes (bit/s) and the first rebalance."""
     events = []
     if cfg.link_profile is not None and remote_ok:
-        events += [(ts, capacity_kind, 0, bps) for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps)]
+        events += [(ts, _CAPACITY, 0, bps) for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps)]
     if adaptive:
-        events.append((cfg.long_term.period_s, rebalance_kind, 0, 0))
+        events.append((cfg.long_term.period_s, _REBALANCE, 0, 0))
     return sorted(events)
 
 
@@ -158,7 +163,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     next_sample = 0.0
     k_sample = 0
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
-
 
     def n_prefill_now() -> int:
         return lp_servers - lp_convert
