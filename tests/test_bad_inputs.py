@@ -483,7 +483,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("module", ["typer", "numpy", "yaml"])
+@pytest.mark.parametrize("module", ["typer", "numpy", "pickle"])
 def test_ctrl_c_during_start_up_imports_exits_130_with_one_line(module):
     import subprocess
     import sys

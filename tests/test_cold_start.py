@@ -1,6 +1,7 @@
 """A plain `size` pays only for what it uses: no scipy (nor scipy.optimize), cvxpy, numba or matplotlib at
-start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), and not
-pydantic: the bundled profiles come from their validated snapshot (prfaas_plan/profiles/snapshot.py).
+start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), and neither
+pydantic nor the YAML library: the bundled profiles, stacks included, come from their validated snapshot
+(prfaas_plan/profiles/snapshot.py).
 
 Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
 packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HEAVY = ("scipy", "cvxpy", "numba", "matplotlib", "pyarrow", "dask", "pandas", "pydantic")
+HEAVY = ("scipy", "cvxpy", "numba", "matplotlib", "pyarrow", "dask", "pandas", "pydantic", "yaml")
 UNUSED_MODULES = ("numpy.ma", "scipy.optimize", "typer._adapters")  # whole module names
 ROOT = Path(__file__).resolve().parent.parent
 

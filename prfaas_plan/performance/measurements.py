@@ -101,6 +101,21 @@ class Measurement:
                                    measured_prefill=())
 
 
+def merge_repeats(points: list[Measurement]) -> tuple[list[Measurement], int]:
+    """The points with exact repeats dropped, and how many were: a row whose tags and measured values all
+    equal an earlier row's is the same run recorded twice (NVIDIA's sample lists many DeepSeek-R1 runs a
+    second time as DeepSeek-V3 rows, with identical numbers), and counting it twice would weigh that
+    configuration double in the fit and in the error medians. Rows that differ in any value are kept."""
+    seen: set = set()
+    unique = []
+    for m in points:
+        key = dataclasses.replace(m, source="")
+        if key not in seen:
+            seen.add(key)
+            unique.append(m)
+    return unique, len(points) - len(unique)
+
+
 def latency_from_kv_throughput(model_name: str, len_tokens: int, gbps: float, state_dtype: str = "",
                                where: str = "measurement") -> tuple[float, str]:
     """``T = S_kv * 8 / (Phi * 1e9)`` seconds, and a note of the bytes used (``state_dtype`` overrides the

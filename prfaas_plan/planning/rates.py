@@ -258,7 +258,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     those columns. With ``output``, the calibrated chip and stack profiles are written into that folder."""
     from ..output.report import write_atomic
     from ..performance.calibrate import fit_joint
-    from ..performance.measurements import BUNDLED_FILES, load_measurements, resolve_path
+    from ..performance.measurements import BUNDLED_FILES, load_measurements, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
     from ..profiles import dtype_bytes, get_hardware, get_stack
 
@@ -274,6 +274,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         got, dropped = load_measurements(path, defaults)
         points += got
         excluded += dropped
+    points, repeats = merge_repeats(points)
     data_name = ", ".join(p.name for p in files)
     fit = fit_joint(points, excluded, data_name, loo=loo)
     rows = []
@@ -301,6 +302,9 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
                                    "each row predicted by one Gauss-Newton step from the full fit without it "
                                    "(approximate; exact refits up to 40 rows)") if loo else "skipped (--no-loo)"),
              "leave-one-model-out: each model's rows predicted by a fit without that model"]
+    if repeats:
+        notes.append(f"counted once: {repeats} rows repeat an earlier row exactly (same tags and measured values: "
+                     "one run recorded twice)")
     notes += [f"excluded: {e}" for e in fit.excluded]
     if fit.unidentified:
         notes.append("not identified by these data, left at their priors: " + ", ".join(fit.unidentified))

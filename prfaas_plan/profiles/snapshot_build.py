@@ -9,15 +9,24 @@ import os
 import pickle
 from pathlib import Path
 
-from . import snapshot, store
+from . import snapshot, stack, store
 
 
 def build() -> dict:
-    """The snapshot of every bundled profile file, validated by the validation layer now."""
+    """The snapshot of every bundled profile file, read and validated by the validation layer now."""
     entries = {}
-    for path, kind in store._bundled_files():
-        prof = store._validate_file(path, kind)
-        entries[snapshot.file_digest(path)] = (kind, dataclasses.replace(prof, path=""))
+
+    def add(path: Path, kind: str, data: dict, prof) -> None:
+        facts = {k: data[k] for k in snapshot.FACT_KEYS if k in data}
+        entries[snapshot.file_digest(path)] = (kind, dataclasses.replace(prof, path=""), facts)
+
+    for path, kind in store._bundled_files(from_snapshot=False):
+        add(path, kind, store.read_yaml(path), store._validate_file(path, kind))
+    for folder in stack.bundled_stack_dirs():
+        for path in stack.stack_files(folder):
+            data = store.read_yaml(path)
+            if stack.is_stack_file(data, path):
+                add(path, "stack", data, stack.stack_from_dict(data, str(path)))
     return {"format": snapshot.FORMAT, "entries": entries}
 
 

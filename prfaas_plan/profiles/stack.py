@@ -115,23 +115,52 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
                         sources={str(k): str(v) for k, v in sources.items()}, path=path)
 
 
+def bundled_stack_dirs() -> list[Path]:
+    """The bundled stack folder (installed or in the checkout), as a list of at most one."""
+    return [d for d in (PACKAGE_DIR / "stack_profiles", PACKAGE_DIR.parent / "stack_profiles") if d.is_dir()][:1]
+
+
 def _stack_dirs() -> list[Path]:
     from .store import _user_dirs
 
-    bundled = [d for d in (PACKAGE_DIR / "stack_profiles", PACKAGE_DIR.parent / "stack_profiles") if d.is_dir()][:1]
-    return bundled + _user_dirs()
+    return bundled_stack_dirs() + _user_dirs()
+
+
+def stack_files(folder: Path) -> list[Path]:
+    """The YAML files of a folder, in load order."""
+    return sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml"))
+
+
+def is_stack_file(fields: dict, path: Path) -> bool:
+    """Whether a profile file holds a stack: ``kind: stack``, or no kind in a folder named stack_profiles."""
+    return fields.get("kind") == "stack" or (fields.get("kind") is None and path.parent.name == "stack_profiles")
+
+
+def _stack_file(path: Path) -> StackProfile | None:
+    """The stack profile in ``path`` (None: the file holds another kind), from the snapshot of validated
+    bundled profiles when it holds the file's exact bytes."""
+    from . import snapshot
+    from .store import read_yaml
+
+    facts = snapshot.facts(path)
+    data = read_yaml(path) if facts is None else facts
+    if not is_stack_file(data, path):
+        return None
+    if facts is not None:
+        prof = snapshot.validated(path, "stack")
+        if prof is not None:
+            return prof
+        data = read_yaml(path)
+    return stack_from_dict(data, str(path))
 
 
 @lru_cache(maxsize=None)
 def _load_stacks(dirs: tuple[Path, ...]) -> dict[str, StackProfile]:
-    from .store import read_yaml
-
     out: dict[str, StackProfile] = {}
     for folder in dirs:
-        for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
-            data = read_yaml(path)
-            if data.get("kind") == "stack" or (data.get("kind") is None and path.parent.name == "stack_profiles"):
-                prof = stack_from_dict(data, str(path))
+        for path in stack_files(folder):
+            prof = _stack_file(path)
+            if prof is not None:
                 out[prof.name] = prof
     return out
 

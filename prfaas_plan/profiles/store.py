@@ -152,13 +152,22 @@ def _validate_file(path: Path, kind: str) -> ModelProfile | HardwareProfile:
     return model_from_dict(data, str(path)) if kind == "model" else hardware_from_dict(data, str(path))
 
 
-def _bundled_files() -> list[tuple[Path, str]]:
+def _index_fields(path: Path, from_snapshot: bool = True) -> dict:
+    """What indexing reads of a bundled file (its ``kind``, ``name`` and ``aliases`` fields): from the
+    snapshot for its exact bytes, else from the parsed file."""
+    from . import snapshot
+
+    facts = snapshot.facts(path) if from_snapshot else None
+    return _read_bundled(path) if facts is None else facts
+
+
+def _bundled_files(from_snapshot: bool = True) -> list[tuple[Path, str]]:
     """Every bundled model and hardware profile file with its kind, in load order (stacks left out)."""
     out = []
     for folder, default in [(d, "model") for d in _bundled_dir("model")] + [
             (d, "hardware") for d in _bundled_dir("hardware")]:
         for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
-            kind = _profile_kind(_read_bundled(path), path, default)
+            kind = _profile_kind(_index_fields(path, from_snapshot), path, default)
             if kind != "stack":
                 out.append((path, kind))
     return out
@@ -207,7 +216,7 @@ def _bundled_index() -> dict[str, tuple[dict[str, Path], list[tuple[str, Path]]]
     lookup goes through `_load_all`)."""
     index: dict[str, tuple[dict[str, Path], list[tuple[str, Path]]]] = {"model": ({}, []), "hardware": ({}, [])}
     for path, kind in _bundled_files():
-        data = _read_bundled(path)
+        data = _index_fields(path)
         names, aliases = index[kind]
         name, raw_aliases = _declared(data.get("name")), data.get("aliases", [])
         if name is None or name in names or not isinstance(raw_aliases, list):
