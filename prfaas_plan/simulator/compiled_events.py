@@ -1,7 +1,7 @@
 """The event loop compiled (`event_kernels.run_segment`), driven from Python: `events.run_events` hands runs of
 `pipeline.COMPILED_FROM` requests or more here. The kernel runs every event; this driver does what needs
-Python -- the long-term rule at each rebalance (`events.long_term_change`, the same code the Python loop
-calls), growing the kernel's arrays, fetching the next chunk of block ids, progress -- and assembles the
+Python -- the long-term rule at each rebalance (`event_parts.long_term_change`, the same code the Python
+loop calls), growing the kernel's arrays, fetching the next chunk of block ids, progress -- and assembles the
 `RunRecord`. Importing it imports numba.
 
 Times in seconds, sizes in bytes, lengths in tokens.
@@ -15,7 +15,7 @@ import numpy as np
 
 from . import event_kernels as K
 from .compiled_link import CompiledLink
-from .events import SAMPLE_KEYS, long_term_change, recent_samples, service_tables, sorted_initial_events
+from .event_parts import SAMPLE_KEYS, long_term_change, recent_samples, service_tables, sorted_initial_events
 from .result import RunRecord
 
 INF = math.inf

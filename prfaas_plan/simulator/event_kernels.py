@@ -16,7 +16,7 @@ tokens):
   at most once, so a queue is a window ``[head, tail)`` of its row);
 - ``dec`` (3, D) int64 = busy slots per decode instance, the open instances in order, draining flags;
   ``free_slots`` (D x slots) int64: a stack of free slots, each naming its instance;
-- ``rows`` (R, 11) float64: the timeline samples (`events.SAMPLE_KEYS`);
+- ``rows`` (R, 11) float64: the timeline samples (`event_parts.SAMPLE_KEYS`);
 - the link's ``state``, ``flows`` and ``bins`` (`kernels`, driven by `kernels.link_*`);
 - the prefix caches' arrays (`workload.prefix_kernels`, routed by its ``_route``) and the current chunk's
   block ids.
@@ -33,14 +33,8 @@ import numpy as np
 from numba import njit
 
 from ..workload.prefix_kernels import _route, room
-from .events import _CAPACITY as CAPACITY  # event kinds (at equal times they run in this order)
-from .events import _DECODE_DONE as DECODE_DONE
-from .events import _LOCAL_DONE as LOCAL_DONE
-from .events import _PREFIX_LOCAL as PREFIX_LOCAL
-from .events import _PREFIX_REMOTE as PREFIX_REMOTE
-from .events import _READY as READY
-from .events import _REBALANCE as REBALANCE
-from .events import _REMOTE_DONE as REMOTE_DONE
+from .event_parts import CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, REBALANCE
+from .event_parts import REMOTE_DONE
 from .kernels import _BIN_S, _CLOCK, _N, _NEXT_T, _UTIL, link_add, link_advance, link_complete, link_reallocate
 from .kernels import _CAPACITY as L_CAPACITY
 from .kernels import link_uncap, link_unsent

@@ -19,7 +19,7 @@ tables computed once, vectorized, over every uncached length up to the longest p
 
 This loop is the reference. From `pipeline.COMPILED_FROM` requests on, `run_events` hands the run to its
 compiled twin (`compiled_events` driving `event_kernels.run_segment`: the same steps, floats and
-tie-breaks, with the long-term rule still in Python through `long_term_change`), which gives the same
+tie-breaks, with the long-term rule still in Python, `event_parts.long_term_change`), which gives the same
 `RunRecord` bit for bit (tests/test_event_kernels.py) at a fraction of the cost per event; below that the
 Python loop finishes first (numba's load costs about a second).
 """
@@ -29,70 +29,20 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from dataclasses import replace
 from heapq import heappop, heappush
 
 import numpy as np
 
+from .event_parts import (CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, REBALANCE,
+                          REMOTE_DONE, SAMPLE_KEYS, long_term_change, recent_samples, service_tables,
+                          sorted_initial_events)
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
-from .scheduler import AdaptiveThreshold, long_term_step
+from .scheduler import AdaptiveThreshold
 from .system import System
-from .tables import TablePrefill
 
 INF = math.inf
-# Event kinds; at equal times they run in this order (arrivals before all of them, link completions after).
-_CAPACITY, _LOCAL_DONE, _REMOTE_DONE, _PREFIX_LOCAL, _PREFIX_REMOTE, _READY, _DECODE_DONE, _REBALANCE = range(8)
-SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "local_busy", "decode_waiting",
-               "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
-LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "local_busy", "decode_waiting",
-                                                             "decode_busy"))  # what `long_term_step` reads
-
-
-def service_tables(requests, sysm: System):
-    """Service times per uncached length up to the longest prompt (`System.service`, arrays indexed by
-    tokens), and the performance inputs the long-term rule re-optimizes with (those tables as prefill)."""
-    svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
-    site = sysm.layout.pd_sites[0]
-    reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
-                         sites={site.name: replace(sysm.perf.sites[site.name],
-                                                   prefill=TablePrefill(svc["local_s"], "simulator table"))})
-    return svc, reopt_perf
-
-
-def sorted_initial_events(cfg, remote_ok: bool, adaptive: bool) -> list[tuple]:
-    """The events known before the run, in heap order (a sorted list is a heap): the link profile's rate
-    changes (bit/s) and the first rebalance."""
-    events = []
-    if cfg.link_profile is not None and remote_ok:
-        events += [(ts, _CAPACITY, 0, bps) for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps)]
-    if adaptive:
-        events.append((cfg.long_term.period_s, _REBALANCE, 0, 0))
-    return sorted(events)
-
-
-def recent_samples(cfg) -> int:
-    """How many of the latest timeline samples a rebalance averages (one period's)."""
-    return max(1, int(round(cfg.long_term.period_s / cfg.sample_s)))
-
-
-def long_term_change(cfg, sysm: System, reopt_perf, t: float, split: int, capacity_Bps: float, recent, lengths,
-                     outputs, thr: float):
-    """The long-term rule at a rebalance at ``t`` (s): ``split`` local prefill instances once pending
-    conversions complete, the link's goodput ``capacity_Bps`` (bytes/s), the `recent_samples` latest
-    timeline rows ``recent`` (`SAMPLE_KEYS`), the period's uncached ``lengths`` as the PD cache saw them and
-    ``outputs`` (tokens), and the threshold in use ``thr`` (tokens). Returns the `LongTermStep` and the
-    entry for ``roles`` (None without a conversion); both event loops call it."""
-    mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
-    step = long_term_step(cfg.long_term, sysm, reopt_perf, cfg.mode, split, capacity_Bps * 8.0 / sysm.efficiency,
-                          lengths, outputs, mean)
-    if not step.change:
-        return step, None
-    split += step.change
-    return step, {"time_s": t, "change": "decode->prefill" if step.change > 0 else "prefill->decode",
-                  "n_prefill": split, "n_decode": sysm.layout.pd_sites[0].instances - split,
-                  "threshold_tokens": thr if step.threshold is None else step.threshold, "model_gain": step.gain}
 
 
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
@@ -177,12 +127,12 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
     def start_local(rid: int, t: float) -> None:
         p_start[rid] = t
-        heappush(heap, (t + t_local[uncached[rid]], _LOCAL_DONE, rid, 0))
+        heappush(heap, (t + t_local[uncached[rid]], LOCAL_DONE, rid, 0))
 
     def start_remote(rid: int, t: float) -> None:
         p_start[rid] = t
         s = t_remote[uncached[rid]]
-        heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+        heappush(heap, (t + s, REMOTE_DONE, rid, 0))
         size = flow_bytes[rid]
         link.add(t, rid, size, size * keep / s if s > 0 else INF)
 
@@ -219,7 +169,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     def admit(rid: int, t: float, inst: int) -> None:
         dec_active[inst] += 1
         d_start[rid] = t
-        heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+        heappush(heap, (t + outlen[rid] * step_s, DECODE_DONE, rid, inst))
 
     def add_decode_instance(t: float) -> None:
         dec_active.append(0)
@@ -332,7 +282,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 elif lp_free > 0:  # enqueue_local, inlined: most arrivals
                     lp_free -= 1
                     p_start[rid] = t
-                    heappush(heap, (t + t_local[u], _LOCAL_DONE, rid, 0))
+                    heappush(heap, (t + t_local[u], LOCAL_DONE, rid, 0))
                 else:
                     lp_queue.append(rid)
                     lp_work += t_local[u]
@@ -342,12 +292,12 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 if moved:  # the prefix lives in the PD cluster: push it the other way (same line rate, idle)
                     prefix_moves[0] += 1
                     back = skv[moved] / link.capacity if link.capacity > 0 else INF
-                    heappush(heap, (t + back + rtt_half, _PREFIX_REMOTE, rid, 0))
+                    heappush(heap, (t + back + rtt_half, PREFIX_REMOTE, rid, 0))
                 elif rp_free > 0:  # enqueue_remote and start_remote, inlined
                     rp_free -= 1
                     p_start[rid] = t
                     s = t_remote[u]
-                    heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+                    heappush(heap, (t + s, REMOTE_DONE, rid, 0))
                     size = flow_bytes[rid]
                     link.add(t, rid, size, size * keep / s if s > 0 else INF)
                 else:
@@ -357,16 +307,16 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
         if th == t:  # ------------------------------------------------------------------------ heap event
             _, kind, rid, aux = heappop(heap)
-            if kind == _READY:
+            if kind == READY:
                 ready[rid] = t
                 if free_slots:
                     inst = free_slots.pop()  # admit, inlined
                     dec_active[inst] += 1
                     d_start[rid] = t
-                    heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+                    heappush(heap, (t + outlen[rid] * step_s, DECODE_DONE, rid, inst))
                 else:
                     dec_queue.append(rid)
-            elif kind == _DECODE_DONE:
+            elif kind == DECODE_DONE:
                 finish[rid] = t
                 completed += 1
                 dec_active[aux] -= 1
@@ -379,9 +329,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     admit(dec_queue.popleft(), t, aux)
                 else:
                     free_slots.append(aux)
-            elif kind == _LOCAL_DONE:
+            elif kind == LOCAL_DONE:
                 p_end[rid] = t
-                heappush(heap, (t + tail_local[uncached[rid]], _READY, rid, 0))
+                heappush(heap, (t + tail_local[uncached[rid]], READY, rid, 0))
                 if lp_convert:
                     account_servers(t)
                     lp_convert -= 1
@@ -391,30 +341,30 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     next_local(t)
                 else:
                     lp_free += 1
-            elif kind == _REMOTE_DONE:
+            elif kind == REMOTE_DONE:
                 p_end[rid] = t
                 link.uncap(t, rid)
                 if rp_queue:
                     next_remote(t)
                 else:
                     rp_free += 1
-            elif kind == _PREFIX_REMOTE:
+            elif kind == PREFIX_REMOTE:
                 enqueue_remote(rid, t)
-            elif kind == _PREFIX_LOCAL:
+            elif kind == PREFIX_LOCAL:
                 enqueue_local(rid, t)
-            elif kind == _CAPACITY:
+            elif kind == CAPACITY:
                 link.set_capacity(t, aux * eff / 8.0)
-            else:  # _REBALANCE
+            else:  # REBALANCE
                 rebalance(t)
                 if i < n or (completed < i and (heap or link.next_t < INF)):  # else nothing can ever move again
-                    heappush(heap, (t + cfg.long_term.period_s, _REBALANCE, 0, 0))
+                    heappush(heap, (t + cfg.long_term.period_s, REBALANCE, 0, 0))
             continue
 
         t, fid = link.complete()  # ------------------------------------------------------ link completion
         if fid >= 0:
-            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], _READY, fid, 0))
+            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], READY, fid, 0))
         else:
-            heappush(heap, (t + rtt_half, _PREFIX_LOCAL, ~fid, 0))
+            heappush(heap, (t + rtt_half, PREFIX_LOCAL, ~fid, 0))
 
     end = horizon if t > horizon else now
     link.advance(end)
