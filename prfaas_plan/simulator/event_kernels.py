@@ -11,7 +11,8 @@ tokens):
 - ``I`` (int64) and ``F`` (float64): the loop's counters and clocks at the slots named below (the rule and
   system constants too);
 - ``hf`` (2, H) float64 = event time s, aux; ``hi`` (2, H) int64 = kind, request: a binary min-heap of
-  ``I[HEAP_N]`` events ordered as Python orders the tuples ``(time, kind, request, aux)``;
+  ``I[HEAP_N]`` events ordered as Python orders the tuples ``(time, kind, request, aux)`` (no two pending
+  events are equal, so any heap pops them in the order `heapq` does);
 - ``queues`` (3, n) int64: the local prefill, remote prefill and decode FCFS queues (a request enters each
   at most once, so a queue is a window ``[head, tail)`` of its row);
 - ``dec`` (3, D) int64 = busy slots per decode instance, the open instances in order, draining flags;
@@ -45,17 +46,18 @@ INF = math.inf
 # what `run_segment` returns
 (END, REBALANCE_DUE, GROW_HEAP, GROW_ROWS, GROW_LINK, GROW_PD, GROW_RF, NEXT_CHUNK, PROGRESS) = range(9)
 
-# I slots: counters, then constants
+# I slots: counters, then constants (LP / RP: local / remote prefill; LQ, RQ, DQ: the local prefill, remote
+# prefill and decode queues; C0, C1: the requests of the current block-id chunk; NEED: entries to make room for)
 (ARRIVED, COMPLETED, LP_SERVERS, LP_FREE, LP_CONVERT, RP_FREE, HEAP_N, LQ_HEAD, LQ_TAIL, RQ_HEAD, RQ_TAIL,
  DQ_HEAD, DQ_TAIL, N_DEC, N_OPEN, N_DRAINING, N_FREE, K_SAMPLE, CHANGES, MOVES, PEAK_FLOWS, C0, C1, PENDING,
  CHANGE, NEED, N, N_REMOTE, SLOTS, ADAPTIVE, REMOTE_OK, HAS_CACHE) = range(32)
 I_SIZE = 32
-# F slots: state, then constants
+# F slots: state, then constants (THR: the threshold in use; BASE, CURRENT, LAST_CHANGE: `AdaptiveThreshold`'s;
+# AREA_*: server-seconds provisioned; LP_WORK, RP_WORK: queued prefill seconds; T: the time Python is told)
 (THR, BASE, CURRENT, LAST_CHANGE, AREA_T, AREA_LP, AREA_RP, AREA_LD, NEXT_SAMPLE, NOW, T, LP_WORK, RP_WORK,
  MOVED_BYTES, SAMPLE_S, HORIZON, STEP_S, EFF, RTT_HALF, KEEP, ABUNDANT_UTIL, INTERVAL_S, UTIL_HIGH, UTIL_LOW,
  QUEUE_HIGH, QUEUE_LOW, FACTOR, MAX_FACTOR, PERIOD_S) = range(29)
 F_SIZE = 29
-ROW_WIDTH = 11
 PUSHES_PER_EVENT = 2  # events one step pushes besides a new decode instance's admissions (``slots`` more)
 
 
