@@ -2,13 +2,15 @@
 scheduler, with and without prefix caches, in-process (Python API) and end to end through the CLI.
 
 Run: ``python3 benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--repeat 1] [--traces DIR]
-[--caches caches|none|both] [--schedulers static,adaptive] [--no-cli]``.
+[--caches caches|none|both] [--schedulers static,adaptive] [--no-cli | --cli-only]``.
 Every case runs in a fresh interpreter, so its peak resident memory (``resource.getrusage``, the child's
 ``ru_maxrss``) is its own. Each in-process case also times ``sum(range(10**7))`` in the same process first and
 reports its wall time (read + simulate; ``sim x``: simulate alone) as a multiple of that loop (``x loop``): a
 machine-independent figure that stays comparable when other work shares the cores. In-process cases use the paper's prfaas-1t inputs (as
 bench_simulator.py), the CLI runs ``simulate --trace T --model kimi-linear``; both take the threshold and
-split from the grid search on the trace's lengths and 2 TB of cache per instance.
+split from the grid search on the trace's lengths and 2 TB of cache per instance. The CLI table runs each
+scheduler on the tiled trace and on a copy without hash ids (no prefix caches) and gives their wall-time
+ratio (adaptive / static).
 ``route`` rows time the prefix caches alone (the same system's two pools): the static pass
 (`Router.route_all`) and the adaptive engine's call per request (`Router.route`, abundant every 8th).
 The ``compile`` row times the cache kernels' first use in a fresh process with an empty numba cache
@@ -129,6 +131,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="best of N per case")
     ap.add_argument("--traces", default=None, help="folder for the tiled traces (default: a temporary one)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI runs")
+    ap.add_argument("--cli-only", action="store_true", help="only the end-to-end CLI runs")
     ap.add_argument("--caches", choices=("caches", "none", "both"), default="both",
                     help="run the cases with prefix caches, without them, or both")
     ap.add_argument("--schedulers", default="static,adaptive")
@@ -137,6 +140,8 @@ def main() -> None:
 
     folder = Path(opts.traces or tempfile.mkdtemp(prefix="prfaas-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
+    if opts.cli_only:
+        return cli_table(folder, opts)
     with tempfile.TemporaryDirectory(prefix="prfaas-numba-") as cache_dir:
         cold, warm = (float(run_child([sys.executable, "-c", COMPILE], {"NUMBA_CACHE_DIR": cache_dir})[2])
                       for _ in range(2))
@@ -166,13 +171,34 @@ def main() -> None:
                       f"{best['sim_s']:7.2f} {work / n * 1e6:7.2f} {work / best['loop_s']:7.1f} "
                       f"{best['sim_s'] / best['loop_s']:7.1f} "
                       f"{best['maxrss_mb']:8.0f}", flush=True)
-            if opts.no_cli or opts.caches == "none":  # the CLI replays a trace's hashes: caches on
-                continue
-            cli = [sys.executable, "-m", "prfaas_plan", "simulate", "--trace", str(trace), "--model", "kimi-linear",
-                   "--format", "json", "--scheduler", scheduler]
-            wall, rss = min((run_child(cli)[:2] for _ in range(opts.repeat)), key=lambda x: x[0])
-            print(f"{n:9d} {scheduler:9s} {'caches':6s} {'cli':6s} {wall:7.2f} {'':7s} {'':7s} "
-                  f"{wall / n * 1e6:7.2f} {'':7s} {'':7s} {rss:8.0f}", flush=True)
+    if not opts.no_cli:
+        cli_table(folder, opts)
+
+
+def cli_table(folder: Path, opts) -> None:
+    """End to end through the CLI, each scheduler on the tiled trace with its hashes (prefix caches) and on the
+    same trace without them (no caches), best of ``opts.repeat``: wall seconds, peak MB, and the schedulers'
+    wall-time ratio."""
+    from tiled_trace import write_tiled
+
+    schedulers = opts.schedulers.split(",")
+    print(f"\nend to end: simulate --trace T --model kimi-linear --format json --scheduler S, best of {opts.repeat}")
+    print(f"{'requests':>9s} {'caches':6s} " + " ".join(f"{s + ' s':>11s} {s + ' MB':>12s}" for s in schedulers)
+          + ("   ratio" if len(schedulers) == 2 else ""))
+    for n in map(int, opts.sizes.split(",")):
+        for caches in (("caches", "none") if opts.caches == "both" else (opts.caches,)):
+            trace = folder / (f"tiled_{n}.jsonl" if caches == "caches" else f"tiled_{n}_nohash.jsonl")
+            if not trace.exists():
+                write_tiled(n, trace, hashes=caches == "caches")
+            cells, walls = [], []
+            for scheduler in schedulers:
+                cli = [sys.executable, "-m", "prfaas_plan", "simulate", "--trace", str(trace), "--model",
+                       "kimi-linear", "--format", "json", "--scheduler", scheduler]
+                wall, rss = min((run_child(cli)[:2] for _ in range(opts.repeat)), key=lambda x: x[0])
+                walls.append(wall)
+                cells.append(f"{wall:11.2f} {rss:12.0f}")
+            ratio = f" {walls[1] / walls[0]:7.2f}" if len(walls) == 2 else ""
+            print(f"{n:9d} {caches:6s} " + " ".join(cells) + ratio, flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from prfaas_plan.analytic.ttft import ttft_summary
 from prfaas_plan.layout import Layout, Link, PDSite, PrefillSite, prfaas_pd
 from prfaas_plan.performance.base import parse_instance
 from prfaas_plan.planning import case_study as paper
-from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
+from prfaas_plan.simulator import LinkProfile, LongTermRule, Requests, SimConfig, simulate
 
 MU, SIGMA, LO, HI = 9.90, 1.00, 128, 128_000
 A_CDF, B_CDF = norm.cdf((math.log(LO) - MU) / SIGMA), norm.cdf((math.log(HI) - MU) / SIGMA)
@@ -156,13 +156,15 @@ def systems(draw):
                   else list(range(7, 7 + (l + 511) // 512)) for i, l in enumerate(inputs)]
     n_remote = draw(st.integers(0, 3))
     n_p, n_d = draw(st.integers(0 if n_remote else 1, 3)), draw(st.integers(1, 3))
-    link = Link(draw(st.sampled_from([1e9, 1e10, 1e11])))
+    link = Link(draw(st.sampled_from([1e9, 1e10, 1e11])), rtt_s=draw(st.sampled_from([0.0, 0.01])))
     remote = PrefillSite("remote", H200, n_remote) if n_remote else None
     layout = Layout("random", (PDSite("local", H20, n_p, n_d, link if n_remote else None),), remote)
     cfg = SimConfig(draw(st.sampled_from([0.0, 4096.0, 20_000.0, math.inf])),
                     draw(st.sampled_from(["static", "adaptive"])),
+                    long_term=LongTermRule(period_s=draw(st.sampled_from([5.0, 30.0, 300.0])), min_samples=3),
                     link_profile=LinkProfile.drop(draw(st.floats(0, 100)), 50.0, link.bandwidth_bps, 0.1),
-                    horizon_s=draw(st.sampled_from([None, 30.0, 150.0])), cache_bytes_per_instance=5e9)
+                    horizon_s=draw(st.sampled_from([None, 30.0, 150.0])),
+                    cache_bytes_per_instance=draw(st.sampled_from([1e8, 5e9])))
     return Requests.from_arrays(arrivals, inputs, outputs, hashes), layout, cfg
 
 

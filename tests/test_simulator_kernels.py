@@ -115,33 +115,3 @@ def test_compiled_shared_link_is_the_python_one(ops, capacity, bin_s, tau_s):
             assert getattr(links[0], name) == getattr(links[1], name), name
         assert links[0].unsent_bytes() == links[1].unsent_bytes()
         assert np.array_equal(np.array(links[0].bins), links[1].bins)
-
-
-def test_event_loop_with_the_compiled_link_makes_the_same_run(monkeypatch):
-    # the adaptive engine takes the compiled link from COMPILED_FROM requests on: lowered here to compare a run
-    # with contention (a load near saturation, a link drop) against the Python link's, bit for bit
-    from prfaas_plan.analytic.search import grid_search
-    from prfaas_plan.analytic.throughput import LengthGrid
-    from prfaas_plan.layout import Link, prfaas_pd
-    from prfaas_plan.planning import case_study as paper
-    from prfaas_plan.simulator import Requests, SimConfig, pipeline, simulate
-
-    rng = np.random.default_rng(7)
-    n = 3000
-    inputs = np.clip(rng.lognormal(9.9, 1.0, n), 128, 128_000)
-    perf = paper.case_study_perf("paper")
-    ev = grid_search(prfaas_pd("32xH200", "64xH20", Link(100e9)), LengthGrid(np.sort(inputs), np.full(n, 1 / n)),
-                     perf, "exact").best
-    req = Requests.from_arrays(np.cumsum(rng.exponential(1 / (0.9 * ev.lambda_max), n)), inputs, np.full(n, 1024))
-    cfg = SimConfig(ev.threshold, "adaptive", link_profile=LinkProfile.drop(20.0, 60.0, 100e9, 0.1))
-    runs = []
-    for compiled_from in (n + 1, n):
-        monkeypatch.setattr(pipeline, "COMPILED_FROM", compiled_from)
-        runs.append(simulate(req, ev.layout, perf, cfg))
-    python, compiled = runs
-    assert python.summary()["peak_link_flows"] > 1 and python.summary()["threshold_changes"] > 0
-    assert python.summary() == compiled.summary()
-    for a, b in ((python.finish_s, compiled.finish_s), (python.ready_s, compiled.ready_s),
-                 (python.link_bytes, compiled.link_bytes)):
-        assert np.array_equal(a, b, equal_nan=True)
-    assert all(np.array_equal(python.timeline[k], compiled.timeline[k], equal_nan=True) for k in python.timeline)

@@ -1,6 +1,7 @@
 """`link.SharedLink` with its state in numpy arrays and its steps compiled (`kernels.link_add` etc.): the same
-operations in the same order, so the same floats, at a fraction of the cost per call. The event loop uses
-it on large runs (`pipeline.COMPILED_FROM`); importing it imports numba.
+operations in the same order, so the same floats, at a fraction of the cost per call (tests compare it with
+`SharedLink`). The compiled event loop (`compiled_events`) keeps the link's arrays in one and runs the same
+kernels on them itself, asking it only for room (`reserve`); importing it imports numba.
 
 Rates in bytes/s, times in seconds, sizes in bytes; flow ids are ints (stored as floats: exact below 2**53).
 """
@@ -48,6 +49,12 @@ class CompiledLink:
             grown[:len(self._bins)] = self._bins
             self._bins = grown
             self._grow_at = (len(grown) - 2) * self.bin_s
+
+    def reserve(self, t: float) -> None:
+        """Room in the arrays for time ``t`` (s) and one more flow (what `event_kernels` asks for)."""
+        self._room(t)
+        if int(self._state[k._N]) == self._flows.shape[1]:
+            self._flows = np.concatenate([self._flows, np.empty_like(self._flows)], axis=1)
 
     def advance(self, t: float) -> None:
         if t > self.t:

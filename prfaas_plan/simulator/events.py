@@ -16,6 +16,12 @@ tables computed once, vectorized, over every uncached length up to the longest p
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
 4. **Long-term rule**, every period: one role conversion at most (a decode instance drains its batch
    first; a busy prefill instance finishes its request first), then ``t`` is re-optimized.
+
+This loop is the reference. From `pipeline.COMPILED_FROM` requests on, `run_events` hands the run to its
+compiled twin (`compiled_events` driving `event_kernels.run_segment`: the same steps, floats and
+tie-breaks, with the long-term rule still in Python, `event_parts.long_term_change`), which gives the same
+`RunRecord` bit for bit (tests/test_event_kernels.py) at a fraction of the cost per event; below that the
+Python loop finishes first (numba's load costs about a second).
 """
 
 from __future__ import annotations
@@ -23,43 +29,33 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from dataclasses import replace
 from heapq import heappop, heappush
 
 import numpy as np
 
+from .event_parts import (CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, REBALANCE,
+                          REMOTE_DONE, SAMPLE_KEYS, long_term_change, recent_samples, service_tables,
+                          sorted_initial_events)
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
-from .scheduler import AdaptiveThreshold, long_term_step
+from .scheduler import AdaptiveThreshold
 from .system import System
-from .tables import TablePrefill
 
 INF = math.inf
-# Event kinds; at equal times they run in this order (arrivals before all of them, link completions after).
-_CAPACITY, _LOCAL_DONE, _REMOTE_DONE, _PREFIX_LOCAL, _PREFIX_REMOTE, _READY, _DECODE_DONE, _REBALANCE = range(8)
-SAMPLE_KEYS = ("t_s", "link_capacity_gbps", "remote_waiting", "local_waiting", "local_busy", "decode_waiting",
-               "decode_busy", "threshold_tokens", "n_prefill", "n_decode", "in_flight")
-LONG_TERM_KEYS = tuple((SAMPLE_KEYS.index(k), k) for k in ("local_waiting", "local_busy", "decode_waiting",
-                                                             "decode_busy"))  # what `long_term_step` reads
-
-
-def _shared_link(n: int):
-    """The link's class for a run of ``n`` requests: compiled from `pipeline.COMPILED_FROM` on (its import
-    costs about a second; the same results)."""
-    from .pipeline import COMPILED_FROM
-
-    if n < COMPILED_FROM:
-        return SharedLink
-    from .compiled_link import CompiledLink
-
-    return CompiledLink
 
 
 def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
     """Simulate, with the dual-timescale rules when ``adaptive`` (else a fixed threshold and fixed roles);
-    returns the `RunRecord` `SimResult.build` takes."""
+    returns the `RunRecord` `SimResult.build` takes. From `pipeline.COMPILED_FROM` requests on, the compiled
+    twin of this loop runs it (`compiled_events`; the same record, bit for bit)."""
     n = len(requests)
+    from .pipeline import COMPILED_FROM
+
+    if n >= COMPILED_FROM:
+        from .compiled_events import run_compiled
+
+        return run_compiled(requests, sysm, cfg, router, progress, adaptive)
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
@@ -67,20 +63,16 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     # ``c0 + j``'s (no array view built per request)
     chunks = requests.iter_blocks().chunks(4096) if requests.has_blocks and router.pd is not None else None
     ids, offs, c0, c1 = None, [], 0, 0
-    svc = sysm.service(np.arange(int(requests.input_tokens.max()) + 1))
+    svc, reopt_perf = service_tables(requests, sysm)
     t_local = svc["local_s"].tolist()
     t_remote = svc["remote_s"].tolist()
     skv = svc["skv_bytes"].tolist()
     tail_local = svc["tail_s"].tolist()
     exposed_remote = svc["remote_exposed_s"].tolist()
-    site = sysm.layout.pd_sites[0]
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     abundant_util, short_interval_s = cfg.short_term.abundant_util, cfg.short_term.interval_s
-    link = _shared_link(n)(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
-    reopt_perf = replace(sysm.perf, remote_prefill=TablePrefill(svc["remote_s"], "simulator table"),
-                         sites={site.name: replace(sysm.perf.sites[site.name],
-                                                   prefill=TablePrefill(svc["local_s"], "simulator table"))})
+    link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
 
     # per-request records as flat C arrays (8 bytes an entry; a list of floats takes 32): at a million
     # requests the lists alone held about 200 MB
@@ -94,7 +86,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     finish = array("d", [nan]) * n
     flow_bytes = array("d", [0.0]) * n
 
-    heap: list = []
+    heap = sorted_initial_events(cfg, remote_ok, adaptive)
     lp_servers = lp_free = sysm.n_prefill
     lp_convert = 0                             # busy prefill instances to hand to decode when done
     lp_queue: deque = deque()
@@ -122,12 +114,6 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     k_sample = 0
     horizon = INF if cfg.horizon_s is None else float(cfg.horizon_s)
 
-    if cfg.link_profile is not None and remote_ok:
-        for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps):
-            heappush(heap, (ts, _CAPACITY, 0, bps))
-    if adaptive:
-        heappush(heap, (cfg.long_term.period_s, _REBALANCE, 0, 0))
-
     def n_prefill_now() -> int:
         return lp_servers - lp_convert
 
@@ -141,12 +127,12 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
     def start_local(rid: int, t: float) -> None:
         p_start[rid] = t
-        heappush(heap, (t + t_local[uncached[rid]], _LOCAL_DONE, rid, 0))
+        heappush(heap, (t + t_local[uncached[rid]], LOCAL_DONE, rid, 0))
 
     def start_remote(rid: int, t: float) -> None:
         p_start[rid] = t
         s = t_remote[uncached[rid]]
-        heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+        heappush(heap, (t + s, REMOTE_DONE, rid, 0))
         size = flow_bytes[rid]
         link.add(t, rid, size, size * keep / s if s > 0 else INF)
 
@@ -183,7 +169,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     def admit(rid: int, t: float, inst: int) -> None:
         dec_active[inst] += 1
         d_start[rid] = t
-        heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+        heappush(heap, (t + outlen[rid] * step_s, DECODE_DONE, rid, inst))
 
     def add_decode_instance(t: float) -> None:
         dec_active.append(0)
@@ -214,12 +200,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
     def rebalance(t: float) -> None:
         nonlocal lp_free, lp_servers, lp_convert, thr, period_from
-        rule = cfg.long_term
-        recent = rows[-max(1, int(round(rule.period_s / sample_s))):]
-        mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
-        step = long_term_step(rule, sysm, reopt_perf, cfg.mode, split, link.capacity * 8.0 / eff, period_u,
-                              outlen[period_from:i], mean)
+        step, role = long_term_change(cfg, sysm, reopt_perf, t, split, link.capacity, rows[-recent_samples(cfg):],
+                                      period_u, outlen[period_from:i], thr)
         change = step.change
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
@@ -237,14 +220,11 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 add_decode_instance(t)
             else:
                 lp_convert += 1
-        split += change
         if step.threshold is not None:
             thr = step.threshold
             short.reset(thr)
-        if change:
-            roles.append({"time_s": t, "change": "decode->prefill" if change > 0 else "prefill->decode",
-                          "n_prefill": split, "n_decode": site.instances - split, "threshold_tokens": thr,
-                          "model_gain": step.gain})
+        if role is not None:
+            roles.append(role)
         period_u.clear()
         period_from = i
 
@@ -302,7 +282,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 elif lp_free > 0:  # enqueue_local, inlined: most arrivals
                     lp_free -= 1
                     p_start[rid] = t
-                    heappush(heap, (t + t_local[u], _LOCAL_DONE, rid, 0))
+                    heappush(heap, (t + t_local[u], LOCAL_DONE, rid, 0))
                 else:
                     lp_queue.append(rid)
                     lp_work += t_local[u]
@@ -312,12 +292,12 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 if moved:  # the prefix lives in the PD cluster: push it the other way (same line rate, idle)
                     prefix_moves[0] += 1
                     back = skv[moved] / link.capacity if link.capacity > 0 else INF
-                    heappush(heap, (t + back + rtt_half, _PREFIX_REMOTE, rid, 0))
+                    heappush(heap, (t + back + rtt_half, PREFIX_REMOTE, rid, 0))
                 elif rp_free > 0:  # enqueue_remote and start_remote, inlined
                     rp_free -= 1
                     p_start[rid] = t
                     s = t_remote[u]
-                    heappush(heap, (t + s, _REMOTE_DONE, rid, 0))
+                    heappush(heap, (t + s, REMOTE_DONE, rid, 0))
                     size = flow_bytes[rid]
                     link.add(t, rid, size, size * keep / s if s > 0 else INF)
                 else:
@@ -327,16 +307,16 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
 
         if th == t:  # ------------------------------------------------------------------------ heap event
             _, kind, rid, aux = heappop(heap)
-            if kind == _READY:
+            if kind == READY:
                 ready[rid] = t
                 if free_slots:
                     inst = free_slots.pop()  # admit, inlined
                     dec_active[inst] += 1
                     d_start[rid] = t
-                    heappush(heap, (t + outlen[rid] * step_s, _DECODE_DONE, rid, inst))
+                    heappush(heap, (t + outlen[rid] * step_s, DECODE_DONE, rid, inst))
                 else:
                     dec_queue.append(rid)
-            elif kind == _DECODE_DONE:
+            elif kind == DECODE_DONE:
                 finish[rid] = t
                 completed += 1
                 dec_active[aux] -= 1
@@ -349,9 +329,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     admit(dec_queue.popleft(), t, aux)
                 else:
                     free_slots.append(aux)
-            elif kind == _LOCAL_DONE:
+            elif kind == LOCAL_DONE:
                 p_end[rid] = t
-                heappush(heap, (t + tail_local[uncached[rid]], _READY, rid, 0))
+                heappush(heap, (t + tail_local[uncached[rid]], READY, rid, 0))
                 if lp_convert:
                     account_servers(t)
                     lp_convert -= 1
@@ -361,30 +341,30 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                     next_local(t)
                 else:
                     lp_free += 1
-            elif kind == _REMOTE_DONE:
+            elif kind == REMOTE_DONE:
                 p_end[rid] = t
                 link.uncap(t, rid)
                 if rp_queue:
                     next_remote(t)
                 else:
                     rp_free += 1
-            elif kind == _PREFIX_REMOTE:
+            elif kind == PREFIX_REMOTE:
                 enqueue_remote(rid, t)
-            elif kind == _PREFIX_LOCAL:
+            elif kind == PREFIX_LOCAL:
                 enqueue_local(rid, t)
-            elif kind == _CAPACITY:
+            elif kind == CAPACITY:
                 link.set_capacity(t, aux * eff / 8.0)
-            else:  # _REBALANCE
+            else:  # REBALANCE
                 rebalance(t)
                 if i < n or (completed < i and (heap or link.next_t < INF)):  # else nothing can ever move again
-                    heappush(heap, (t + cfg.long_term.period_s, _REBALANCE, 0, 0))
+                    heappush(heap, (t + cfg.long_term.period_s, REBALANCE, 0, 0))
             continue
 
         t, fid = link.complete()  # ------------------------------------------------------ link completion
         if fid >= 0:
-            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], _READY, fid, 0))
+            heappush(heap, (t + rtt_half + exposed_remote[uncached[fid]], READY, fid, 0))
         else:
-            heappush(heap, (t + rtt_half, _PREFIX_LOCAL, ~fid, 0))
+            heappush(heap, (t + rtt_half, PREFIX_LOCAL, ~fid, 0))
 
     end = horizon if t > horizon else now
     link.advance(end)

@@ -23,9 +23,10 @@ from .system import System
 
 INF = math.inf
 COMPILED_FROM = 200_000
-"""Requests from which the FCFS queues and the link run compiled (`kernels`, same floats): numba costs about
-1 s a process (its import and loading the cached machine code), which the compiled loops repay from about
-here on (benchmarks/bench_scale.py); below it the Python loops finish first."""
+"""Requests from which the FCFS queues and the link run compiled (`kernels`, same floats), and the event loop
+too (`events.run_events` hands the run to `compiled_events`, the same run): numba costs about 1 s a process
+(its import and loading the cached machine code), which the compiled loops repay from about here on
+(benchmarks/bench_scale.py); below it the Python loops finish first."""
 
 
 def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int, compiled: bool = False) -> np.ndarray:
