@@ -31,9 +31,10 @@ import numpy as np
 from .. import arithmetic as A
 from ..errors import PlanError
 from ..profiles import ModelProfile
+from ..vocabulary import TransferPolicy, values
 
-POLICIES = ("replicated", "logical", "dp-attention")
-DEFAULT_POLICY = "replicated"
+POLICIES = values(TransferPolicy)
+DEFAULT_POLICY = TransferPolicy.replicated.value
 ONE_COPY = ("logical", "dp-attention")  # policies that move one copy of the cache whatever the TP degree
 
 

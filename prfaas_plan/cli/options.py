@@ -14,41 +14,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..planning.scenario import DEFAULTS
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
-class Mode(StrEnum):
-    representative = "representative"
-    exact = "exact"
-
-
-class InputLevel(StrEnum):
-    predicted = "predicted"
-    paper = "paper"
-
-
-class TransferPolicy(StrEnum):
-    replicated = "replicated"
-    logical = "logical"
-    dp_attention = "dp-attention"
-
-
-class Basis(StrEnum):
-    capex = "capex"
-    rental = "rental"
-    instances = "instances"
-    cost = "cost"   # the earlier name of capex
-
-
-class Baseline(StrEnum):
-    prfaas = "prfaas"
-    homogeneous = "homogeneous"
-    naive = "naive"
+from ..vocabulary import Baseline, Format, InputLevel, Mode, TransferPolicy
+from ..vocabulary import BasisWord as Basis
 
 
 class SchedulerName(StrEnum):

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError
+from ..vocabulary import Format, values
 
-FORMATS = ("table", "json", "csv")
+FORMATS = values(Format)
 TABLE_WIDTH = 100  # columns, unless the COLUMNS environment variable says otherwise
 
 

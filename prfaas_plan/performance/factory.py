@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..errors import PlanError
 from ..profiles import MeasuredPrefill, ModelProfile, StackProfile, get_model
+from ..vocabulary import PrefillSource, values
 from .base import Instance, PrefillModel, parse_instance
 from .roofline import RooflinePrefill
 from .tabulated import TabulatedPrefill
 
-SOURCES = ("auto", "roofline", "measured")
+SOURCES = values(PrefillSource)
 
 
 def measured_table(model: ModelProfile, instance: Instance) -> MeasuredPrefill | None:

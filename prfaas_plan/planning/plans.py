@@ -26,6 +26,8 @@ from ..analytic.throughput import (
 )
 from ..analytic.ttft import TTFTSummary, ttft_summary
 from ..errors import PlanError
+from ..vocabulary import BASIS_ALIASES as VOCAB_ALIASES
+from ..vocabulary import Basis, values
 from ..layout import (
     Layout,
     Link,
@@ -148,8 +150,8 @@ def check_servable(plan: Plan) -> None:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
 
 
-BASES = ("capex", "rental", "instances")
-BASIS_ALIASES = {"cost": "capex"}   # the earlier name of capex, still accepted
+BASES = values(Basis)
+BASIS_ALIASES = {alias: basis.value for alias, basis in VOCAB_ALIASES.items()}  # earlier names, still accepted
 
 
 def check_basis(basis: str) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PlanError
+from ..vocabulary import MoeSplit, values
 
-MOE_SPLITS = ("tp", "ep")
+MOE_SPLITS = values(MoeSplit)
 
 
 def check_moe(text: str) -> str:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
+from ..analytic.throughput import MODES, LengthGrid, PerfInputs, SitePerf
 from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
 from ..profiles import DEFAULT_STACK, ModelProfile
+from ..vocabulary import InputLevel, values
 
 GRID_POINTS = 8192
-MODES = ("representative", "exact")
-INPUT_LEVELS = ("predicted", "paper")
+INPUT_LEVELS = values(InputLevel)
 
 
 @dataclass(frozen=True)

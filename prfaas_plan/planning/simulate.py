@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..analytic.transfer import POLICIES
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
+from ..vocabulary import Baseline, values
 from .scenario import (
     DEFAULTS,
     INPUT_LEVELS,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.ttft import TTFTSummary
     from ..simulator import SimConfig, SimResult
 
-BASELINES = ("prfaas", "homogeneous", "naive")
+BASELINES = values(Baseline)
 DEFAULT_LOAD = 0.8             # offered load of the synthetic workload, fraction of Lambda_max
 DEFAULT_SYNTHETIC_S = 1800.0   # arrival window of the synthetic workload, seconds
 SYNTHETIC = ("paper",)
