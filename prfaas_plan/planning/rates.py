@@ -266,7 +266,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     if output is not None and Path(output).exists() and not Path(output).is_dir():
         raise PlanError(f"--output {output!r}: exists and is not a folder")
     if weight_dtype:
-        dtype_bytes(weight_dtype, "--weight-dtype")
+        dtype_bytes(weight_dtype, "--row-weight-dtype")
     defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
