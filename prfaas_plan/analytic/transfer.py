@@ -48,7 +48,7 @@ class TransferBytes:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise PlanError(f"--transfer-bytes {self.policy!r}: expected {', '.join(POLICIES)}")
+            raise PlanError(f"`transfer_bytes` {self.policy!r}: expected {', '.join(POLICIES)}")
         if self.tp < 1:
             raise PlanError(f"transfer TP degree must be at least 1, got {self.tp}")
 

@@ -21,7 +21,7 @@ FORMATS = {f".{f.value}": f.value for f in FigureFormat}  # file suffix -> figur
 def figure_format(path: str) -> str:
     ext = Path(path).suffix.lower()
     if ext not in FORMATS:
-        raise PlanError(f"--plot {path!r}: expected a .png or .svg file name")
+        raise PlanError(f"`plot` {path!r}: expected a .png or .svg file name")
     return FORMATS[ext]
 
 

@@ -73,7 +73,7 @@ def _unique(items) -> list:
 def check_format(fmt: str) -> str:
     """Validate a ``--format`` value."""
     if fmt not in FORMATS:
-        raise PlanError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise PlanError(f"`format` {fmt!r}: expected one of {', '.join(FORMATS)}")
     return fmt
 
 
