@@ -34,12 +34,13 @@ import numpy as np
 
 from .. import arithmetic as A
 from ..profiles import AttentionGroup, ModelProfile, dtype_bytes
+from ..vocabulary import MoeSplit, values
 
 ACT_BYTES = 2            # bf16 activations
 CORE_DTYPE = "bf16"      # attention cores compute in bf16
 LINEAR_CHUNK = 64        # chunk of the chunked linear-attention kernels (flash-linear-attention default)
 ELEMENTWISE_PASSES = 10  # hidden-state reads+writes per layer: 2 RMSNorms (2 each), 2 residual adds (3 each)
-MOE_MODES = ("tp", "ep")
+MOE_MODES = values(MoeSplit)
 PHASES = ("prefill", "decode")
 
 

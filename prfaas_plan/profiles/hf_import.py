@@ -418,7 +418,7 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     repo_name = _repo_model_name(config, source)
     if not (name or repo_name):
         raise r.error("cannot derive a model name (no _name_or_path, file not named org--Model.config.json); "
-                      "pass one with --name")
+                      "pass one with `name`")
     profile: dict[str, Any] = {"kind": "model", "name": _profile_name(name or repo_name, label),
                                "display_name": repo_name or name}
     n = r.count("num_layers", "num_hidden_layers", maximum=MAX_LAYERS)
