@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from prfaas_plan import arithmetic as A
 from prfaas_plan.errors import PlanError
 from prfaas_plan.performance.operators import Parallel, pass_work
-from prfaas_plan.profiles import kinds, model_from_dict
+from prfaas_plan.profiles import get_model, kinds, model_from_dict
 from prfaas_plan.reference import TinyModel, validate_model
 from prfaas_plan.reference.numerics import Flops, rms_norm, silu, softplus
 
@@ -147,6 +147,11 @@ def test_ffn_free_layers_and_ungated_ffn_in_params_and_roofline():
     # two all-reduces per layer with an FFN, one for a layer without
     assert float(ops["comm_tp"].link_calls) == 2 * 3 + 1
     assert "attn_linear" in ops and float(ops["attn_linear"].flops) > 0
+    # the kernel reads x and writes y per head, but B and C once per group of heads
+    g, = ungated.groups("mamba2")
+    assert g.rule.linear_io_per_head(g) * g.num_heads == 2 * 8 * 16 + 2 * 2 * 32
+    kda, = get_model("kimi-linear").groups("kda")
+    assert kda.rule.linear_io_per_head(kda) == 4 * kda.head_dim  # the default: q, k, v, o of head_dim each
     total = sum(float(w.flops) for w in ops.values()) * tp
     assert total >= float(A.prefill_flops(ungated, int(tokens)).total)  # chunked form adds intra-chunk work
 

@@ -187,7 +187,7 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
             state = A.recurrent_state_elements(g) / tp * dtype_bytes(model.state_dtype, model.name)
             conv = A.conv_state_elements(g) / tp * dtype_bytes(model.conv_dtype, model.name)
             recurrent = float(A.attention_core_flops(g, 1))  # per token, all heads
-            qkvo = heads / tp * (2 * dk + 2 * dv) * ab
+            qkvo = heads / tp * g.rule.linear_io_per_head(g) * ab
             lin = terms["attn_linear"]
             if phase == "prefill":
                 # Chunked form: the recurrence's arithmetic regrouped per chunk, plus attention inside each

@@ -109,6 +109,12 @@ class AttentionKind:
         """Chunked prefill: multiples of the intra-chunk attention the kind computes (recurrent kinds)."""
         return 0
 
+    def linear_io_per_head(self, g: Group) -> float:
+        """Activation elements per token and head a linear-attention kernel reads and writes (q, k, v in,
+        o out): ``2 key dim + 2 value dim`` (recurrent kinds; kinds that share q or k across heads say less)."""
+        _, dk, dv = self.linear_dims(g)
+        return 2 * dk + 2 * dv
+
     def summary_name(self) -> str:
         """Short label used in tables (``KDA``, ``GDN``)."""
         return self.name.upper()
@@ -341,6 +347,10 @@ class Mamba2(_Recurrent):
 
     def chunk_intra_factor(self):
         return 1  # SSD's intra-chunk term is plain masked attention, no delta-rule transform
+
+    def linear_io_per_head(self, g):
+        # x in and y out per head; B and C once per group, shared by its num_heads / num_groups heads
+        return 2 * g.head_dim + 2 * g.num_groups * g.state_size / g.num_heads
 
     def summary_name(self):
         return "Mamba2"
