@@ -95,12 +95,14 @@ def test_deepseek_v2_lite_counts():
     assert p.active - p.embedding == pytest.approx(2.4e9, rel=0.03)
 
 
-def test_bundled_dense_profiles_are_their_import():
+def test_bundled_profiles_are_their_import():
     for stem, name in [("Qwen--Qwen3-8B", "qwen3-8b"), ("Qwen--Qwen2.5-72B", "qwen2.5-72b"),
-                       ("meta-llama--Llama-3.1-8B", "llama-3.1-8b")]:
+                       ("meta-llama--Llama-3.1-8B", "llama-3.1-8b"), ("nvidia--Nemotron-H-8B-Base-8K", "nemotron-h-8b")]:
         m, b = _model(stem), get_model(name)
         assert (m.attention, m.moe, m.dense_layers, m.dense_intermediate) == (b.attention, b.moe, b.dense_layers,
                                                                               b.dense_intermediate)
+        assert (m.no_ffn_layers, m.ffn_gated, m.state_dtype, m.conv_dtype) == \
+               (b.no_ffn_layers, b.ffn_gated, b.state_dtype, b.conv_dtype)
         assert A.param_counts(m) == A.param_counts(b) and A.kv_bytes_per_token(m) == A.kv_bytes_per_token(b)
         assert (m.weight_dtype, m.kv_dtype, m.max_context, m.tie_word_embeddings) == \
                (b.weight_dtype, b.kv_dtype, b.max_context, b.tie_word_embeddings)
@@ -235,7 +237,8 @@ def test_imported_hybrid_and_dense_models_run_through_rates(tmp_path, cli):
     assert code == 0 and "Mamba2 24 + GQA 4" in out and "102,137,856 B/request" in out
     code, out, _ = cli("--profiles", str(tmp_path), "models", "--format", "json")
     rows = {r["model"]: r for r in json.loads(out)["sections"]["models"]}
-    assert rows["nemotron-h-8b-base-8k"]["attention"] == "Mamba2 24 + GQA 4"
+    assert rows["nemotron-h-8b-base-8k"]["attention"] == rows["nemotron-h-8b"]["attention"] == "Mamba2 24 + GQA 4"
+    assert rows["nemotron-h-8b"]["fixed_state_bytes"] == 102_137_856 and rows["qwen3-8b"]["attention"] == "GQA 36"
     for args in (("--profiles", str(tmp_path), "rates", "--model", "nemotron-h-8b-base-8k"),
                  ("rates", "--model", "qwen3-8b")):
         code, out, err = cli(*args, "--instance", "1xH100", "--len", "1k,4k,8k", "--format", "json")
