@@ -89,6 +89,16 @@ def test_compiled_adaptive_loop_is_the_python_one(case, blocks):
     assert_same_run(python, compiled)
 
 
+def test_compiled_threshold_only_loop_is_the_python_one(case):
+    """The third policy: the short-term rule without periods (no rebalance events, no role change)."""
+    perf, ev, with_blocks, _ = case
+    cfg = SimConfig(ev.threshold, "threshold", link_profile=LinkProfile.drop(20.0, 60.0, 100e9, 0.1),
+                    cache_bytes_per_instance=5e9)
+    python, compiled = both_loops(with_blocks, ev.layout, perf, cfg)
+    assert python[0].threshold_changes > 0 and not python[0].roles and not python[0].periods
+    assert_same_run(python, compiled)
+
+
 def test_compiled_static_event_loop_is_the_python_one(case):
     perf, ev, with_blocks, _ = case
     cfg = SimConfig(ev.threshold, link_profile=LinkProfile.drop(20.0, 60.0, 100e9, 0.1), horizon_s=300.0,

@@ -87,8 +87,9 @@ class EventLoopStatic:
 
     def run(self, requests, sysm, cfg, router, progress, engine):
         from prfaas_plan.simulator.events import run_events
+        from prfaas_plan.simulator.policies import StaticConfig, StaticPolicy
 
-        return run_events(requests, sysm, cfg, router, progress, adaptive=False)
+        return run_events(requests, sysm, cfg, router, progress, StaticPolicy(StaticConfig(), sysm.threshold))
 
 
 @pytest.fixture

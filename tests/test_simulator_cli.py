@@ -28,12 +28,22 @@ def test_synthetic_paper_runs_and_reports(cli):
 def test_trace_replay_with_caches_and_adaptive_comparison(cli, tmp_path):
     plot = tmp_path / "sim.png"
     code, out, err = cli("simulate", *PAPER, "--trace", TRACE, "--duration", "900s", "--scheduler", "adaptive",
-                         "--compare", "--rebalance", "2min", "--plot", str(plot), "--format", "json")
+                         "--compare", "static,threshold", "--rebalance", "2min", "--plot", str(plot), "--format",
+                         "json")
     assert code == 0, err
     doc = json.loads(out)
     assert {r["cluster"] for r in doc["sections"]["cache"]} == {"pd", "prfaas"}
     assert doc["sections"]["cache"][0]["hit_rate"] > 0.1
-    assert {r["figure"] for r in doc["sections"]["comparison"]} >= {"P99 TTFT (s)", "steady throughput (req/s)"}
+    rows = {r["figure"]: r for r in doc["sections"]["comparison"]}
+    assert set(rows) >= {"P99 TTFT (s)", "steady throughput (req/s)"}
+    # three schedulers, three distinct runs (a third one once silently re-ran one of the other two)
+    p99 = rows["P99 TTFT (s)"]
+    assert {"static", "threshold", "adaptive", "threshold_vs_static", "adaptive_vs_static"} <= set(p99)
+    assert rows["threshold moves"]["static"] == 0
+    assert rows["role changes"]["threshold"] == 0
+    assert [r["scheduler"] for r in doc["sections"]["backlogs"]] == ["adaptive", "static", "threshold"]
+    assert {r["scheduler"] for r in doc["sections"]["decisions"]} == {"adaptive"}
+    assert all(r["reason"] for r in doc["sections"]["decisions"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -76,6 +86,15 @@ def _bad_profile(tmp_path):
     return str(p)
 
 
+@pytest.mark.parametrize("compare,needle", [("static,nope", "'nope' is not a scheduler"),
+                                             ("adaptive", "besides 'adaptive'"),
+                                             ("static,static", "named twice")])
+def test_compare_refuses_unknown_repeated_or_no_other_scheduler(cli, compare, needle):
+    code, _, err = cli("simulate", *PAPER, "--synthetic", "paper", "--duration", "60s", "--scheduler", "adaptive",
+                       "--compare", compare)
+    assert code != 0 and needle in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("make_args,needle", [
     (lambda d: ("--trace", _bad_trace(d)), "bad.jsonl:2: "),
     (lambda d: ("--link-profile", _bad_profile(d)), "drop.csv:3: gbps: must be >= 0"),
@@ -84,7 +103,7 @@ def _bad_profile(tmp_path):
     (lambda d: ("--baseline", "hub"), "'hub' is not one of 'prfaas', 'homogeneous', 'naive'"),
     (lambda d: ("--tpot", "25"), "did you mean 25ms?"),
     (lambda d: ("--rtt", "20"), "did you mean 20ms?"),
-    (lambda d: ("--scheduler", "fifo"), "'fifo' is not one of 'static', 'adaptive'"),
+    (lambda d: ("--scheduler", "fifo"), "'fifo' is not one of 'static', 'threshold', 'adaptive'"),
     (lambda d: ("--rate", "2", "--load", "0.5"), "either --rate or --load"),
     (lambda d: ("--rate", "-1"), "--rate -1.0"),
     (lambda d: ("--synthetic", "zipf"), "--synthetic 'zipf'"),

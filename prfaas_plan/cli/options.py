@@ -22,6 +22,7 @@ from ..vocabulary import BasisWord as Basis
 
 class SchedulerName(StrEnum):
     static = "static"
+    threshold = "threshold"
     adaptive = "adaptive"
 
 
@@ -141,7 +142,7 @@ Rate = Annotated[Optional[float], typer.Option(
 Duration = Annotated[Optional[str], typer.Option(
     "--duration", help="Arrival window with a unit, e.g. 1800s or 30min (default: 30 min synthetic, the "
                        "whole trace).")]
-SchedulerOpt = Annotated[SchedulerName, typer.Option("--scheduler", help="static or adaptive (dual-timescale).")]
+SchedulerOpt = Annotated[SchedulerName, typer.Option("--scheduler", help="static, threshold (short-term rule only) or adaptive (dual-timescale).")]
 Rebalance = Annotated[str, typer.Option("--rebalance", help="Long-term rule period (adaptive), e.g. 5min.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of the random draws (error-bar samples, synthetic "
                                                    "arrivals, validate's random weights and tokens).")]

@@ -88,7 +88,9 @@ def simulate_cmd(
     load: Load = None,
     duration: Duration = None,
     scheduler: SchedulerOpt = "static",
-    compare: bool = typer.Option(False, "--compare", help="Also run the other scheduler and report the difference."),
+    compare: Optional[str] = typer.Option(
+        None, "--compare", help="Also run these schedulers on the same workload, comma-separated (e.g. "
+        "static,threshold,adaptive), and report every one beside the static run."),
     link: LinkRate = DEFAULTS.link,
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,

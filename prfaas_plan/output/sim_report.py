@@ -6,6 +6,7 @@ from __future__ import annotations
 from .report import Column, Report, Section
 
 TIMELINE_ROWS = 24
+BACKLOG_KEYS = ("remote_waiting", "link_waiting", "local_waiting", "decode_waiting")
 TIMELINE_KEYS = ("t_s", "link_gbps", "link_capacity_gbps", "remote_waiting", "local_waiting", "decode_waiting",
                  "decode_busy", "threshold_tokens", "n_prefill", "n_decode")
 
@@ -84,13 +85,33 @@ def simulation_report(a) -> Report:
             Column("used_bytes", "used GB", lambda v: f"{v / 1e9:,.0f}"), Column("evicted", "evicted", ",d")],
             notes=[f"cross-cluster prefix moves: {moves['count']} ({moves['link_bytes'] / 1e9:,.1f} GB over the "
                    "link)"]))
-    if a.scheduler == "adaptive" or a.other is not None:
-        roles = list(result.role_changes) if a.scheduler == "adaptive" else list(a.other.role_changes)
-        sections.append(Section("roles", "Role changes (adaptive)", roles or [{"change": "none"}]))
-    if a.other is not None:
-        sections.append(Section("comparison", "Static vs adaptive scheduler, same workload", a.comparison(), [
-            Column("figure", "figure"), Column("static", "static", _3g), Column("adaptive", "adaptive", _3g),
-            Column("adaptive_vs_static", "adaptive vs static", "+.1%")]))
+    periodic = [r for r in a.runs() if r.periods]
+    if periodic:
+        roles = [{"scheduler": r.scheduler, **c} for r in periodic for c in r.role_changes]
+        sections.append(Section("roles", "Role changes", roles or [{"change": "none"}]))
+        sections.append(Section("decisions", "What the long-term rule saw and decided, each period", [
+            {"scheduler": r.scheduler, **p} for r in periodic for p in r.periods], [
+            Column("scheduler", "scheduler"), Column("time_s", "t (s)", ",.0f"), Column("change", "role change"),
+            Column("n_prefill", "N_p"), Column("n_decode", "N_d"), Column("threshold_tokens", "t (tokens)", ",.0f"),
+            Column("local_waiting_mean", "local waiting mean", _3g), Column("local_waiting_min", "min", _3g),
+            Column("decode_waiting_mean", "decode waiting", _3g), Column("decode_busy_mean", "decode busy", _3g),
+            Column("reason", "reason")]))
+    if a.others:
+        ref = a.reference().scheduler
+        names = [r.scheduler for r in a.runs()]
+        sections.append(Section("comparison", f"Schedulers on the same workload ({', '.join(names)})",
+                                a.comparison(), [Column("figure", "figure")]
+                                + [Column(n, n, _3g) for n in names]
+                                + [Column(f"{n}_vs_{ref}", f"{n} vs {ref}", "+.1%") for n in names if n != ref]))
+        sections.append(Section("backlogs", "Peak backlog per queue and scheduler (waiting requests; link: "
+                                "remote requests prefilled, KV not yet at decode)", [
+            {"scheduler": r.scheduler, **{k: float(r.timeline[k].max()) if len(r.timeline[k]) else 0.0
+                                          for k in BACKLOG_KEYS},
+             "threshold_min_tokens": float(r.timeline["threshold_tokens"].min()) if len(r.timeline["t_s"]) else 0.0,
+             "threshold_max_tokens": float(r.timeline["threshold_tokens"].max()) if len(r.timeline["t_s"]) else 0.0}
+            for r in a.runs()], [Column("scheduler", "scheduler")] + [Column(k, k.replace("_", " "), _3g)
+                                                                     for k in BACKLOG_KEYS]
+            + [Column("threshold_min_tokens", "t min", ",.0f"), Column("threshold_max_tokens", "t max", ",.0f")]))
     sections.append(Section(
         "timeline", f"Timeline (means over {max(1, len(result.timeline['t_s']) // TIMELINE_ROWS)} samples of "
         f"{a.config.sample_s:g} s)", _downsample(result.timeline, TIMELINE_ROWS),

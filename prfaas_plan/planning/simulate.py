@@ -131,7 +131,7 @@ class SimulationAnswer:
     grid: LengthGrid             # the uncached lengths the plan used
     config: SimConfig
     result: SimResult            # the run of ``scheduler``
-    other: SimResult | None      # the other scheduler's run (``compare``)
+    others: tuple                # the compared schedulers' runs (``compare``), in the order asked
     analytic: LatencySummary | None  # at the offered rate (None: fewer than two arrival times)
     unloaded: TTFTSummary
     scheduler: str
@@ -141,21 +141,40 @@ class SimulationAnswer:
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
 
+    @property
+    def other(self) -> SimResult | None:
+        """The first compared run (None without ``compare``)."""
+        return self.others[0] if self.others else None
+
+    def runs(self) -> list[SimResult]:
+        """Every run: ``scheduler``'s first, then the compared ones."""
+        return [self.result, *self.others]
+
+    def reference(self) -> SimResult:
+        """The run the others are compared against: static's when it ran, else ``scheduler``'s."""
+        return next((r for r in self.runs() if r.scheduler == "static"), self.result)
+
     def comparison(self) -> list[dict]:
-        """Both schedulers' figures on the same workload and the adaptive one's change against static
-        (a fraction; NaN where static is zero). Empty without ``compare``."""
-        if self.other is None:
+        """Every run's figures on the same workload, one column per scheduler, and each one's change against
+        the `reference` (a fraction, ``<name>_vs_<reference>``; NaN where the reference is zero). Empty
+        without ``compare``."""
+        if not self.others:
             return []
-        static, adaptive = (self.result, self.other) if self.scheduler == "static" else (self.other, self.result)
-        a, b = static.summary(), adaptive.summary()
+        ref = self.reference()
+        base = ref.summary()
+        runs = [(r.scheduler, r.summary()) for r in self.runs()]
         rows = []
         for key, label in (("steady_throughput_rps", "steady throughput (req/s)"),
                            ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
                            ("ttft_mean_s", "mean TTFT (s)"), ("ttft_p50_s", "P50 TTFT (s)"),
-                           ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)")):
-            x, y = float(a[key]), float(b[key])
-            rows.append({"figure": label, "static": x, "adaptive": y,
-                         "adaptive_vs_static": (y / x - 1.0) if x else math.nan})
+                           ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)"),
+                           ("threshold_changes", "threshold moves"), ("role_changes", "role changes")):
+            x = float(base[key])
+            row = {"figure": label}
+            row.update({name: float(s[key]) for name, s in runs})
+            row.update({f"{name}_vs_{ref.scheduler}": (float(s[key]) / x - 1.0) if x else math.nan
+                        for name, s in runs if name != ref.scheduler})
+            rows.append(row)
         return rows
 
 
@@ -168,11 +187,12 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
                     link_efficiency: float = DEFAULTS.link_efficiency, rtt: str | None = None,
                     trace: str | None = None, synthetic: str | None = None, rate: float | None = None,
                     load: float | None = None, duration_s: float | None = None, scheduler: str = "static",
-                    compare: bool = False, link_profile: str | None = None, threshold: float | None = None,
+                    compare: str | None = None, link_profile: str | None = None, threshold: float | None = None,
                     prefill_instances: int | None = None, rebalance_s: float = 300.0, seed: int = 0,
                     stack: str | None = None, transfer_bytes: str | None = None,
                     progress=None) -> SimulationAnswer:
-    """Plan, build the workload, simulate (both schedulers with ``compare``) and set the analytic model
+    """Plan, build the workload, simulate (with ``compare``, a comma-separated list of registered schedulers,
+    each of them too, on the same workload) and set the analytic model
     beside the run. ``rate`` (requests/s) or ``load`` (fraction of Lambda_max) sets the offered load
     (default 0.8 of Lambda_max synthetic; a trace keeps its own times); ``progress(done, total)`` is
     called as the simulation advances. Instance shapes, dtypes, ``stack`` (sites of a layout file may
@@ -197,6 +217,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
     if scheduler not in SCHEDULERS:
         raise PlanError(f"`scheduler` {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    compared = compare_list(compare, scheduler, SCHEDULERS)
     if trace is not None and synthetic is not None:
         raise PlanError("give either `trace` FILE or `synthetic` paper, not both")
     if synthetic is not None and synthetic not in SYNTHETIC:
@@ -244,10 +265,8 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
 
     tick = None if progress is None else (lambda n: progress(n, len(requests)))
     result = simulate(requests, layout, perf, cfg, progress=tick)
-    other = None
-    if compare:
-        alt = SCHEDULERS[1 - SCHEDULERS.index(scheduler)]
-        other = simulate(requests, layout, perf, replace(cfg, scheduler=alt), progress=tick)
+    others = tuple(simulate(requests, layout, perf, replace(cfg, scheduler=name), progress=tick)
+                   for name in compared)
 
     offered_rps = result.summary()["offered_rps"]
     analytic = None
@@ -265,8 +284,26 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
               "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
     warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
     in_effect = get_stack(stack).name if inputs == "predicted" else None
-    return SimulationAnswer(layout, ev, perf, grid, cfg, result, other, analytic, unloaded, scheduler,
+    return SimulationAnswer(layout, ev, perf, grid, cfg, result, others, analytic, unloaded, scheduler,
                             len(requests), seed, in_effect, notes, warnings)
+
+
+def compare_list(compare: str | None, scheduler: str, registered) -> list[str]:
+    """The schedulers ``--compare`` asks for besides ``scheduler`` (comma-separated registered names; the
+    ``scheduler`` itself may be among them), in the order given; at least one other, none twice."""
+    if compare is None:
+        return []
+    names = [c.strip() for c in str(compare).split(",") if c.strip()]
+    for name in names:
+        if name not in registered:
+            raise PlanError(f"`compare` {compare!r}: {name!r} is not a scheduler; expected names among "
+                            f"{', '.join(registered)}")
+    if len(set(names)) != len(names):
+        raise PlanError(f"`compare` {compare!r}: a scheduler is named twice")
+    others = [n for n in names if n != scheduler]
+    if not others:
+        raise PlanError(f"`compare` {compare!r}: name at least one scheduler besides {scheduler!r}")
+    return others
 
 
 def plot_format(path: str) -> str:
@@ -288,4 +325,4 @@ def simulation_plot(answer: SimulationAnswer, fmt: str) -> bytes:
     ``svg`` bytes, the compared scheduler's run overlaid when there is one."""
     from ..simulator import plot
 
-    return plot.render(answer.result, fmt, answer.other, f"{answer.layout.name}, {answer.scheduler} scheduler")
+    return plot.render(answer.result, fmt, answer.others, f"{answer.layout.name}, {answer.scheduler} scheduler")

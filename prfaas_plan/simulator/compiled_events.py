@@ -33,8 +33,10 @@ def _grown(a: np.ndarray, size: int, axis: int, fill=0) -> np.ndarray:
     return out
 
 
-def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = False) -> RunRecord:
-    """`events.run_events`, compiled: the same `RunRecord`, bit for bit (tests/test_event_kernels.py)."""
+def run_compiled(requests, sysm, cfg, router, progress, policy) -> RunRecord:
+    """`events.run_events` with ``policy`` (one that offers `policies.CompiledRule` parameters), compiled: the
+    same `RunRecord`, bit for bit (tests/test_event_kernels.py)."""
+    rule = policy.compiled()
     n = len(requests)
     svc, reopt_perf = service_tables(requests, sysm)
     tab = np.ascontiguousarray(np.stack([svc["local_s"], svc["remote_s"], svc["skv_bytes"], svc["tail_s"],
@@ -59,34 +61,36 @@ def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = Fa
     free_slots[:sysm.n_decode * slots] = np.repeat(np.arange(sysm.n_decode), slots)
     rows = np.zeros((FIRST_SIZES["rows"], len(SAMPLE_KEYS)))
     link = CompiledLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
-    initial = sorted_initial_events(cfg, sysm.remote_ok, adaptive)
+    initial = sorted_initial_events(cfg, sysm.remote_ok, policy.period_s if rule.periodic else None)
     size = len(initial) + slots + K.PUSHES_PER_EVENT + FIRST_SIZES["heap"]
     hf, hi = np.zeros((2, size)), np.zeros((2, size), dtype=np.int64)
     for j, (t, kind, rid, aux) in enumerate(initial):  # a sorted array is a heap
         hf[:, j], hi[:, j] = (t, aux), (kind, rid)
 
     I, F = K.new_state()
-    short, long = cfg.short_term, cfg.long_term
+    short = rule.short_term
     I[K.LP_SERVERS] = I[K.LP_FREE] = sysm.n_prefill
     I[K.RP_FREE] = I[K.N_REMOTE] = sysm.n_remote
     I[K.HEAP_N] = len(initial)
     I[K.N_DEC] = I[K.N_OPEN] = sysm.n_decode
     I[K.N_FREE] = sysm.n_decode * slots
-    I[K.N], I[K.SLOTS], I[K.ADAPTIVE], I[K.REMOTE_OK], I[K.HAS_CACHE] = (n, slots, adaptive, sysm.remote_ok,
-                                                                         chunks is not None)
+    I[K.N], I[K.SLOTS], I[K.REACTS], I[K.REMOTE_OK], I[K.HAS_CACHE] = (n, slots, rule.reacts, sysm.remote_ok,
+                                                                       chunks is not None)
     F[K.THR] = F[K.BASE] = F[K.CURRENT] = sysm.threshold
-    F[K.LAST_CHANGE] = -INF
+    F[K.LAST_EVAL] = -INF
     F[K.SAMPLE_S] = cfg.sample_s
     F[K.HORIZON] = INF if cfg.horizon_s is None else float(cfg.horizon_s)
     F[[K.STEP_S, K.EFF, K.RTT_HALF, K.KEEP]] = sysm.step_s, sysm.efficiency, sysm.rtt_half_s, sysm.keep
     F[[K.ABUNDANT_UTIL, K.INTERVAL_S, K.UTIL_HIGH, K.UTIL_LOW, K.QUEUE_HIGH, K.QUEUE_LOW, K.FACTOR,
        K.MAX_FACTOR]] = (short.abundant_util, short.interval_s, short.util_high, short.util_low, short.queue_high,
                          short.queue_low, short.factor, short.max_factor)
-    F[K.PERIOD_S] = long.period_s
+    F[[K.MIN_FACTOR, K.MARGIN_S, K.LOCAL_MAX_S]] = short.min_factor, short.margin_s, short.local_max_s
+    F[K.PERIOD_S] = policy.period_s
 
     roles: list[dict] = []
+    periods: list[dict] = []
     period_from = 0
-    recent = recent_samples(cfg)
+    recent = recent_samples(cfg, policy.period_s)
     while True:
         code = K.run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free_slots, rows,
                              link._state, link._flows, link._bins, *((pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta,
@@ -97,17 +101,22 @@ def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = Fa
         if code == K.REBALANCE_DUE:
             k = int(I[K.K_SAMPLE])
             split = int(I[K.LP_SERVERS] - I[K.LP_CONVERT] + I[K.N_DRAINING])
-            step, role = long_term_change(cfg, sysm, reopt_perf, t, split, float(link._state[K.L_CAPACITY]),
-                                          rows[max(0, k - recent):k].tolist(), rec_i[2, period_from:i].tolist(),
-                                          outlen[period_from:i].tolist(), float(F[K.THR]))
+            step, role, period = long_term_change(policy, cfg, sysm, reopt_perf, t, split,
+                                                  float(link._state[K.L_CAPACITY]),
+                                                  rows[max(0, k - recent):k].tolist(),
+                                                  rec_i[2, period_from:i].tolist(), outlen[period_from:i].tolist(),
+                                                  float(F[K.THR]))
             if I[K.N_DEC] + I[K.LP_CONVERT] + 2 > dec.shape[1]:  # room for every decode instance it can add
                 dec = _grown(dec, 0, 1)
                 free_slots = _grown(free_slots, dec.shape[1] * slots, 0)
             I[K.CHANGE], I[K.PENDING] = step.change, 1
-            if step.threshold is not None:
-                F[K.THR] = F[K.BASE] = F[K.CURRENT] = step.threshold
+            if step.threshold is not None:  # the short-term rule's new base (`AdaptiveThreshold.reset`)
+                F[K.BASE] = step.threshold
+                if not rule.reacts:
+                    F[K.THR] = F[K.CURRENT] = step.threshold
             if role is not None:
                 roles.append(role)
+            periods.append(period)
             period_from = i
         elif code == K.GROW_HEAP:
             hf, hi = _grown(hf, 0, 1), _grown(hi, 0, 1)
@@ -133,4 +142,5 @@ def run_compiled(requests, sysm, cfg, router, progress=None, adaptive: bool = Fa
                      d_start=rec_f[3], finish=rec_f[4], flow_bytes=rec_f[5], arrived=int(I[K.ARRIVED]),
                      end_s=float(F[K.T]), link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
                      threshold_changes=int(I[K.CHANGES]), server_area=area,
-                     prefix_moves=[int(I[K.MOVES]), float(F[K.MOVED_BYTES])], peak_flows=int(I[K.PEAK_FLOWS]))
+                     prefix_moves=[int(I[K.MOVES]), float(F[K.MOVED_BYTES])], peak_flows=int(I[K.PEAK_FLOWS]),
+                     periods=periods)

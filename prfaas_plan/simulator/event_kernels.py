@@ -50,14 +50,15 @@ INF = math.inf
 # prefill and decode queues; C0, C1: the requests of the current block-id chunk; NEED: entries to make room for)
 (ARRIVED, COMPLETED, LP_SERVERS, LP_FREE, LP_CONVERT, RP_FREE, HEAP_N, LQ_HEAD, LQ_TAIL, RQ_HEAD, RQ_TAIL,
  DQ_HEAD, DQ_TAIL, N_DEC, N_OPEN, N_DRAINING, N_FREE, K_SAMPLE, CHANGES, MOVES, PEAK_FLOWS, C0, C1, PENDING,
- CHANGE, NEED, N, N_REMOTE, SLOTS, ADAPTIVE, REMOTE_OK, HAS_CACHE) = range(32)
+ CHANGE, NEED, N, N_REMOTE, SLOTS, REACTS, REMOTE_OK, HAS_CACHE) = range(32)
 I_SIZE = 32
-# F slots: state, then constants (THR: the threshold in use; BASE, CURRENT, LAST_CHANGE: `AdaptiveThreshold`'s;
-# AREA_*: server-seconds provisioned; LP_WORK, RP_WORK: queued prefill seconds; T: the time Python is told)
-(THR, BASE, CURRENT, LAST_CHANGE, AREA_T, AREA_LP, AREA_RP, AREA_LD, NEXT_SAMPLE, NOW, T, LP_WORK, RP_WORK,
+# F slots: state, then constants (THR: the threshold in use; BASE, CURRENT, LAST_EVAL: `AdaptiveThreshold`'s;
+# AREA_*: server-seconds provisioned; LP_WORK, RP_WORK: queued prefill seconds; T: the time Python is told;
+# the rest: the policy's `ShortTermRule` and period, `policies.CompiledRule`)
+(THR, BASE, CURRENT, LAST_EVAL, AREA_T, AREA_LP, AREA_RP, AREA_LD, NEXT_SAMPLE, NOW, T, LP_WORK, RP_WORK,
  MOVED_BYTES, SAMPLE_S, HORIZON, STEP_S, EFF, RTT_HALF, KEEP, ABUNDANT_UTIL, INTERVAL_S, UTIL_HIGH, UTIL_LOW,
- QUEUE_HIGH, QUEUE_LOW, FACTOR, MAX_FACTOR, PERIOD_S) = range(29)
-F_SIZE = 29
+ QUEUE_HIGH, QUEUE_LOW, FACTOR, MAX_FACTOR, PERIOD_S, MIN_FACTOR, MARGIN_S, LOCAL_MAX_S) = range(32)
+F_SIZE = 32
 PUSHES_PER_EVENT = 2  # events one step pushes besides a new decode instance's admissions (``slots`` more)
 
 
@@ -250,26 +251,31 @@ def bins_short(t, ls, lb):
 
 @njit(cache=True)
 def _short_term(t, util, remote_queue, ls, lf, I, F):
-    """`AdaptiveThreshold.can_move` and `update` for an arrival at ``t``; returns the threshold."""
-    congested = util > F[UTIL_HIGH] or remote_queue > F[QUEUE_HIGH]
-    cur, base = F[CURRENT], F[BASE]
-    if not ((congested and cur < base * F[MAX_FACTOR]) or cur > base):
-        return F[THR]
+    """`AdaptiveThreshold.update` for an arrival at ``t`` when it is due; returns the threshold."""
+    F[LAST_EVAL] = t
     cap = ls[L_CAPACITY]
     unsent_s = link_unsent(ls, lf) / cap if cap > 0 else INF
     remote_backlog = F[RP_WORK] / I[N_REMOTE] + unsent_s
     local_backlog = F[LP_WORK] / I[LP_SERVERS] if I[LP_SERVERS] else INF
+    congested = util > F[UTIL_HIGH] or remote_queue > F[QUEUE_HIGH]
     relaxed = util < F[UTIL_LOW] and remote_queue < F[QUEUE_LOW]
-    if congested and remote_backlog > local_backlog and cur < base * F[MAX_FACTOR]:
-        a, b = cur * F[FACTOR], base * F[MAX_FACTOR]
-        cur = b if b < a else a  # Python's min(a, b)
-    elif cur > base and (relaxed or local_backlog > remote_backlog):
+    cur, base = F[CURRENT], F[BASE]
+    hi, lo = base * F[MAX_FACTOR], base * F[MIN_FACTOR]
+    if congested and remote_backlog > local_backlog + F[MARGIN_S] and local_backlog < F[LOCAL_MAX_S] and cur < hi:
+        a = cur * F[FACTOR]
+        cur = hi if hi < a else a  # Python's min(a, hi)
+    elif local_backlog > remote_backlog + F[MARGIN_S] and cur > lo:
+        a = cur / F[FACTOR]
+        cur = lo if lo > a else a  # Python's max(a, lo)
+    elif cur > base and (relaxed or local_backlog > remote_backlog or local_backlog >= F[LOCAL_MAX_S]):
         a = cur / F[FACTOR]
         cur = base if base > a else a  # Python's max(a, base)
+    elif cur < base and local_backlog <= remote_backlog and local_backlog < F[LOCAL_MAX_S]:
+        a = cur * F[FACTOR]
+        cur = base if base < a else a  # Python's min(a, base)
     else:
         return cur
     F[CURRENT] = cur
-    F[LAST_CHANGE] = t
     I[CHANGES] += 1
     return cur
 
@@ -323,7 +329,7 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
     seconds (`System.service`); ``rec_i`` (3, n) = route, uncached tokens, tokens the PD cache leaves
     uncached; ``rec_f`` (6, n) = prefill start, end, ready, decode start, finish (s), flow bytes."""
     n = I[N]
-    adaptive, remote_ok, has_cache = I[ADAPTIVE] != 0, I[REMOTE_OK] != 0, I[HAS_CACHE] != 0
+    reacts, remote_ok, has_cache = I[REACTS] != 0, I[REMOTE_OK] != 0, I[HAS_CACHE] != 0
     horizon = F[HORIZON]
     t_remote, skv, tail_local, exposed_remote = tab[1], tab[2], tab[3], tab[4]
     route, uncached, uncached_pd = rec_i[0], rec_i[1], rec_i[2]
@@ -379,11 +385,11 @@ def run_segment(arr, inlen, outlen, tab, rec_i, rec_f, hf, hi, queues, dec, free
             I[ARRIVED] = i + 1
             thr = F[THR]
             abundant = False
-            if adaptive and remote_ok:
+            if reacts and remote_ok:
                 if t > ls[_CLOCK]:
                     link_advance(ls, lf, lb, t)
                 util = ls[_UTIL]
-                if t - F[LAST_CHANGE] >= F[INTERVAL_S]:
+                if t - F[LAST_EVAL] >= F[INTERVAL_S]:
                     thr = _short_term(t, util, (I[RQ_TAIL] - I[RQ_HEAD]) / I[N_REMOTE], ls, lf, I, F)
                     F[THR] = thr
                 abundant = util < F[ABUNDANT_UTIL]

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from .scheduler import long_term_step
 from .system import System
 from .tables import TablePrefill
 
@@ -34,35 +33,47 @@ def service_tables(requests, sysm: System):
     return svc, reopt_perf
 
 
-def sorted_initial_events(cfg, remote_ok: bool, adaptive: bool) -> list[tuple]:
+def sorted_initial_events(cfg, remote_ok: bool, period_s: float | None) -> list[tuple]:
     """The events known before the run, in heap order (a sorted list is a heap): the link profile's rate
-    changes (bit/s) and the first rebalance."""
+    changes (bit/s) and, for a periodic policy (``period_s`` not None), the first rebalance."""
     events = []
     if cfg.link_profile is not None and remote_ok:
         events += [(ts, CAPACITY, 0, bps) for ts, bps in zip(cfg.link_profile.times_s, cfg.link_profile.bps)]
-    if adaptive:
-        events.append((cfg.long_term.period_s, REBALANCE, 0, 0))
+    if period_s is not None:
+        events.append((period_s, REBALANCE, 0, 0))
     return sorted(events)
 
 
-def recent_samples(cfg) -> int:
-    """How many of the latest timeline samples a rebalance averages (one period's)."""
-    return max(1, int(round(cfg.long_term.period_s / cfg.sample_s)))
+def recent_samples(cfg, period_s: float) -> int:
+    """How many of the latest timeline samples a rebalance reads (one period's)."""
+    if not period_s < float("inf"):  # a policy without periods never rebalances
+        return 1
+    return max(1, int(round(period_s / cfg.sample_s)))
 
 
-def long_term_change(cfg, sysm: System, reopt_perf, t: float, split: int, capacity_Bps: float, recent, lengths,
-                     outputs, thr: float):
-    """The long-term rule at a rebalance at ``t`` (s): ``split`` local prefill instances once pending
-    conversions complete, the link's goodput ``capacity_Bps`` (bytes/s), the `recent_samples` latest
-    timeline rows ``recent`` (`SAMPLE_KEYS`), the period's uncached ``lengths`` as the PD cache saw them and
-    ``outputs`` (tokens), and the threshold in use ``thr`` (tokens). Returns the `LongTermStep` and the
-    entry for ``roles`` (None without a conversion); both event loops call it."""
+def long_term_change(policy, cfg, sysm: System, reopt_perf, t: float, split: int, capacity_Bps: float, recent,
+                     lengths, outputs, thr: float):
+    """Ask ``policy`` for its decision at a rebalance at ``t`` (s): ``split`` local prefill instances once
+    pending conversions complete, the link's goodput ``capacity_Bps`` (bytes/s), the latest timeline rows
+    ``recent`` (one period's, `SAMPLE_KEYS`), the period's uncached ``lengths`` as the PD cache saw them and
+    ``outputs`` (tokens), and the threshold in use ``thr`` (tokens). Returns the `policies.PeriodDecision`,
+    the entry for ``roles`` (None without a conversion) and the entry for ``periods`` (what the rule saw and
+    did); both event loops call it."""
+    from .policies import PeriodObs
+
     mean = {k: sum(r[j] for r in recent) / len(recent) for j, k in LONG_TERM_KEYS} if recent else {}
-    step = long_term_step(cfg.long_term, sysm, reopt_perf, cfg.mode, split, capacity_Bps * 8.0 / sysm.efficiency,
-                          lengths, outputs, mean)
+    low = {k: min(r[j] for r in recent) for j, k in LONG_TERM_KEYS} if recent else {}
+    step = policy.at_period(PeriodObs(t, split, capacity_Bps * 8.0 / sysm.efficiency, lengths, outputs, mean, low,
+                                      thr, sysm, reopt_perf, cfg.mode))
+    new_thr = thr if step.threshold is None else step.threshold
+    after = split + step.change
+    n_all = sysm.layout.pd_sites[0].instances
+    period = {"time_s": t, "change": {1: "decode->prefill", -1: "prefill->decode"}.get(step.change, "none"),
+              "n_prefill": after, "n_decode": n_all - after, "threshold_tokens": new_thr,
+              "local_waiting_mean": mean.get("local_waiting", 0.0), "local_waiting_min": low.get("local_waiting", 0.0),
+              "decode_waiting_mean": mean.get("decode_waiting", 0.0),
+              "decode_busy_mean": mean.get("decode_busy", 0.0), "reason": step.reason}
     if not step.change:
-        return step, None
-    split += step.change
-    return step, {"time_s": t, "change": "decode->prefill" if step.change > 0 else "prefill->decode",
-                  "n_prefill": split, "n_decode": sysm.layout.pd_sites[0].instances - split,
-                  "threshold_tokens": thr if step.threshold is None else step.threshold, "model_gain": step.gain}
+        return step, None, period
+    return step, {"time_s": t, "change": period["change"], "n_prefill": after, "n_decode": n_all - after,
+                  "threshold_tokens": new_thr, "model_gain": step.gain}, period

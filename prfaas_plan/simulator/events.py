@@ -5,8 +5,8 @@ One heap of ``(time, kind, request, aux)`` tuples plus the link's own next compl
 arrivals are read from the sorted arrays without entering the heap. Per-request service times come from
 tables computed once, vectorized, over every uncached length up to the longest prompt. What happens:
 
-1. **Arrival**: the scheduler picks the threshold and the prefix rule (`ShortTermRule`); the `Router`
-   picks the route. A prefix cached only in the other cluster is moved first: remote->local over the
+1. **Arrival**: the scheduler's policy picks the threshold and the prefix rule (`policies`, at_arrival);
+   the `Router` picks the route. A prefix cached only in the other cluster is moved first: remote->local over the
    shared link; local->remote over the reverse direction, modelled as uncontended at the link goodput.
 2. **Prefill**: FCFS per pool, earliest free instance, one request at a time. A remote prefill starts its
    KV flow at once (layer-pipelined, capped at its production rate) and lifts the cap when it ends; the
@@ -14,8 +14,9 @@ tables computed once, vectorized, over every uncached length up to the longest p
    exposed last layer of the intra-cluster RDMA transfer.
 3. **Decode**: request-level continuous batching: a request holds one of ``slots`` slots of a decode
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
-4. **Long-term rule**, every period: one role conversion at most (a decode instance drains its batch
-   first; a busy prefill instance finishes its request first), then ``t`` is re-optimized.
+4. **Long-term rule**, every period of a periodic policy (at_period): one role conversion at most (a decode
+   instance drains its batch first; a busy prefill instance finishes its request first) and ``t`` as the
+   policy re-optimized it. The loop applies decisions; it makes none.
 
 This loop is the reference. From `pipeline.COMPILED_FROM` requests on, `run_events` hands the run to its
 compiled twin (`compiled_events` driving `event_kernels.run_segment`: the same steps, floats and
@@ -39,23 +40,27 @@ from .event_parts import (CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFI
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
-from .scheduler import AdaptiveThreshold
+from .policies import ArrivalObs, Policy, StaticConfig, StaticPolicy
 from .system import System
 
 INF = math.inf
 
 
-def run_events(requests, sysm: System, cfg, router: Router, progress=None, adaptive: bool = False) -> RunRecord:
-    """Simulate, with the dual-timescale rules when ``adaptive`` (else a fixed threshold and fixed roles);
-    returns the `RunRecord` `SimResult.build` takes. From `pipeline.COMPILED_FROM` requests on, the compiled
-    twin of this loop runs it (`compiled_events`; the same record, bit for bit)."""
+def run_events(requests, sysm: System, cfg, router: Router, progress=None, policy: Policy | None = None
+               ) -> RunRecord:
+    """Simulate with the decisions of ``policy`` (`policies`; None: the static one, the plan's threshold and
+    roles kept); returns the `RunRecord` `SimResult.build` takes. From `pipeline.COMPILED_FROM` requests on,
+    the compiled twin of this loop runs it when the policy offers compiled parameters (`compiled_events`; the
+    same record, bit for bit)."""
     n = len(requests)
     from .pipeline import COMPILED_FROM
 
-    if n >= COMPILED_FROM:
+    if policy is None:
+        policy = StaticPolicy(StaticConfig(), sysm.threshold)
+    if n >= COMPILED_FROM and policy.compiled() is not None:
         from .compiled_events import run_compiled
 
-        return run_compiled(requests, sysm, cfg, router, progress, adaptive)
+        return run_compiled(requests, sysm, cfg, router, progress, policy)
     arr = requests.arrival_s.tolist()
     inlen = requests.input_tokens.tolist()
     outlen = requests.output_tokens.tolist()
@@ -71,7 +76,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     exposed_remote = svc["remote_exposed_s"].tolist()
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
-    abundant_util, short_interval_s = cfg.short_term.abundant_util, cfg.short_term.interval_s
+    reacts, periodic = policy.reacts and remote_ok, policy.periodic
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
 
     # per-request records as flat C arrays (8 bytes an entry; a list of floats takes 32): at a million
@@ -86,7 +91,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     finish = array("d", [nan]) * n
     flow_bytes = array("d", [0.0]) * n
 
-    heap = sorted_initial_events(cfg, remote_ok, adaptive)
+    heap = sorted_initial_events(cfg, remote_ok, policy.period_s if periodic else None)
     lp_servers = lp_free = sysm.n_prefill
     lp_convert = 0                             # busy prefill instances to hand to decode when done
     lp_queue: deque = deque()
@@ -103,9 +108,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     area_t = 0.0
     completed = 0
     prefix_moves = [0, 0.0]                    # count, bytes over the link
-    short = AdaptiveThreshold(cfg.short_term, thr0)
     thr = thr0
     roles: list[dict] = []
+    periods: list[dict] = []
     period_u: list[int] = []                   # uncached lengths of the period's arrivals (PD cluster's view)
     period_from = 0                            # the period's first arrival
     rows: list[tuple] = []
@@ -201,8 +206,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
     def rebalance(t: float) -> None:
         nonlocal lp_free, lp_servers, lp_convert, thr, period_from
         split = n_prefill_now() + len(draining)  # the split once pending conversions complete
-        step, role = long_term_change(cfg, sysm, reopt_perf, t, split, link.capacity, rows[-recent_samples(cfg):],
-                                      period_u, outlen[period_from:i], thr)
+        step, role, period = long_term_change(policy, cfg, sysm, reopt_perf, t, split, link.capacity,
+                                              rows[-recent_samples(cfg, policy.period_s):], period_u,
+                                              outlen[period_from:i], thr)
         change = step.change
         account_servers(t)
         if change > 0:  # the least busy decode instance drains, then prefills
@@ -220,14 +226,19 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 add_decode_instance(t)
             else:
                 lp_convert += 1
-        if step.threshold is not None:
+        if step.threshold is not None and not policy.reacts:  # a reacting policy moves there by its own steps
             thr = step.threshold
-            short.reset(thr)
         if role is not None:
             roles.append(role)
+        periods.append(period)
         period_u.clear()
         period_from = i
 
+    def backlogs() -> tuple[float, float]:  # seconds (`ShortTermRule`): remote queue + unsent KV, local queue
+        unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
+        return rp_work / n_remote + unsent_s, lp_work / lp_servers if lp_servers else INF
+
+    obs = ArrivalObs(backlogs)
     i = 0
     now = 0.0
     t = 0.0
@@ -249,16 +260,11 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             i += 1
             if progress is not None and not (i & 4095):
                 progress(i)
-            if adaptive and remote_ok:
+            if reacts:
                 if t > link.t:
                     link.advance(t)
-                util = link.util
-                # else the rule keeps ``thr`` (`update`; `can_move`: whatever the backlogs)
-                if t - short.last_change_s >= short_interval_s and short.can_move(util, len(rp_queue) / n_remote):
-                    unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
-                    thr = short.update(t, util, len(rp_queue) / n_remote, rp_work / n_remote + unsent_s,
-                                       lp_work / lp_servers if lp_servers else INF)
-                abundant = util < abundant_util
+                obs.t_s, obs.link_util, obs.remote_queue = t, link.util, len(rp_queue) / n_remote
+                thr, abundant = policy.at_arrival(obs)
             else:
                 abundant = False
             if chunks is None:
@@ -271,7 +277,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], thr,
                                                                abundant, lp_servers > 0)
             uncached[rid] = u
-            if adaptive:
+            if periodic:
                 period_u.append(u_pd)
             if local:
                 route[rid] = 0
@@ -357,7 +363,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
             else:  # REBALANCE
                 rebalance(t)
                 if i < n or (completed < i and (heap or link.next_t < INF)):  # else nothing can ever move again
-                    heappush(heap, (t + cfg.long_term.period_s, REBALANCE, 0, 0))
+                    heappush(heap, (t + policy.period_s, REBALANCE, 0, 0))
             continue
 
         t, fid = link.complete()  # ------------------------------------------------------ link completion
@@ -384,5 +390,5 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, adapt
                 p_end=take(p_end, float), ready=take(ready, float), d_start=take(d_start, float),
                 finish=take(finish, float), flow_bytes=take(flow_bytes, float), arrived=i, end_s=end,
                 link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
-                threshold_changes=short.changes, server_area=server_area, prefix_moves=prefix_moves,
-                peak_flows=link.peak_flows)
+                threshold_changes=policy.threshold_changes, server_area=server_area, prefix_moves=prefix_moves,
+                peak_flows=link.peak_flows, periods=periods)

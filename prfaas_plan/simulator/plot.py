@@ -16,8 +16,12 @@ from .result import SimResult
 FORMATS = values(FigureFormat)
 
 
-def render(result: SimResult, fmt: str, other: SimResult | None = None, title: str = "") -> bytes:
-    """The figure as ``png`` or ``svg`` bytes; ``other`` (another scheduler's run) is overlaid."""
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def render(result: SimResult, fmt: str, others=(), title: str = "") -> bytes:
+    """The figure as ``png`` or ``svg`` bytes; ``others`` (other schedulers' runs, or one run) are overlaid,
+    each in its own line style; the queue panel has every queue of every run, the link's backlog included."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -25,7 +29,9 @@ def render(result: SimResult, fmt: str, other: SimResult | None = None, title: s
 
     with matplotlib.rc_context({"svg.hashsalt": "prfaas-plan", "font.size": 8}):
         fig, axes = plt.subplots(4, 1, figsize=(8, 10), constrained_layout=True)
-        runs = [(result, "-")] + ([(other, "--")] if other is not None else [])
+        if isinstance(others, SimResult):
+            others = (others,)
+        runs = [(r, LINESTYLES[k % len(LINESTYLES)]) for k, r in enumerate([result, *(others or ())])]
         ax = axes[0]
         for r, ls in runs:
             tl = r.timeline
@@ -37,11 +43,11 @@ def render(result: SimResult, fmt: str, other: SimResult | None = None, title: s
         ax = axes[1]
         for r, ls in runs:
             tl = r.timeline
-            for key, label, color in (("remote_waiting", "remote prefill", "C0"),
+            for key, label, color in (("remote_waiting", "remote prefill", "C0"), ("link_waiting", "link", "C3"),
                                       ("local_waiting", "local prefill", "C1"), ("decode_waiting", "decode", "C2")):
                 ax.plot(tl["t_s"], tl[key], ls, color=color, lw=0.8, label=f"{label} ({r.scheduler})")
         ax.set_ylabel("waiting requests")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper right", fontsize=6, ncol=2)
         ax = axes[2]
         for r, ls in runs:
             tl = r.timeline

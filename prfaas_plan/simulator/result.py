@@ -30,7 +30,7 @@ class RunRecord:
     and ``finish`` (seconds), ``flow_bytes`` handed to the link. Run-wide: ``arrived`` requests, ``end_s``,
     ``link_bins_bytes`` delivered per timeline bin, ``timeline`` samples, ``roles`` changed, short-term
     ``threshold_changes``, ``server_area`` (server-seconds provisioned per stage), ``prefix_moves``
-    (count, bytes) and ``peak_flows`` on the link."""
+    (count, bytes), ``peak_flows`` on the link and the long-term ``periods`` (`event_parts.long_term_change`)."""
 
     route: np.ndarray
     uncached: np.ndarray
@@ -49,6 +49,12 @@ class RunRecord:
     server_area: dict[str, float]
     prefix_moves: list
     peak_flows: int
+    periods: list = field(default_factory=list)   # one entry per long-term period: what the rule saw and did
+
+
+def _count_before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How many of ``times`` (NaN ignored) are strictly before each of ``at``."""
+    return np.searchsorted(np.sort(times[np.isfinite(times)]), at, side="left")
 
 
 def _pct(x: np.ndarray) -> dict[str, float]:
@@ -88,6 +94,7 @@ class SimResult:
     peak_link_flows: int
     egress_bytes: float             # bytes the link delivered in the run (KV and prefix moves; the timeline's sum)
     method: str = SIM_METHOD
+    periods: tuple[dict, ...] = ()  # the long-term rule at each period: backlogs seen, decision, reason
 
     @classmethod
     def build(cls, requests, raw: RunRecord, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
@@ -100,6 +107,10 @@ class SimResult:
         m = min(nt, len(bins))
         sent[:m] = bins[:m]
         timeline["link_gbps"] = sent * 8e-9 / sample_s
+        remote = raw.route == 1
+        ts = timeline["t_s"]
+        timeline["link_waiting"] = (_count_before(raw.p_end[remote], ts)
+                                    - _count_before(raw.ready[remote], ts)).astype(float)
         end = float(raw.end_s)
         route = raw.route
 
@@ -126,7 +137,7 @@ class SimResult:
                    raw.p_start, raw.p_end, raw.ready, raw.d_start, raw.finish,
                    raw.flow_bytes, int(raw.arrived), end, sample_s, timeline, tuple(raw.roles),
                    int(raw.threshold_changes), util, cache, scheduler, float(threshold),
-                   int(raw.peak_flows), float(sent.sum()))
+                   int(raw.peak_flows), float(sent.sum()), periods=tuple(raw.periods))
 
     @property
     def completed(self) -> np.ndarray:

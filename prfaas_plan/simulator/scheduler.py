@@ -1,14 +1,15 @@
 """The dual-timescale scheduler of PrfaaS (``docs/methods.md``).
 
-- **Short term** (every arrival, milliseconds): `AdaptiveThreshold` raises the routing threshold ``t`` by
-  a factor while the link's smoothed egress utilization or the remote queue depth is above a high mark
-  and the remote route is the more backlogged one, and lowers it back toward the long-term value when
-  both fall below low marks or the local side is the more backlogged (`ShortTermRule` holds the marks).
+- **Short term** (arrivals, every ``interval_s``): `AdaptiveThreshold` raises the routing threshold ``t`` by
+  a factor while the link backs up (smoothed egress utilization or remote queue above a high mark) and the
+  remote route is the more backlogged one, lowers it below the long-term value while the local route is the
+  more backlogged and the link has room, and returns toward the long-term value as the backlogs even out
+  (`ShortTermRule` holds the marks and the hysteresis band).
   It also decides whether bandwidth is *abundant* (utilization below ``abundant_util``), which switches
   the prefix rule from "each cluster's own cache" to "the best cache anywhere, moved across the link".
 - **Long term** (every ``period_s``): `decide` (marks in `LongTermRule`) converts one local instance
-  between the prefill and decode roles when the observed queue depths show the producers (prefill)
-  falling behind the consumer (decode) or the reverse, and `analytic.search.balanced_threshold` re-optimizes
+  between the prefill and decode roles when a queue backlog persisting over the period shows the producers
+  (prefill) falling behind the consumer (decode) or the reverse (never undoing the previous period's), and `analytic.search.balanced_threshold` re-optimizes
   ``t`` for the new split on the recently observed lengths and the link's current rate.
 """
 
@@ -26,14 +27,29 @@ from ..layout import Layout
 
 @dataclass(frozen=True)
 class ShortTermRule:
-    """Marks of the per-request threshold rule. The link is *congested* when its utilization (fraction of
-    the current goodput, smoothed over ``tau_s`` seconds) exceeds ``util_high`` or the remote queue exceeds
-    ``queue_high`` waiting requests per remote instance; it is *relaxed* below ``util_low`` and
-    ``queue_low``. ``t`` rises by ``factor`` while the link is congested and the remote route's backlog
-    (queued prefill work per remote instance + unsent KV at the current goodput, seconds) exceeds the local
-    one's (queued prefill work per local instance); it falls back toward its long-term value when the link
-    is relaxed or the local backlog is the larger. At most one move per ``interval_s`` seconds, never above
-    ``max_factor`` x the long-term value."""
+    """Marks of the per-request threshold rule, evaluated at the first arrival at least ``interval_s`` seconds
+    after the previous evaluation. The link is *congested* when its utilization (fraction of the current
+    goodput, smoothed over ``tau_s`` seconds) exceeds ``util_high`` or the remote queue exceeds ``queue_high``
+    waiting requests per remote instance; it is *relaxed* below ``util_low`` and ``queue_low``. The two
+    routes' backlogs are compared in seconds: the remote route's is its queued prefill work per remote
+    instance plus the unsent KV at the current goodput, the local route's its queued prefill work per local
+    instance. Each evaluation makes at most one move, by ``factor``, around the long-term value ``base``:
+
+    1. the link backs up (congested) and the remote backlog exceeds the local one by ``margin_s``: ``t`` up
+       (fewer, longer requests go remote), at most to ``max_factor`` x ``base``;
+    2. the local backlog exceeds the remote one (queued prefill and unsent KV) by ``margin_s``: ``t`` down
+       (more requests go remote, where the link drained), at least to ``min_factor`` x ``base``;
+    3. above ``base`` while the link is relaxed, the local backlog is the larger or the local queue forms:
+       back down toward ``base``;
+    4. below ``base`` once the local backlog is no longer the larger: back up toward ``base``.
+
+    Moves 1 and 4 (more work to the local pool) need the local backlog below ``local_max_s``: the local pool
+    serves the short requests, most of them, and a queue there delays the median; 0.01 s is an empty
+    queue up to the rounding of the running sum. ``margin_s`` is the hysteresis band: between the marks
+    nothing moves. With ``min_factor`` 1 and
+    ``margin_s`` 0 the rule never leaves ``[base, max_factor x base]`` (the first version of this rule,
+    which under a link drop left the local backlog to drain at the local pool's own pace,
+    ``docs/methods.md``)."""
 
     util_high: float = 0.85
     util_low: float = 0.5
@@ -41,6 +57,9 @@ class ShortTermRule:
     queue_low: float = 0.5
     factor: float = 1.25
     max_factor: float = 8.0
+    min_factor: float = 0.125
+    margin_s: float = 2.0
+    local_max_s: float = 0.01
     interval_s: float = 2.0
     tau_s: float = 10.0
     abundant_util: float = 0.5
@@ -53,50 +72,58 @@ class AdaptiveThreshold:
         self.rule = rule
         self.base = float(base)
         self.current = float(base)
-        self.last_change_s = -math.inf
+        self.last_eval_s = -math.inf
         self.changes = 0
 
     def reset(self, base: float) -> None:
-        """Adopt a new long-term threshold (after re-optimization)."""
-        self.base = self.current = float(base)
+        """Adopt a new long-term threshold (after re-optimization): the value the rule returns to; the
+        threshold in use moves there by the rule's steps (a jump could flood a queue the rule protects)."""
+        self.base = float(base)
 
-    def can_move(self, link_util: float, remote_queue: float) -> bool:
-        """False when `update` keeps the threshold whatever the backlogs: the link is not congested below
-        the cap and the threshold is not above its long-term value (the caller may skip computing them)."""
-        r = self.rule
-        congested = link_util > r.util_high or remote_queue > r.queue_high
-        return (congested and self.current < self.base * r.max_factor) or self.current > self.base
+    def due(self, t: float) -> bool:
+        """Whether an arrival at ``t`` (s) evaluates the rule (else `update` would keep the threshold)."""
+        return t - self.last_eval_s >= self.rule.interval_s
 
     def update(self, t: float, link_util: float, remote_queue: float, remote_backlog_s: float,
                local_backlog_s: float) -> float:
         """The threshold to route an arrival at time ``t`` with. ``remote_queue``: waiting requests per remote
         instance; backlogs in seconds as described in `ShortTermRule`."""
         r = self.rule
-        if t - self.last_change_s < r.interval_s:
+        if t - self.last_eval_s < r.interval_s:
             return self.current
+        self.last_eval_s = t
         congested = link_util > r.util_high or remote_queue > r.queue_high
         relaxed = link_util < r.util_low and remote_queue < r.queue_low
-        if congested and remote_backlog_s > local_backlog_s and self.current < self.base * r.max_factor:
-            self.current = min(self.current * r.factor, self.base * r.max_factor)
-        elif self.current > self.base and (relaxed or local_backlog_s > remote_backlog_s):
-            self.current = max(self.current / r.factor, self.base)
+        cur, base = self.current, self.base
+        hi, lo = base * r.max_factor, base * r.min_factor
+        if (congested and remote_backlog_s > local_backlog_s + r.margin_s and local_backlog_s < r.local_max_s
+                and cur < hi):
+            cur = min(cur * r.factor, hi)
+        elif local_backlog_s > remote_backlog_s + r.margin_s and cur > lo:
+            cur = max(cur / r.factor, lo)
+        elif cur > base and (relaxed or local_backlog_s > remote_backlog_s or local_backlog_s >= r.local_max_s):
+            cur = max(cur / r.factor, base)
+        elif cur < base and local_backlog_s <= remote_backlog_s and local_backlog_s < r.local_max_s:
+            cur = min(cur * r.factor, base)
         else:
-            return self.current
-        self.last_change_s = t
+            return cur
+        self.current = cur
         self.changes += 1
-        return self.current
+        return cur
 
 
 @dataclass(frozen=True)
 class LongTermRule:
-    """Marks of the role-conversion rule, applied every ``period_s`` seconds to time averages over the
-    period. Observed queues first: a decode instance becomes prefill when the local prefill queue exceeds
-    ``queue_high`` waiting requests per prefill instance and the remaining decode instances would stay below
-    ``busy_max`` occupancy; a prefill instance becomes decode when the decode queue exceeds ``queue_high``
-    per decode instance and the remaining prefill instances would stay below ``busy_max`` utilization.
-    Otherwise the producer-consumer balance: the throughput model, fed with the period's uncached lengths
-    and the link's current rate, converts one instance when that raises ``Lambda_max`` by more than
-    ``min_gain``. ``min_samples`` arrivals are needed to consult the model and re-optimize ``t``."""
+    """Marks of the role-conversion rule, applied every ``period_s`` seconds to the timeline over the period.
+    Observed queues first, and only a backlog that *persists* over the whole period (its minimum over the
+    period's samples above the mark, not a burst that its mean would show): a decode instance becomes prefill
+    when the local prefill queue stays above ``queue_high`` waiting requests per prefill instance and the
+    remaining decode instances would stay below ``busy_max`` occupancy; a prefill instance becomes decode when
+    the decode queue stays above ``queue_high`` per decode instance and the remaining prefill instances would
+    stay below ``busy_max`` utilization. Otherwise the producer-consumer balance: the throughput model, fed
+    with the period's uncached lengths and the link's current rate, converts one instance when that raises
+    ``Lambda_max`` by more than ``min_gain``. Hysteresis: no conversion undoes the previous period's.
+    ``min_samples`` arrivals are needed to consult the model and re-optimize ``t``."""
 
     period_s: float = 300.0
     queue_high: float = 1.0
@@ -107,8 +134,9 @@ class LongTermRule:
 
 @dataclass(frozen=True)
 class Observation:
-    """One long-term period: time averages (requests or instances), the split, and the model's relative
-    ``Lambda_max`` gain of one more prefill (or one more decode) instance."""
+    """One long-term period: time averages (requests or instances), the split, the model's relative
+    ``Lambda_max`` gain of one more prefill (or one more decode) instance, and the minima of the two queues
+    over the period (None: their means)."""
 
     local_waiting: float
     local_busy: float          # busy local prefill instances
@@ -119,45 +147,77 @@ class Observation:
     slots_per_decode: int
     gain_more_prefill: float = 0.0
     gain_more_decode: float = 0.0
+    local_waiting_low: float | None = None
+    decode_waiting_low: float | None = None
 
 
-def decide(rule: LongTermRule, obs: Observation, min_prefill: int) -> int:
-    """+1: one decode instance becomes prefill; -1: one prefill instance becomes decode; 0: keep."""
+def decide_why(rule: LongTermRule, obs: Observation, min_prefill: int, last_change: int = 0) -> tuple[int, str]:
+    """`decide`, with the reason in words."""
     n_p, n_d, slots = obs.n_prefill, obs.n_decode, obs.slots_per_decode
-    can_up, can_down = n_d > 1, n_p > min_prefill
-    if (can_up and obs.local_waiting > rule.queue_high * max(n_p, 1)
-            and obs.decode_busy_slots < rule.busy_max * (n_d - 1) * slots):
-        return +1
-    if (can_down and obs.decode_waiting > rule.queue_high * n_d
-            and obs.local_busy < rule.busy_max * (n_p - 1)):
-        return -1
+    can_up, can_down = n_d > 1 and last_change >= 0, n_p > min_prefill and last_change <= 0
+    local_low = obs.local_waiting if obs.local_waiting_low is None else obs.local_waiting_low
+    decode_low = obs.decode_waiting if obs.decode_waiting_low is None else obs.decode_waiting_low
+    why = []
+    mark = rule.queue_high * max(n_p, 1)
+    if local_low > mark:
+        limit = rule.busy_max * (n_d - 1) * slots
+        if can_up and obs.decode_busy_slots < limit:
+            return +1, (f"local prefill backlog persisted (at least {local_low:,.0f} waiting all period, mark "
+                        f"{mark:,.0f}) and {n_d - 1} decode instance(s) can hold the {obs.decode_busy_slots:,.0f} "
+                        f"busy slots")
+        why.append(f"local prefill backlog persisted (at least {local_low:,.0f} waiting, mark {mark:,.0f}) but "
+                   + ("the last period converted the other way" if n_d > 1 and last_change < 0 else
+                      f"decode cannot spare an instance ({obs.decode_busy_slots:,.0f} busy slots, "
+                      f"{max(n_d - 1, 0)} instance(s) hold {limit:,.0f} at {rule.busy_max:.0%})"))
+    mark_d = rule.queue_high * n_d
+    if decode_low > mark_d:
+        limit = rule.busy_max * (n_p - 1)
+        if can_down and obs.local_busy < limit:
+            return -1, (f"decode backlog persisted (at least {decode_low:,.0f} waiting all period, mark "
+                        f"{mark_d:,.0f}) and {n_p - 1} prefill instance(s) can do the work")
+        why.append(f"decode backlog persisted (at least {decode_low:,.0f} waiting) but "
+                   + ("the last period converted the other way" if n_p > min_prefill and last_change > 0 else
+                      f"prefill cannot spare an instance ({obs.local_busy:.1f} busy)"))
     if can_up and obs.gain_more_prefill > rule.min_gain and obs.gain_more_prefill >= obs.gain_more_decode:
-        return +1
+        return +1, f"the throughput model gains {obs.gain_more_prefill:+.1%} Lambda_max with one more prefill instance"
     if can_down and obs.gain_more_decode > rule.min_gain:
-        return -1
-    return 0
+        return -1, f"the throughput model gains {obs.gain_more_decode:+.1%} Lambda_max with one more decode instance"
+    if not why:
+        why.append("no backlog persisted over the period")
+    why.append(f"model gain of a conversion {max(obs.gain_more_prefill, obs.gain_more_decode):+.1%} "
+               f"(needs > {rule.min_gain:.0%})")
+    return 0, "; ".join(why)
+
+
+def decide(rule: LongTermRule, obs: Observation, min_prefill: int, last_change: int = 0) -> int:
+    """+1: one decode instance becomes prefill; -1: one prefill instance becomes decode; 0: keep. ``last_change``:
+    the previous period's decision (hysteresis: it is not undone at once)."""
+    return decide_why(rule, obs, min_prefill, last_change)[0]
 
 
 @dataclass(frozen=True)
 class LongTermStep:
     """One period's outcome: ``change`` of the split (+1, -1, 0), the re-optimized ``threshold`` (tokens;
-    None: keep the current one) and the model's relative ``gain`` of the change made."""
+    None: keep the current one), the model's relative ``gain`` of the change made and the ``reason``."""
 
     change: int
     threshold: float | None
     gain: float
+    reason: str = ""
 
 
 def long_term_step(rule: LongTermRule, sysm, perf: PerfInputs, mode: str, split: int, line_bps: float,
-                   lengths, outputs, mean: dict[str, float]) -> LongTermStep:
+                   lengths, outputs, mean: dict[str, float], low: dict[str, float] | None = None,
+                   last_change: int = 0) -> LongTermStep:
     """The long-term rule at a period's end: ``split`` local prefill instances (after pending conversions),
     the link's current line rate ``line_bps`` (bit/s), the period's observed uncached ``lengths`` and
-    ``outputs`` (tokens), and the time averages ``mean`` of the timeline samples over the period.
-    ``sysm`` is the simulated `System` (its layout, slots and base threshold); ``perf`` its performance
-    inputs with the simulator's prefill tables."""
+    ``outputs`` (tokens), the time averages ``mean`` and minima ``low`` of the timeline samples over the
+    period, and the previous period's ``last_change``. ``sysm`` is the simulated `System` (its layout, slots
+    and base threshold); ``perf`` its performance inputs with the simulator's prefill tables."""
     site = sysm.layout.pd_sites[0]
     res = lay = grid = p = None
     up = down = 0.0
+    low = low or {}
     if len(lengths) >= rule.min_samples:  # the throughput model on what this period saw
         pd_site = site.with_split(split)
         if sysm.remote_ok:
@@ -168,12 +228,13 @@ def long_term_step(rule: LongTermRule, sysm, perf: PerfInputs, mode: str, split:
         res = surface(lay, grid, p, mode, near=split)
         up, down = split_gains(res, split)
     obs = Observation(mean.get("local_waiting", 0.0), mean.get("local_busy", 0.0), mean.get("decode_waiting", 0.0),
-                      mean.get("decode_busy", 0.0), split, site.instances - split, sysm.slots, up, down)
-    change = decide(rule, obs, 1 if sysm.threshold >= 0 else 0)
+                      mean.get("decode_busy", 0.0), split, site.instances - split, sysm.slots, up, down,
+                      low.get("local_waiting"), low.get("decode_waiting"))
+    change, reason = decide_why(rule, obs, 1 if sysm.threshold >= 0 else 0, last_change)
     threshold = None
     if res is not None and sysm.remote_ok and 0 <= sysm.threshold < math.inf:
         threshold = balanced_threshold(lay, grid, p, split + change, mode, res)
-    return LongTermStep(change, threshold, up if change > 0 else down)
+    return LongTermStep(change, threshold, up if change > 0 else down, reason)
 
 
 def empirical_grid(lengths) -> LengthGrid:

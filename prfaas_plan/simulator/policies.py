@@ -1,0 +1,204 @@
+"""Scheduler policies: what a scheduler decides, apart from the event loops that apply it.
+
+As in BLIS ("policies return decisions, the simulator applies them"), a policy never touches the simulated
+system. The event loop (`events.run_events`, and its compiled twin `compiled_events`) builds an observation
+and asks:
+
+- ``at_arrival(ArrivalObs) -> ArrivalDecision``: the routing threshold (tokens) and whether bandwidth is
+  *abundant* (the prefix rule that moves a cached prefix across the link), for each arrival of a policy that
+  ``reacts``;
+- ``at_period(PeriodObs) -> PeriodDecision``: every ``period_s`` seconds for a ``periodic`` policy, one
+  role change (+1: a local decode instance prefills, -1: the reverse, 0: none), a re-optimized threshold,
+  and the reason in words.
+
+A policy's numbers live in its config dataclass. ``compiled()`` returns the constants the compiled loop's
+short-term rule takes (`CompiledRule`), or None: then runs of any size take the Python loop. The compiled
+loop implements one family of arrival rules (`scheduler.ShortTermRule`); ``at_period`` runs in Python in
+both loops. Register a policy's scheduler in `schedulers` (``docs/extending.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple, Protocol
+
+from .scheduler import AdaptiveThreshold, LongTermRule, ShortTermRule, long_term_step
+
+
+class ArrivalObs:
+    """What the loop sees at an arrival: time ``t_s`` (s), the link's smoothed utilization ``link_util``
+    (fraction of its current goodput), ``remote_queue`` (waiting requests per remote instance), and
+    ``backlogs()``: (remote, local) backlog in seconds (`ShortTermRule`), computed only when asked. One
+    instance per run, refilled at each arrival (no object built per request)."""
+
+    __slots__ = ("t_s", "link_util", "remote_queue", "backlogs")
+
+    def __init__(self, backlogs: Callable[[], tuple[float, float]]):
+        self.t_s = 0.0
+        self.link_util = 0.0
+        self.remote_queue = 0.0
+        self.backlogs = backlogs
+
+
+class ArrivalDecision(NamedTuple):
+    """Route an arrival with ``threshold`` (tokens; at most this many uncached tokens prefill locally) and the
+    ``abundant``-bandwidth prefix rule (`routing.Router`)."""
+
+    threshold: float
+    abundant: bool
+
+
+@dataclass(frozen=True)
+class PeriodObs:
+    """A long-term period's end at ``t_s`` (s): ``split`` local prefill instances once pending conversions
+    complete, the link's line rate ``line_bps`` (bit/s), the period's uncached ``lengths`` (as the PD cache saw
+    them) and ``outputs`` (tokens), the time averages ``mean`` and minima ``low`` of the timeline over the
+    period (`event_parts.LONG_TERM_KEYS`), the threshold in use (tokens), and the simulated ``system`` with its
+    performance inputs ``perf`` (the simulator's prefill tables) and throughput ``mode``."""
+
+    t_s: float
+    split: int
+    line_bps: float
+    lengths: list
+    outputs: list
+    mean: dict
+    low: dict
+    threshold: float
+    system: object
+    perf: object
+    mode: str
+
+
+@dataclass(frozen=True)
+class PeriodDecision:
+    """``change`` of the split (+1, -1, 0), the re-optimized ``threshold`` (tokens; None: keep), the model's
+    relative ``gain`` of the change, and ``reason``: why, in words."""
+
+    change: int
+    threshold: float | None
+    gain: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    """What the compiled loop needs of a policy: whether it ``reacts`` at arrivals (with ``short_term``), and
+    whether it is ``periodic`` (a rebalance event every ``period_s``; the decision still comes from Python)."""
+
+    reacts: bool
+    periodic: bool
+    short_term: ShortTermRule = field(default_factory=ShortTermRule)
+    period_s: float = math.inf
+
+
+class Policy(Protocol):
+    """A scheduler's decisions (see the module docstring); one instance per run (it may keep state)."""
+
+    reacts: bool
+    periodic: bool
+    period_s: float
+    threshold_changes: int
+
+    def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision: ...
+
+    def at_period(self, obs: PeriodObs) -> PeriodDecision: ...
+
+    def compiled(self) -> CompiledRule | None: ...
+
+
+@dataclass(frozen=True)
+class StaticConfig:
+    """The static policy takes no numbers: the plan's threshold and split, kept."""
+
+
+class StaticPolicy:
+    """The plan's threshold for every arrival, never a role change: a route depends only on the prefix caches."""
+
+    reacts = False
+    periodic = False
+    period_s = math.inf
+    threshold_changes = 0
+
+    def __init__(self, config: StaticConfig, threshold: float):
+        self.config = config
+        self._decision = ArrivalDecision(float(threshold), False)
+
+    def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision:
+        return self._decision
+
+    def at_period(self, obs: PeriodObs) -> PeriodDecision:
+        return PeriodDecision(0, None, 0.0, "static: roles fixed")
+
+    def compiled(self) -> CompiledRule:
+        return CompiledRule(False, False)
+
+
+@dataclass(frozen=True)
+class ThresholdConfig:
+    """The short-term rule alone (`ShortTermRule`)."""
+
+    short_term: ShortTermRule = field(default_factory=ShortTermRule)
+
+
+class ThresholdPolicy:
+    """The short-term half of PrfaaS's scheduler: the threshold follows the link and the queues
+    (`scheduler.AdaptiveThreshold`), the roles stay as planned."""
+
+    periodic = False
+    period_s = math.inf
+
+    def __init__(self, config: ThresholdConfig, threshold: float):
+        self.config = config
+        self.short = AdaptiveThreshold(config.short_term, threshold)
+        self.reacts = True
+
+    @property
+    def threshold_changes(self) -> int:
+        return self.short.changes
+
+    def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision:
+        s = self.short
+        thr = s.current
+        if s.due(obs.t_s):
+            remote_s, local_s = obs.backlogs()
+            thr = s.update(obs.t_s, obs.link_util, obs.remote_queue, remote_s, local_s)
+        return ArrivalDecision(thr, obs.link_util < s.rule.abundant_util)
+
+    def at_period(self, obs: PeriodObs) -> PeriodDecision:
+        return PeriodDecision(0, None, 0.0, "threshold-only: roles fixed")
+
+    def compiled(self) -> CompiledRule:
+        return CompiledRule(True, False, self.config.short_term)
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """PrfaaS's dual-timescale scheduler: the short-term rule and the long-term one (`LongTermRule`)."""
+
+    short_term: ShortTermRule = field(default_factory=ShortTermRule)
+    long_term: LongTermRule = field(default_factory=LongTermRule)
+
+
+class AdaptivePolicy(ThresholdPolicy):
+    """The short-term rule at every arrival, and every ``period_s`` the long-term rule (`long_term_step`):
+    one role conversion at most, then ``t`` re-optimized for the split."""
+
+    periodic = True
+
+    def __init__(self, config: AdaptiveConfig, threshold: float):
+        super().__init__(ThresholdConfig(config.short_term), threshold)
+        self.config = config
+        self.period_s = config.long_term.period_s
+        self._last_change = 0          # direction of the last conversion (hysteresis: `decide`)
+
+    def at_period(self, obs: PeriodObs) -> PeriodDecision:
+        step = long_term_step(self.config.long_term, obs.system, obs.perf, obs.mode, obs.split, obs.line_bps,
+                              obs.lengths, obs.outputs, obs.mean, obs.low, self._last_change)
+        self._last_change = step.change
+        if step.threshold is not None:
+            self.short.reset(step.threshold)
+        return PeriodDecision(step.change, step.threshold, step.gain, step.reason)
+
+    def compiled(self) -> CompiledRule:
+        return CompiledRule(True, True, self.config.short_term, self.period_s)
