@@ -11,6 +11,7 @@ from ..errors import PlanError
 from ..output.report import check_format
 from ..units import parse_length, parse_lengths, parse_tpot_s
 from .app import FormatOption, app
+from .bench_options import ChipOption, ConcurrencyOption, ModelOption, TpOption
 from .envelope import emit
 from .stack_option import StackOption
 
@@ -93,11 +94,18 @@ def kv_throughput_cmd(
 @app.command("calibrate")
 def calibrate_cmd(
     measurements: Optional[list[str]] = typer.Option(None, "--measurements", help="Measurement CSV(s) (tagged "
-                                                     "model,instance,stack,len_tokens,ttft_s/tpot_s/busy_s...) or "
-                                                     "bundled reference file names; default: every bundled set."),
+                                                     "model,instance,stack,len_tokens,ttft_s/tpot_s/busy_s...), "
+                                                     "benchmark outputs (vLLM, SGLang, aiperf/genai-perf, NVIDIA "
+                                                     "silicon sample; see check) or bundled reference file names; "
+                                                     "default: every bundled set."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the calibrated chip and stack "
                                          "profiles into this folder (use it with --profiles)."),
-    stack: Optional[str] = typer.Option(None, "--stack", help="Stack of user rows without a 'stack' column."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Stack of user rows without a 'stack' column, and "
+                                        "of benchmark files that do not record it (NAME or NAME@VERSION)."),
+    chip: Optional[str] = ChipOption,
+    tp: Optional[int] = TpOption,
+    model: Optional[str] = ModelOption,
+    concurrency: Optional[int] = ConcurrencyOption,
     moe: str = typer.Option("tp", "--moe", help=MOE_HELP + " For user rows without a 'moe' column."),
     weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Weight dtype of user rows without "
                                                "a 'weight_dtype' column."),
@@ -109,5 +117,9 @@ def calibrate_cmd(
     from ..output.perf_report import calibrate_report
     from ..planning.rates import answer_calibrate
 
+    from ..performance.bench_import import check_tags
+
     check_format(fmt)
-    emit(calibrate_report(answer_calibrate(measurements, output, stack, moe, weight_dtype, loo)), fmt)
+    tags = check_tags(chip, stack, tp, model, concurrency, moe if moe != "tp" else None, weight_dtype)
+    emit(calibrate_report(answer_calibrate(measurements, output, tags.csv_defaults()["stack"] or None, moe,
+                                           weight_dtype, loo, tags)), fmt)
