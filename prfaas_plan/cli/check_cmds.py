@@ -30,9 +30,8 @@ def check_cmd(
     """The planner's predicted TTFT/TPOT beside your measured points, per point, with the error summary:
     whether to trust a plan on your cluster. Pass --profiles DIR to check calibrated profiles."""
     from ..output.check_report import check_report
-    from ..performance.bench_import import check_tags
-    from ..planning.check import answer_check
+    from ..planning.check import answer_check, bench_tags
 
     check_format(fmt)
-    tags = check_tags(chip, stack, tp, model, concurrency, moe, weight_dtype)
+    tags = bench_tags(chip, stack, tp, model, concurrency, moe, weight_dtype)
     emit(check_report(answer_check(files, tags)), fmt)

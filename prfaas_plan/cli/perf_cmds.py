@@ -117,9 +117,8 @@ def calibrate_cmd(
     from ..output.perf_report import calibrate_report
     from ..planning.rates import answer_calibrate
 
-    from ..performance.bench_import import check_tags
+    from ..planning.check import bench_tags
 
     check_format(fmt)
-    tags = check_tags(chip, stack, tp, model, concurrency, moe if moe != "tp" else None, weight_dtype)
-    emit(calibrate_report(answer_calibrate(measurements, output, tags.csv_defaults()["stack"] or None, moe,
-                                           weight_dtype, loo, tags)), fmt)
+    tags = bench_tags(chip, stack, tp, model, concurrency, moe if moe != "tp" else None, weight_dtype)
+    emit(calibrate_report(answer_calibrate(measurements, output, stack, moe, weight_dtype, loo, tags)), fmt)

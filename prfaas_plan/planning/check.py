@@ -27,6 +27,14 @@ class CheckAnswer:
     notes: list[str]
 
 
+def bench_tags(chip=None, stack=None, tp=None, model=None, concurrency=None, moe=None, weight_dtype=None):
+    """The command-line options about runs a benchmark file does not describe, checked, as
+    `performance.bench_import.Tags`."""
+    from ..performance.bench_import import check_tags
+
+    return check_tags(chip, stack, tp, model, concurrency, moe, weight_dtype)
+
+
 def predict_point(m) -> dict[str, float]:
     """Predicted seconds of the quantities ``m`` (a `Measurement`) measured, with the current profiles."""
     from ..performance.roofline import RooflinePrefill

@@ -264,17 +264,17 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     from ..performance.bench_import import Tags, load_any
     from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
-    from ..profiles import dtype_bytes, get_hardware, get_stack
+    from ..profiles import dtype_bytes, get_hardware
 
     if output is not None and Path(output).exists() and not Path(output).is_dir():
         raise PlanError(f"--output {output!r}: exists and is not a folder")
     if weight_dtype:
         dtype_bytes(weight_dtype, "--weight-dtype")
-    defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
+    tags = tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "", weight_dtype=weight_dtype or "")
+    defaults = {"stack": tags.csv_defaults()["stack"], "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
-    runs, excluded = load_any(files, tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "",
-                                                  weight_dtype=weight_dtype or ""), defaults)
+    runs, excluded = load_any(files, tags, defaults)
     points, repeats = merge_repeats([r.measurement for r in runs])
     data_name = ", ".join(p.name for p in files)
     fit = fit_joint(points, excluded, data_name, loo=loo)
