@@ -97,10 +97,10 @@ def test_upstream_silicon_rows_convert_as_the_bundled_subset_does():
 
 
 @pytest.mark.parametrize("path, tags, needle", [
-    (VLLM, Tags(stack="vllm"), "pass --chip"),
-    (VLLM, Tags(instance="8xB200"), "pass --stack"),
-    (AIPERF_CSV, Tags(instance="8xH200", stack="sglang"), "pass --model"),
-    (SGLANG, Tags(instance="8xH200", tp=4), "pass --chip 4xH200"),
+    (VLLM, Tags(stack="vllm"), "pass `chip`"),
+    (VLLM, Tags(instance="8xB200"), "pass `stack`"),
+    (AIPERF_CSV, Tags(instance="8xH200", stack="sglang"), "pass `model`"),
+    (SGLANG, Tags(instance="8xH200", tp=4), "pass `chip` 4xH200"),
     (VLLM, Tags(instance="8xB200", stack="nosuchstack"), "nosuchstack"),
 ])
 def test_what_the_file_does_not_say_is_asked_for(path, tags, needle):
@@ -188,7 +188,7 @@ def test_check_cli_formats_and_errors(cli):
 
 def test_calibrate_fits_on_imported_files(cli):
     code, out, err = cli("calibrate", "--measurements", str(SGLANG), "--measurements", str(AIPERF), "--chip",
-                         "8xH200", "--stack", "sglang@0.5.9", "--weight-dtype", "fp8", "--no-loo", "-f", "json")
+                         "8xH200", "--stack", "sglang@0.5.9", "--row-weight-dtype", "fp8", "--no-loo", "-f", "json")
     assert code == 0, err
     points = json.loads(out)["sections"]["points"]
     assert sorted(p["model"] for p in points) == ["deepseek-v3", "deepseek-v3", "qwen3.5-397b"]

@@ -6,10 +6,9 @@ from typing import Optional
 
 import typer
 
-from ..output.report import check_format
-from .app import FormatOption, app
-from .bench_options import BenchStackOption, ChipOption, ConcurrencyOption, ModelOption, TpOption
+from .app import app
 from .envelope import emit
+from .options import Chip, Concurrency, FormatOpt, OptModel, OptTp, Stack, WeightDtype
 
 
 @app.command("check")
@@ -17,21 +16,18 @@ def check_cmd(
     files: list[str] = typer.Argument(..., help="Benchmark outputs: vLLM bench serve JSON, SGLang bench_serving "
                                                 "JSONL, aiperf/genai-perf exports (JSON/CSV), NVIDIA silicon-sample "
                                                 "CSV, or the project's measurement CSV."),
-    chip: Optional[str] = ChipOption,
-    stack: Optional[str] = BenchStackOption,
-    tp: Optional[int] = TpOption,
-    model: Optional[str] = ModelOption,
-    concurrency: Optional[int] = ConcurrencyOption,
-    moe: Optional[str] = typer.Option(None, "--moe", help="How routed experts are split: tp or ep."),
-    weight_dtype: Optional[str] = typer.Option(None, "--weight-dtype", help="Weight dtype the runs served "
-                                               "(e.g. fp8), when it differs from the profile's."),
-    fmt: str = FormatOption,
+    chip: Chip = None,
+    stack: Stack = None,
+    tp: OptTp = None,
+    model: OptModel = None,
+    concurrency: Concurrency = None,
+    weight_dtype: WeightDtype = None,
+    fmt: FormatOpt = "table",
 ) -> None:
     """The planner's predicted TTFT/TPOT beside your measured points, per point, with the error summary:
     whether to trust a plan on your cluster. Pass --profiles DIR to check calibrated profiles."""
     from ..output.check_report import check_report
     from ..planning.check import answer_check, bench_tags
 
-    check_format(fmt)
-    tags = bench_tags(chip, stack, tp, model, concurrency, moe, weight_dtype)
+    tags = bench_tags(chip, stack, tp, model, concurrency, None, weight_dtype)
     emit(check_report(answer_check(files, tags)), fmt)

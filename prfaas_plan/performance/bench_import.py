@@ -69,7 +69,7 @@ class Tags:
 
     def csv_defaults(self) -> dict:
         """The tags as defaults of the project's measurement CSV (`measurements.load_measurements`)."""
-        stack = resolve_stack("", "", self, "--stack")[0] if self.stack else ""
+        stack = resolve_stack("", "", self, "`stack`")[0] if self.stack else ""
         return {"stack": stack, "moe": self.moe, "weight_dtype": self.weight_dtype}
 
 
@@ -92,9 +92,9 @@ def _read_text(path: Path) -> str:
             raise PlanError(f"{path}: {path.stat().st_size:,} bytes, more than {MAX_BYTES:,} for a benchmark file")
         return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PlanError(f"--measurements {str(path)!r}: cannot read ({exc.strerror})") from None
+        raise PlanError(f"`measurements` {str(path)!r}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise PlanError(f"--measurements {str(path)!r}: not a UTF-8 text file") from None
+        raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
 
 
 def _csv_header(text: str) -> list[str]:
@@ -168,7 +168,7 @@ def resolve_model(recorded: str, tags: Tags, where: str) -> str:
     if tags.model:
         return get_model(tags.model).name
     if not recorded:
-        raise PlanError(f"{where}: the model is not recorded; pass --model NAME")
+        raise PlanError(f"{where}: the model is not recorded; pass `model` NAME")
     text = str(recorded).strip()
     hf = _hf_names()
     candidates = [text, text.rstrip("/").split("/")[-1]]
@@ -182,7 +182,7 @@ def resolve_model(recorded: str, tags: Tags, where: str) -> str:
     for repo, name in hf.items():   # a local path ending in the repository name (/models/DeepSeek-V3)
         if text.lower().rstrip("/").endswith("/" + repo.split("/")[-1]):
             return name
-    raise PlanError(f"{where}: model {text!r} is not a bundled profile; pass --model NAME "
+    raise PlanError(f"{where}: model {text!r} is not a bundled profile; pass `model` NAME "
                     "(prfaas-plan models lists them; prfaas-plan model import adds one)")
 
 
@@ -193,7 +193,7 @@ def resolve_stack(recorded_engine: str, recorded_version: str, tags: Tags, where
     text = tags.stack or (f"{recorded_engine}@{recorded_version}" if recorded_engine and recorded_version
                           else recorded_engine)
     if not text:
-        raise PlanError(f"{where}: the serving engine is not recorded; pass --stack (e.g. vllm@0.16.0)")
+        raise PlanError(f"{where}: the serving engine is not recorded; pass `stack` (e.g. vllm@0.16.0)")
     name, _, version = text.partition("@")
     try:
         stack = get_stack(text).name
@@ -205,12 +205,12 @@ def resolve_stack(recorded_engine: str, recorded_version: str, tags: Tags, where
 
 def _instance(tags: Tags, recorded_tp: int, where: str) -> str:
     if not tags.instance:
-        raise PlanError(f"{where}: the GPUs are not recorded; pass --chip COUNTxCHIP (e.g. 8xH20)")
-    inst = parse_instance(tags.instance, "--chip")
+        raise PlanError(f"{where}: the GPUs are not recorded; pass `chip` COUNTxCHIP (e.g. 8xH20)")
+    inst = parse_instance(tags.instance, "`chip`")
     tp = tags.tp or recorded_tp
     if tp and tp != inst.chips:
         raise PlanError(f"{where}: TP {tp} on {tags.instance}: one instance runs TP over all its chips; "
-                        f"pass --chip {tp}x{inst.chip.name.upper()} for TP{tp} instances")
+                        f"pass `chip` {tp}x{inst.chip.name.upper()} for TP{tp} instances")
     return f"{inst.chips}x{inst.chip.name.upper()}"
 
 
@@ -242,7 +242,7 @@ def _build(where: str, fmt: str, model: str, instance: str, stack: str, engine: 
             raise PlanError(f"{where}: mean {what} {value:g} s is more than {MAX_LATENCY_S:g} s")
     moe = tags.moe or "tp"
     if moe not in ("tp", "ep"):
-        raise PlanError(f"--moe must be tp or ep, not {moe!r}")
+        raise PlanError(f"`moe` must be tp or ep, not {moe!r}")
     m = Measurement(model, instance, stack, isl_i, source, osl_i, concurrency, moe, tags.weight_dtype.lower(),
                     "", ttft, tpot, None, derived)
     pct = {k: v / 1e3 for k, v in percentiles.items() if v is not None and math.isfinite(v)}
@@ -363,7 +363,7 @@ def _aiperf_run(metrics: dict, config: dict, where: str, fmt: str, tags: Tags, n
         throughput = _aiperf_value(metrics, "request_throughput", where)
         latency = _aiperf_value(metrics, "request_latency", where)
         if throughput is None or latency is None:
-            raise PlanError(f"{where}: no concurrency recorded; pass --concurrency N")
+            raise PlanError(f"{where}: no concurrency recorded; pass `concurrency` N")
         concurrency = _little(throughput, latency / 1e3, where)
         derived = f"concurrency {concurrency} from Little's law ({throughput:.3g} req/s x {latency / 1e3:.3g} s)"
     pct = {}
@@ -509,19 +509,19 @@ def check_tags(instance: str | None, stack: str | None, tp: int | None, model: s
                concurrency: int | None, moe: str | None, weight_dtype: str | None) -> Tags:
     """`Tags` from the command-line options, each checked (one clear line when wrong)."""
     if instance:
-        parse_instance(instance, "--chip")
+        parse_instance(instance, "`chip`")
     if stack:
         name = stack.partition("@")[0]
         if not name:
-            raise PlanError(f"--stack {stack!r}: expected NAME or NAME@VERSION")
-        resolve_stack("", "", Tags(stack=stack), "--stack")
+            raise PlanError(f"`stack` {stack!r}: expected NAME or NAME@VERSION")
+        resolve_stack("", "", Tags(stack=stack), "`stack`")
     if model:
         get_model(model)
     if tp is not None and tp < 1:
-        raise PlanError(f"--tp {tp}: expected a positive whole number")
+        raise PlanError(f"`tp` {tp}: expected a positive whole number")
     if concurrency is not None and concurrency < 1:
-        raise PlanError(f"--concurrency {concurrency}: expected a positive whole number")
+        raise PlanError(f"`concurrency` {concurrency}: expected a positive whole number")
     if moe and moe not in ("tp", "ep"):
-        raise PlanError(f"--moe {moe!r}: expected tp or ep; {closest_names(moe, ('tp', 'ep'))}")
+        raise PlanError(f"`moe` {moe!r}: expected tp or ep; {closest_names(moe, ('tp', 'ep'))}")
     return Tags(instance or "", stack or "", tp or 0, model or "", concurrency or 0, moe or "",
                 (weight_dtype or "").lower())

@@ -103,7 +103,7 @@ def answer_check(files: list[str], tags=None, defaults: dict | None = None) -> C
                             "worst_abs_error": float(max(errs)),
                             "within_25pct": sum(e <= 0.25 for e in errs) / len(errs)})
     stacks = sorted({m.stack for m in kept})
-    notes = ["predicted with the profiles in use (bundled, or --profiles folders: calibrate -o writes them); "
+    notes = ["predicted with the profiles in use (bundled, or `profiles` folders: calibrate `output` writes them); "
              "nothing is fitted to these points",
              "TTFT and TPOT are means of a closed-loop benchmark at the run's concurrency (docs/methods.md, "
              "\"Serving at a fixed concurrency\"); percentiles are shown, not predicted",

@@ -168,7 +168,7 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
     stack = get_stack(meta.get("stack") or None)
     hf = model_path or model_path_of(model)
     if not hf:
-        raise PlanError(f"{path}: model {model.name} names no Hugging Face checkpoint; pass --model-path")
+        raise PlanError(f"{path}: model {model.name} names no Hugging Face checkpoint; pass `model_path`")
     threshold = _number(plan, "threshold_tokens", path)
     counts = {("remote", "prefill"): _number(plan, "remote_prefill_instances", path, True),
               ("local", "prefill"): _number(plan, "local_prefill_instances", path, True),
@@ -269,10 +269,10 @@ def write_tree(files: dict[str, str], out: str) -> None:
     not exist or be empty (an export never mixes with older files)."""
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise PlanError(f"-o {out!r}: exists and is not an empty folder (export writes a fresh folder)")
+        raise PlanError(f"`output` {out!r}: exists and is not an empty folder (export writes a fresh folder)")
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
-        raise PlanError(f"-o {out!r}: folder {str(parent)!r} does not exist")
+        raise PlanError(f"`output` {out!r}: folder {str(parent)!r} does not exist")
     tmp = None
     try:
         tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
@@ -285,7 +285,7 @@ def write_tree(files: dict[str, str], out: str) -> None:
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
-        raise PlanError(f"-o {out!r}: cannot write ({exc.strerror})") from None
+        raise PlanError(f"`output` {out!r}: cannot write ({exc.strerror})") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -302,12 +302,12 @@ def answer_export(plan: str, target: str, out: str, engine: str | None = None, b
     from ..output.deploy import ENGINE_VERSIONS, TARGETS
 
     if target not in TARGETS:
-        raise PlanError(f"--to {target!r}: expected one of {', '.join(TARGETS)}; {closest_names(target, TARGETS)}")
+        raise PlanError(f"`to` {target!r}: expected one of {', '.join(TARGETS)}; {closest_names(target, TARGETS)}")
     backend = backend or DEFAULT_BACKENDS[target]
     if backend not in BACKENDS:
-        raise PlanError(f"--kv-backend {backend!r}: expected mooncake or nixl")
+        raise PlanError(f"`kv_backend` {backend!r}: expected mooncake or nixl")
     if engine is not None and (target != "k8s" or engine not in ("sglang", "vllm")):
-        raise PlanError("--engine applies to --to k8s only, and is sglang or vllm")
+        raise PlanError("`engine` applies to `to` k8s only, and is sglang or vllm")
     d = read_plan(plan, model_path)
     files = build_files(d, target, engine, backend)
     write_tree(files, out)
