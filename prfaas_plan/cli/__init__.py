@@ -12,6 +12,8 @@ from ..errors import InternalError, PlanError
 
 # Each module registers its commands on `app` when imported.
 from . import (
+    check_cmds,  # noqa: E402,F401
+    export_cmds,  # noqa: E402,F401
     import_cmds,  # noqa: E402,F401
     kv_cmds,  # noqa: E402,F401
     perf_cmds,  # noqa: E402,F401

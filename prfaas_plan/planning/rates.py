@@ -253,13 +253,17 @@ class CalibrateAnswer:
 
 
 def answer_calibrate(measurements: list[str] | None = None, output: str | None = None, stack: str | None = None,
-                     moe: str = "tp", weight_dtype: str | None = None, loo: bool = True) -> CalibrateAnswer:
-    """Fit chip efficiencies and stack overheads jointly on ``measurements`` (CSV paths or bundled file
-    names; default every bundled set); ``stack``, ``moe`` and ``weight_dtype`` fill user rows that lack
-    those columns. With ``output``, the calibrated chip and stack profiles are written into that folder."""
+                     moe: str = "tp", weight_dtype: str | None = None, loo: bool = True,
+                     tags=None) -> CalibrateAnswer:
+    """Fit chip efficiencies and stack overheads jointly on ``measurements`` (CSV paths, benchmark outputs
+    `performance.bench_import` reads, or bundled file names; default every bundled set); ``stack``, ``moe``
+    and ``weight_dtype`` fill user rows that lack those columns, ``tags`` (`bench_import.Tags`) what a
+    benchmark file does not record. With ``output``, the calibrated chip and stack profiles are written into
+    that folder."""
     from ..output.report import write_atomic
     from ..performance.calibrate import fit_joint
-    from ..performance.measurements import BUNDLED_FILES, load_measurements, merge_repeats, resolve_path
+    from ..performance.bench_import import Tags, load_any
+    from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
     from ..profiles import dtype_bytes, get_hardware, get_stack
 
@@ -267,15 +271,12 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         raise PlanError(f"`output` {output!r}: exists and is not a folder")
     if weight_dtype:
         dtype_bytes(weight_dtype, "`row_weight_dtype`")
+    tags = tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "", weight_dtype=weight_dtype or "")
     defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
-    points, excluded = [], []
-    for path in files:
-        got, dropped = load_measurements(path, defaults)
-        points += got
-        excluded += dropped
-    points, repeats = merge_repeats(points)
+    runs, excluded = load_any(files, tags, defaults)
+    points, repeats = merge_repeats([r.measurement for r in runs])
     data_name = ", ".join(p.name for p in files)
     fit = fit_joint(points, excluded, data_name, loo=loo)
     rows = []
