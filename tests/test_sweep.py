@@ -147,7 +147,7 @@ def test_csv_and_parquet_hold_the_same_typed_rows(tmp_path):
 
 def test_output_problems_are_one_line(cli, tmp_path):
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "no" / "r.parquet"), "--quiet")
-    assert code == 2 and "does not exist" in err
+    assert code == 1 and "does not exist" in err
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.xlsx"))
     assert code == 2 and ".parquet or .csv" in err
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--pareto", "ttft_p90_s,capex_usd")

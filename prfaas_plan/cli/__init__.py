@@ -6,6 +6,9 @@ failed internal check (`InternalError`) into one line and exit code 3.
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 
 from ..errors import InternalError, PlanError
@@ -27,6 +30,20 @@ from ._coerce import install as install_direct_coercion
 from .app import app
 
 
+# errno values that mean the output could not be written, not that an input could not be read
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EPIPE, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit has nowhere to fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
 def main() -> None:
     """Console-script entry point."""
     sys.exit(run())
@@ -45,6 +62,14 @@ def run(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
+        sys.stdout.flush()   # a full device or closed pipe shows here, while the error can still be said
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        _discard_stdout()
+        print(f"error: cannot write the output to stdout ({exc.strerror or exc}); nothing was written "
+              "elsewhere", file=sys.stderr)
+        return 1
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -64,14 +89,14 @@ def run(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *abort_types):
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     if result == 130:  # click returns typer's Exit(130) for a Ctrl-C inside a command
         print("error: interrupted", file=sys.stderr)
         return 130
-    from ..profiles.store import broken_profiles
+    from ..profiles.store import broken_profiles, shadowing_profiles
 
     for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
         print(f"warning: skipped profile {line}", file=sys.stderr)
+    for line in shadowing_profiles():  # a user file that replaces a bundled profile of its name
+        print(f"note: {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

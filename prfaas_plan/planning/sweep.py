@@ -220,19 +220,20 @@ def stack_notes(spec: SweepSpec) -> list[str]:
 
 
 def load_spec(path: str) -> SweepSpec:
-    """Read and validate a YAML spec file."""
-    import yaml
+    """Read and validate a YAML spec file, through the reader every YAML input shares
+    (`prfaas_plan.profiles.read_yaml`: a key given twice, binary data or an oversized file is refused)."""
+    from pathlib import Path
 
+    from ..profiles import read_yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"{path}: no such file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a text file") from None
-    return parse_spec(doc)
+        return parse_spec(read_yaml(p))
+    except PlanError as exc:
+        text = str(exc)
+        raise PlanError(text if text.startswith(str(p)) else f"{p}: {text}") from None
 
 
 def points(spec: SweepSpec) -> list[Point]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from ..output.rowfile import Journal, read_table, table_format, write_table
 from .sweep import ROW_COLUMNS, Point, SweepSpec, evaluate_chunk, pareto_mask, points
 
@@ -131,7 +131,7 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
     output = Path(output)
     table_format(output)
     if not output.parent.exists():
-        raise PlanError(f"{output}: folder {str(output.parent)!r} does not exist")
+        raise OutputError(f"{output}: folder {str(output.parent)!r} does not exist")
     pts = points(spec)  # validates every point before anything runs
     wanted = {p.key for p in pts}
     done = {}
