@@ -186,8 +186,9 @@ def _load_stacks(dirs: tuple[Path, ...]) -> tuple[dict[str, StackProfile], dict[
 
                 try:
                     data = read_yaml(path)
-                except PlanError:
-                    continue   # unreadable: the model and chip loader reports it (`store.broken_profiles`)
+                except PlanError as exc:   # unreadable, of unknown kind: looking its stem up as a stack says why
+                    broken.setdefault(path.stem.lower(), str(exc))
+                    continue
                 if not is_stack_file(data, path):
                     continue
                 try:

@@ -51,7 +51,9 @@ def reset_profile_dirs() -> None:
 
 
 def _forget() -> None:
-    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled):
+    from .stack import _load_stacks
+
+    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled, _load_stacks):
         cached.cache_clear()
 
 
@@ -209,7 +211,9 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
         (models if kind == "model" else hardware)[prof.name] = prof
     broken: dict[str, str] = {}
     shadowed: dict[str, str] = {}
-    bundled = {"model": dict(models), "hardware": dict(hardware)}
+    # every name and alias a bundled profile answers to: a user profile taking one of them shadows it
+    bundled = {kind: {key: p for p in table.values() for key in (p.name, *p.aliases)}
+               for kind, table in (("model", models), ("hardware", hardware))}
     for folder in _user_dirs():
         for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
             data = None
@@ -220,9 +224,10 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
                     continue  # serving stacks are loaded by profiles/stack.py
                 prof = model_from_dict(data, str(path)) if kind == "model" else hardware_from_dict(data, str(path))
                 (models if kind == "model" else hardware)[prof.name] = prof
-                if prof.name in bundled[kind]:
+                hit = next((bundled[kind][k] for k in (prof.name, *prof.aliases) if k in bundled[kind]), None)
+                if hit is not None:
                     shadowed[prof.name] = (f"{'model' if kind == 'model' else 'chip'} {prof.name!r} from {path} "
-                                           f"is used instead of the bundled {bundled[kind][prof.name].path}")
+                                           f"is used instead of the bundled {hit.path}")
             except PlanError as exc:
                 # A broken user file must not break commands that do not use it: remember why, warn
                 # once, and make a lookup of its name (the file's stem) fail with the reason.
@@ -283,8 +288,8 @@ def broken_profiles() -> list[str]:
     these after a command that did not need them; looking such a profile up raises its error)."""
     from .stack import stack_notes_of_loading
 
-    lines = [] if _load_all.cache_info().currsize == 0 else sorted(set(_load_all()[2].values()))
-    return lines + stack_notes_of_loading()[0]
+    lines = [] if _load_all.cache_info().currsize == 0 else list(_load_all()[2].values())
+    return sorted(set(lines + stack_notes_of_loading()[0]))   # a file both loaders skipped is said once
 
 
 def shadowing_profiles() -> list[str]:
