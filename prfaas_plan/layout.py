@@ -240,6 +240,7 @@ def load_layout(path: str | Path) -> Layout:
 _NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
 RATE_PATTERN = rf"^\s*{_NUM}\s*(?:[kKmMgGtT](?:bps|bit/s|b/s|B/s|Bps)?|bps|bit/s|b/s|B/s|Bps)\s*$"
 TIME_PATTERN = rf"^\s*{_NUM}\s*(?:[mM][sS]|[uU][sS]|[sS]|[mM][iI][nN]|[hH])\s*$"
+INSTANCE_PATTERN = r"^\s*(?:[0-9]+\s*[x*]\s*)?[A-Za-z][A-Za-z0-9._-]*\s*$"
 
 
 @functools.cache
@@ -255,6 +256,8 @@ def _layout_schema():
 
     Instances = Annotated[int, Field(ge=0, le=MAX_CHIPS, description="instances, a whole number")]
     Text = Annotated[str, Field(min_length=1, max_length=200)]
+    Shape = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": INSTANCE_PATTERN},
+                                 description="instance shape COUNTxCHIP, e.g. 8xH20 (chip: a hardware profile)")]
     Rate = with_unit(lambda text, what: parse_rate_bps(text, what), RATE_PATTERN,
                      "line rate with its unit, bits/s decimal: 100G, 400Gb/s, 12.5GB/s")
     Time = with_unit(lambda text, what: parse_time_s(text, what, "ms"), TIME_PATTERN,
@@ -272,7 +275,7 @@ def _layout_schema():
         """A local PD site: instances that prefill and decode, and its link."""
 
         name: Text | None = Field(None, description="unique among the sites (default site0, site1, ...)")
-        instance: Text = Field(description="instance shape COUNTxCHIP, e.g. 8xH20")
+        instance: Shape
         prefill: Instances
         decode: Instances
         link: LinkDoc | None = None
@@ -281,7 +284,7 @@ def _layout_schema():
     class RemoteDoc(Strict):
         """The remote prefill-only site."""
 
-        instance: Text = Field(description="instance shape COUNTxCHIP, e.g. 8xH200")
+        instance: Shape
         instances: Instances
         stack: Text | None = Field(None, description="serving stack profile of the remote site")
 

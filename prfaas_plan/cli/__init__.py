@@ -21,6 +21,7 @@ from . import (
     plan_cmds,  # noqa: E402,F401
     profile_cmds,  # noqa: E402,F401
     report_cmds,  # noqa: E402,F401
+    schema_cmds,  # noqa: E402,F401
     sim_cmds,  # noqa: E402,F401
     sweep_cmds,  # noqa: E402,F401
     validate_cmds,  # noqa: E402,F401
@@ -92,11 +93,11 @@ def run(argv: list[str] | None = None) -> int:
     if result == 130:  # click returns typer's Exit(130) for a Ctrl-C inside a command
         print("error: interrupted", file=sys.stderr)
         return 130
-    from ..profiles.store import broken_profiles, shadowing_profiles
+    from ..profiles.notes import shadowing_files, skipped_files
 
-    for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
+    for line in skipped_files():  # user profiles this command did not need: say once they were skipped
         print(f"warning: skipped profile {line}", file=sys.stderr)
-    for line in shadowing_profiles():  # a user file that replaces a bundled profile of its name
+    for line in shadowing_files():  # a user file that replaces a bundled profile of its name
         print(f"note: {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

@@ -208,6 +208,15 @@ def _load_stacks(dirs: tuple[Path, ...]) -> tuple[dict[str, StackProfile], dict[
     return out, broken, shadowed
 
 
+def _register() -> None:
+    from .store import forget_with_folders
+
+    forget_with_folders(_load_stacks)
+
+
+_register()
+
+
 def stack_notes_of_loading() -> tuple[list[str], list[str]]:
     """(broken user stack files, user stacks shadowing bundled ones), one line each, for the CLI to say
     once; empty when no stack was loaded."""

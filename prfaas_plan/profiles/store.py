@@ -50,10 +50,17 @@ def reset_profile_dirs() -> None:
     _forget()
 
 
-def _forget() -> None:
-    from .stack import _load_stacks
+_other_caches: list = []   # caches of other profile kinds (stacks) that depend on the user folders
 
-    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled, _load_stacks):
+
+def forget_with_folders(cached) -> None:
+    """Clear ``cached`` (an ``lru_cache``) whenever the user folders change (`profiles.stack` registers its
+    loader here: this module must not import it, it imports this one)."""
+    _other_caches.append(cached)
+
+
+def _forget() -> None:
+    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled, *_other_caches):
         cached.cache_clear()
 
 
@@ -284,21 +291,15 @@ def _lazy_lookup(key: str, kind: str):
 
 
 def broken_profiles() -> list[str]:
-    """One line per user profile file that failed validation and was skipped (the CLI warns with
-    these after a command that did not need them; looking such a profile up raises its error)."""
-    from .stack import stack_notes_of_loading
-
-    lines = [] if _load_all.cache_info().currsize == 0 else list(_load_all()[2].values())
-    return sorted(set(lines + stack_notes_of_loading()[0]))   # a file both loaders skipped is said once
+    """One line per user model or chip profile file that failed validation and was skipped (looking
+    such a profile up raises its error); `prfaas_plan.profiles.notes` adds the stacks."""
+    return [] if _load_all.cache_info().currsize == 0 else sorted(set(_load_all()[2].values()))
 
 
 def shadowing_profiles() -> list[str]:
-    """One line per user model, chip or stack profile used instead of a bundled one of the same name
-    (the CLI notes these once; empty when nothing was loaded from user folders)."""
-    from .stack import stack_notes_of_loading
-
-    lines = [] if _load_all.cache_info().currsize == 0 else list(_load_all()[3].values())
-    return sorted(lines) + stack_notes_of_loading()[1]
+    """One line per user model or chip profile used instead of a bundled one it shares a name or alias
+    with (empty when nothing was loaded from user folders)."""
+    return [] if _load_all.cache_info().currsize == 0 else sorted(_load_all()[3].values())
 
 
 def all_models() -> dict[str, ModelProfile]:
