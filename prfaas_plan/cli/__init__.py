@@ -45,6 +45,12 @@ def _discard_stdout() -> None:
         pass
 
 
+def _stdout_failed(why: str) -> int:
+    _discard_stdout()
+    print(f"error: cannot write the output to stdout ({why}); nothing was written elsewhere", file=sys.stderr)
+    return 1
+
+
 def main() -> None:
     """Console-script entry point."""
     sys.exit(run())
@@ -65,12 +71,17 @@ def run(argv: list[str] | None = None) -> int:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
         sys.stdout.flush()   # a full device or closed pipe shows here, while the error can still be said
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:   # an output name (inputs are opened under their own checks)
+            print(f"error: {exc.filename}: cannot write ({exc.strerror})", file=sys.stderr)
+            return 1
         if exc.errno not in _OUTPUT_ERRNOS:
             raise
-        _discard_stdout()
-        print(f"error: cannot write the output to stdout ({exc.strerror or exc}); nothing was written "
-              "elsewhere", file=sys.stderr)
-        return 1
+        return _stdout_failed(exc.strerror or str(exc))
+    except SystemExit as exc:
+        # click answers a closed pipe on stdout with sys.exit(1) after wrapping the streams; say it in one line
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return _stdout_failed(os.strerror(errno.EPIPE))
+        raise
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -268,11 +268,15 @@ def write_files(folder: str | Path, texts: dict[str, str | bytes]) -> None:
     import shutil
 
     folder = Path(folder)
+    try:
+        exists = folder.exists()
+    except OSError as exc:   # e.g. a name too long for the file system
+        raise OutputError(f"{folder}: cannot write ({exc.strerror or exc})") from None
     if not folder.parent.exists():
         raise OutputError(f"{folder}: folder {str(folder.parent)!r} does not exist")
-    if folder.exists() and not folder.is_dir():
+    if exists and not folder.is_dir():
         raise OutputError(f"{folder}: exists and is not a folder")
-    if not folder.exists():
+    if not exists:
         tmp = None
         try:
             tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name[:100]}.", suffix=".tmp"))

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from .report import write_atomic
 
 SUFFIXES = (".parquet", ".csv")
@@ -183,13 +183,19 @@ class Journal:
             try:
                 self._fh = open(self.path, "a", encoding="utf-8")
             except OSError as exc:
-                raise PlanError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
-        self._fh.write("".join(json.dumps(r) + "\n" for r in rows))
-        self._fh.flush()
+                raise OutputError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
+        try:
+            self._fh.write("".join(json.dumps(r) + "\n" for r in rows))
+            self._fh.flush()
+        except OSError as exc:   # a full disk: the journal goes (its caller removes it), the error is one line
+            raise OutputError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:   # a full disk at the last flush: the journal is removed next anyway
+                pass
             self._fh = None
 
     def remove(self) -> None:

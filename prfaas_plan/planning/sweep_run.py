@@ -130,7 +130,7 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
     """
     output = Path(output)
     table_format(output)
-    if not output.parent.exists():
+    if not output.parent.is_dir():
         raise OutputError(f"{output}: folder {str(output.parent)!r} does not exist")
     pts = points(spec)  # validates every point before anything runs
     wanted = {p.key for p in pts}
@@ -151,6 +151,9 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
                 done[r["point_key"]] = r
             if on_rows:
                 on_rows(len(rows))
+    except BaseException:
+        journal.remove()   # the journal goes on every exit path that runs code (kill -9 is the one that cannot)
+        raise
     finally:
         journal.close()
     rows = []
