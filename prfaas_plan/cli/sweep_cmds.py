@@ -59,6 +59,10 @@ def sweep_cmd(
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front and one-parameter "
                                        "sensitivities to FILE.png or FILE.svg."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    max_points: Optional[int] = typer.Option(None, "--max-points", help="Refuse a spec of more points than this "
+                                             "(default 100,000; the refusal gives the size estimate)."),
+    allow_oversubscribe: bool = typer.Option(False, "--allow-oversubscribe", help="Allow more than 4 local "
+                                             "workers per core."),
     stack: Optional[str] = StackOption,
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
@@ -76,7 +80,8 @@ def sweep_cmd(
     try:
         with _progress(quiet) as (on_start, on_rows):
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
-                            on_start=on_start, on_rows=on_rows)
+                            on_start=on_start, on_rows=on_rows, max_points=max_points,
+                            allow_oversubscribe=allow_oversubscribe)
     except KeyboardInterrupt:
         print(f"interrupted: the finished points are kept; run the same command again to resume into {output}",
               file=sys.stderr)
@@ -84,6 +89,9 @@ def sweep_cmd(
     errors = sum(1 for r in res.rows if r["error"])
     line = (f"wrote {len(res.rows)} rows to {output}: {res.evaluated} evaluated, {res.reused} reused from an "
             f"earlier run, {errors} could not be planned (see the error column)")
+    if res.recomputed:
+        line += (f"; {res.recomputed} earlier rows were recomputed because their fingerprint changed (a profile "
+                 "file or the tool version)")
     if res.dropped:
         line += f"; {res.dropped} earlier rows not in this spec were dropped"
     if metrics:

@@ -420,7 +420,8 @@ OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
 ]
 ROW_COLUMNS: list[tuple[str, str]] = ([("point_key", "str"), ("point_index", "int")]
                                       + [(k, i.kind) for k, i in INPUTS.items()]
-                                      + [(k, t) for k, t, _ in OUTPUT_COLUMNS])
+                                      + [(k, t) for k, t, _ in OUTPUT_COLUMNS]
+                                      + [("fingerprint", "str"), ("row_check", "str")])
 
 
 def _finite_or_none(v):
@@ -518,9 +519,11 @@ def _schema():
     inputs = [(k, i.kind, i.help) for k, i in INPUTS.items()]
     keys = [("point_key", "str", "hash of the point's inputs (the resume key)"),
             ("point_index", "int", "position in the spec's order")]
+    keys_out = [("fingerprint", "str", "hash of the inputs, the resolved profile files' bytes and the tool version"),
+                ("row_check", "str", "hash of the row's values: an edited or cut-short row does not match it")]
     pareto = [("pareto", "bool", "on the Pareto front of pareto_metrics"),
               ("pareto_metrics", "str", "the metrics of the front")]
-    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + pareto), tuple(INPUTS), dict(DIRECTIONS))
+    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + keys_out + pareto), tuple(INPUTS), dict(DIRECTIONS))
 
 
 def parse_metrics(text: str) -> list[str]:
