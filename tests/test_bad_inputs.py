@@ -437,6 +437,10 @@ CASES.update({
                                            "--prefill-instances"),
     "opt-link-efficiency-7.5": cli_case(["size", "--link-efficiency", "7.5"], "--link-efficiency 7.5"),
     "opt-rtt-1e400": cli_case(["size", "--rtt", "1e400s"], "--rtt '1e400s'"),
+    "opt-seed-negative": cli_case(["size", "--seed", "-1"], "seed -1: must be a whole number >= 0"),
+    "opt-samples-beyond-memory": cli_case(["size", "--samples", str(10**9)], "the error-bar sampler would need "
+                                          "about"),
+    "opt-samples-compare": cli_case(["compare", "--samples", str(10**9)], "GiB available"),
     "opt-block-size-huge": cli_case(["workload", "describe", "--block-size", str(10**20)], "--block-size"),
 })
 
