@@ -107,7 +107,7 @@ def test_warning_codes_are_listed_not_buried_in_notes(cli):
 
 
 def test_tables_fit_100_columns_without_exponents_or_nan(cli, monkeypatch):
-    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("COLUMNS", "100")  # a 100-column terminal
     for name in ("size", "compare", "simulate", "reproduce"):
         code, table, err = cli(*COMMANDS[name])
         assert code == 0, err
@@ -115,6 +115,22 @@ def test_tables_fit_100_columns_without_exponents_or_nan(cli, monkeypatch):
         assert rows and max(len(l) for l in rows) <= 100, name
         assert " nan" not in table and "nan " not in table
         assert not re.search(r"[0-9]e[+-][0-9]", " ".join(rows)), name
+
+
+def test_piped_tables_take_their_natural_width(cli, monkeypatch):
+    """Without a terminal (and no COLUMNS) a table is not folded: each model is one line of `models`, so
+    a number such as a 9-digit state size stays whole for grep or a paste (issue 24)."""
+    from prfaas_plan.planning import answer_models
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, table, err = cli("models")
+    assert code == 0, err
+    body = [l for l in table.splitlines() if l.startswith("│")]
+    models = answer_models()
+    assert len(body) == len(models.rows)
+    for line in body:
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        assert cells[0] and all(c for c in cells[:2]), line
 
 
 def test_quiet_drops_notes_and_version_prints(cli):

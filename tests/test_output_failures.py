@@ -36,7 +36,7 @@ STDOUT = {
     "calibrate": ["calibrate", "--measurements", "mooncake_h20_qwen3_235b_pd.csv", "--no-loo"],
     "schema": ["schema", "layout"],
     "workload": ["workload", "describe"],
-    "sweep": ["sweep", "spec.yaml", "--output", "r.csv", "--quiet"],
+    "sweep": ["sweep", "spec.yaml", "--output", "r.csv", "--no-progress"],
     "report": ["report", "r.json", "--output", "r.html"],
 }
 
@@ -75,8 +75,8 @@ def test_stdout_to_a_full_device_is_one_line_exit_1(name, folder, monkeypatch, c
 FILES = {
     "size-plot": ["size", "--plot", "{out}.png"],
     "simulate-plot": ["simulate", "--duration", "20s", "--plot", "{out}.png"],
-    "sweep": ["sweep", "spec.yaml", "--output", "{out}.csv", "--quiet"],
-    "sweep-plot": ["sweep", "spec.yaml", "--output", "ok.csv", "--plot", "{out}.png", "--quiet"],
+    "sweep": ["sweep", "spec.yaml", "--output", "{out}.csv", "--no-progress"],
+    "sweep-plot": ["sweep", "spec.yaml", "--output", "ok.csv", "--plot", "{out}.png", "--no-progress"],
     "report": ["report", "r.json", "--output", "{out}.html"],
     "calibrate": ["calibrate", "--measurements", "mooncake_h20_qwen3_235b_pd.csv", "--no-loo", "--output", "{out}"],
     "model-import": ["model", "import", str(ROOT / "tests" / "data" / "hf_configs" / "Qwen--Qwen3-235B-A22B.config.json"),

@@ -83,7 +83,9 @@ def run(argv: list[str] | None = None) -> int:
             return _stdout_failed(os.strerror(errno.EPIPE))
         raise
     except PlanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from .flags import as_flags
+
+        print(f"error: {as_flags(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except InternalError as exc:
         print(f"internal error: {exc} (please report this)", file=sys.stderr)
@@ -106,8 +108,10 @@ def run(argv: list[str] | None = None) -> int:
         return 130
     from ..profiles.notes import shadowing_files, skipped_files
 
+    from .flags import as_flags
+
     for line in skipped_files():  # user profiles this command did not need: say once they were skipped
-        print(f"warning: skipped profile {line}", file=sys.stderr)
+        print(f"warning: skipped profile {as_flags(line)}", file=sys.stderr)
     for line in shadowing_files():  # a user file that replaces a bundled profile of its name
         print(f"note: {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0

@@ -8,7 +8,7 @@ import sys
 from enum import Enum
 
 from .. import __version__
-from ..output.report import Report, render
+from ..output.report import Report, render, table_width
 
 STATE = {"quiet": False}   # set by the global --quiet option
 
@@ -75,5 +75,6 @@ def emit(report: Report, fmt: str, out=None, replaced: tuple[str, ...] = ()) -> 
     note = defaults_note(replaced) if str(fmt) == "table" else None  # machine formats carry it in meta.inputs
     if note:
         report.notes = [note] + list(report.notes)
-    text = render(report, str(fmt), quiet=STATE["quiet"])
-    (out or sys.stdout).write(text)
+    stream = out or sys.stdout
+    text = render(report, str(fmt), quiet=STATE["quiet"], width=table_width(stream))
+    stream.write(text)

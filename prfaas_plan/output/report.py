@@ -8,8 +8,9 @@ sources) and meta (the tool, the command, every input in effect). The same repor
   ``<key>_nonfinite`` of ``"inf"``, ``"-inf"`` or ``"nan"``;
 - CSV: one table (a ``section`` column when there are several), preceded by ``#`` comment lines carrying
   the tool, the warnings and the notes;
-- table: rounded for reading, no exponent and no ``nan``, 100 columns wide unless ``COLUMNS`` says
-  otherwise; each warning and note once.
+- table: rounded for reading, no exponent and no ``nan``; as wide as the terminal (``COLUMNS`` when
+  set), and at its natural width when written to a pipe or file, so no cell is broken across lines
+  for a reader that greps or pastes it; each warning and note once.
 
 Nothing is written until the whole report exists, so an error never leaves half an output.
 """
@@ -28,9 +29,24 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputError, PlanError
+from ..vocabulary import Format, values
 
-FORMATS = ("table", "json", "csv")
-TABLE_WIDTH = 100  # columns, unless the COLUMNS environment variable says otherwise
+FORMATS = values(Format)
+TABLE_WIDTH = 100  # columns: the width `render` assumes when its caller names none
+
+
+def table_width(stream) -> int | None:
+    """The width (columns) a table written to ``stream`` should take: ``COLUMNS`` when it is set, the
+    terminal's width when ``stream`` is one, else None (natural width: a pipe never splits a cell)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        return int(columns)
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        import shutil
+
+        return shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
+    return None
 
 
 @dataclass
@@ -72,7 +88,7 @@ def _unique(items) -> list:
 def check_format(fmt: str) -> str:
     """Validate a ``--format`` value."""
     if fmt not in FORMATS:
-        raise PlanError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise PlanError(f"`format` {fmt!r}: expected one of {', '.join(FORMATS)}")
     return fmt
 
 
@@ -149,7 +165,7 @@ def all_notes(report: Report) -> list[str]:
     return _unique(list(report.notes) + [n for s in report.sections for n in s.notes])
 
 
-def render(report: Report, fmt: str, quiet: bool = False) -> str:
+def render(report: Report, fmt: str, quiet: bool = False, width: int | None = TABLE_WIDTH) -> str:
     """The report as text in the given format; ``quiet`` leaves the notes out of a table."""
     check_format(fmt)
     if fmt == "json":
@@ -181,18 +197,21 @@ def render(report: Report, fmt: str, quiet: bool = False) -> str:
                     out["section"] = s.name
                 w.writerow(out)
         return buf.getvalue()
-    return _render_table(report, quiet)
+    return _render_table(report, quiet, width)
 
 
 TRANSPOSE_ROWS = 6   # at most this many records, with more columns than that, are shown one column each
 
 
-def _render_table(report: Report, quiet: bool = False) -> str:
+NATURAL_WIDTH = 10_000  # columns: wide enough that no table of ours wraps a cell
+
+
+def _render_table(report: Report, quiet: bool = False, width: int | None = TABLE_WIDTH) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    width = int(os.environ.get("COLUMNS", str(TABLE_WIDTH)))
-    console = Console(file=io.StringIO(), width=max(width, 60), force_terminal=False, color_system=None)
+    width = NATURAL_WIDTH if width is None else max(width, 60)
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
     for s in report.sections:
         cols = s.columns or [Column(k, k) for k in (s.rows[0] if s.rows else {})]
         # at least as wide as its title (up to the console), so a short table does not wrap its title

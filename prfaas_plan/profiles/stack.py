@@ -240,5 +240,5 @@ def get_stack(name: str | StackProfile | None) -> StackProfile:
     if key in broken:
         raise PlanError(broken[key])
     if key not in stacks:
-        raise PlanError(f"--stack {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
+        raise PlanError(f"`stack` {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
     return stacks[key]
