@@ -40,6 +40,11 @@ Output = Annotated[str, _OUTPUT]
 OptOutput = Annotated[Optional[str], _OUTPUT]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr when that "
                                                                 "is a terminal).")]
+MaxPoints = Annotated[Optional[int], typer.Option(
+    "--max-points", help="Refuse a spec of more points than this (default 100,000; the refusal gives the size "
+                         "estimate).")]
+AllowOversubscribe = Annotated[bool, typer.Option(
+    "--allow-oversubscribe", help="Allow more than 4 local workers per core.")]
 
 # --- what is planned
 _MODEL = typer.Option("--model", "-m", help="Model profile name or alias (repeatable where a command takes "

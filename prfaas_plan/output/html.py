@@ -145,17 +145,27 @@ def load_result(path: str, sweep_schema=None) -> Result:
     from .rowfile import read_metadata, read_table
 
     p = Path(path)
+    from .result_checks import check_json, check_sweep_rows
+
     if p.suffix.lower() in (".parquet", ".csv"):
-        rows = read_table(p, sweep_schema.typed if sweep_schema else None)
-        return result_from_rows(rows, p.name, read_metadata(p) if rows else None)
+        rows = read_table(p, sweep_schema.typed if sweep_schema else None, strict=True)
+        res = result_from_rows(rows, p.name, read_metadata(p) if rows else None)
+        checked = [n for n, _ in (sweep_schema.typed if sweep_schema else [])
+                   if n not in ("point_index", "row_check", "pareto", "pareto_metrics")]
+        res.warnings += check_sweep_rows(rows, res.meta, p.name, checked)
+        return res
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise PlanError(f"{path}: nested too deeply; not the output of a prfaas-plan command") from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanError(f"{path}: not JSON ({exc}); give the `format` json output of size, compare or "
                         "reproduce, or a sweep's .parquet/.csv") from None
-    return result_from_json(doc, p.name)
+    res = result_from_json(doc, p.name)
+    check_json(doc, res.sections, res.meta, p.name)
+    return res
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from ..vocabulary import MoeSplit, values
 
 MOE_SPLITS = values(MoeSplit)
@@ -260,7 +260,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     and ``weight_dtype`` fill user rows that lack those columns, ``tags`` (`bench_import.Tags`) what a
     benchmark file does not record. With ``output``, the calibrated chip and stack profiles are written into
     that folder."""
-    from ..output.report import write_atomic
+    from ..output.report import write_files
     from ..performance.calibrate import fit_joint
     from ..performance.bench_import import Tags, load_any
     from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
@@ -268,7 +268,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     from ..profiles import dtype_bytes, get_hardware, get_stack
 
     if output is not None and Path(output).exists() and not Path(output).is_dir():
-        raise PlanError(f"`output` {output!r}: exists and is not a folder")
+        raise OutputError(f"`output` {output!r}: exists and is not a folder")
     if weight_dtype:
         dtype_bytes(weight_dtype, "`row_weight_dtype`")
     tags = tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "", weight_dtype=weight_dtype or "")
@@ -318,12 +318,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         texts = {Path(get_hardware(c).path).name: calibrated_profile_text(get_hardware(c), cal)
                  for c, cal in fit.chips.items()}
         texts.update({f"{name}.yaml": stack_profile_text(st) for name, st in fit.stacks.items()})
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            for name, text in texts.items():
-                write_atomic(out / name, text)
-        except OSError as exc:
-            raise PlanError(f"`output` {output!r}: cannot write ({exc.strerror})") from None
+        write_files(out, texts)   # all the profiles or none, never an empty or half-filled folder
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
                            stack_rows, notes)
