@@ -47,6 +47,24 @@ def _curves() -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _plateaus() -> dict[tuple[str, str, str], float]:
+    """``{(chip, op, class): eta}``: median achieved fraction of peak over the bins at the plateau (r >= 0.95)."""
+    lines = [l for l in (REFERENCE_DIR / CURVE_FILE).read_text(encoding="utf-8").splitlines()
+             if l.strip() and not l.startswith("#")]
+    rows: dict[tuple[str, str, str], list[float]] = {}
+    for r in csv.DictReader(lines):
+        if r["eta"] and float(r["relative"]) >= 0.95:
+            rows.setdefault((r["chip"], r["op"], r["dtype"]), []).append(float(r["eta"]))
+    return {k: float(np.median(v)) for k, v in rows.items()}
+
+
+def plateau_efficiency(chip: str, op: str, cls: str) -> float | None:
+    """Large-shape achieved fraction of the dtype's peak of curve operator ``op`` (``gemm``, ``moe``,
+    ``attention``) and class ``cls`` on ``chip``, or None without kernel data: the calibration's prior."""
+    return _plateaus().get((chip, op, cls))
+
+
 def curve_chips() -> frozenset[str]:
     """Chips the curve file covers."""
     return frozenset(k[0] for k in _curves())
