@@ -361,5 +361,6 @@ def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit,
         values[name] = float(f"{v[(stack.name, name)]:.4g}")
         sources[name] = (f"fitted by prfaas-plan calibrate on {data_name} ({note})"
                          if (stack.name, name) in identified else
-                         "assumed: prior centre, not identified by the calibration data")
+                         f"pooled: the term shared by the stacks fitted on {data_name} (this stack's data do not "
+                         "identify it; its deviation stays at its prior, a factor 1)")
     return dataclasses.replace(stack, sources=sources, **values)
