@@ -219,6 +219,41 @@ def _approximate_loo(problem: _Problem, res, owner: np.ndarray, n: int) -> list[
 
 
 @dataclass(frozen=True)
+class TermReport:
+    """One stack term after the fit: ``owner`` (a stack, or `POOL` for the term the stacks share), its
+    ``value`` in effect (seconds, or a fraction for ``wave_fraction``), the ``prior`` centre it was shrunk
+    toward (the pooled value for a stack's term), how many distinct model x configuration groups
+    (model, instance, parallelism, stack) move it (``configurations``), and ``shift``: how far the data moved
+    it, in prior widths (``(log value - log prior) / width``)."""
+
+    owner: str
+    name: str
+    value: float
+    prior: float
+    configurations: int
+    shift: float
+
+
+def _term_reports(res, owner: np.ndarray, params: _Params, points: list) -> tuple[TermReport, ...]:
+    data = owner >= 0
+    groups = np.array([f"{m.model}|{m.instance}|{m.moe}|{m.stack}" for m in points])
+    x_eff = params.effective(res.x)
+    out = []
+    for j, (who, name) in enumerate(params.keys):
+        if who != POOL and j < params.pooled:
+            continue
+        rows = data & (np.abs(res.jac[:, j]) > 1e-6)
+        n = len(set(groups[owner[rows]])) if rows.any() else 0
+        if who == POOL:
+            prior, shift = float(np.exp(params.centre[j])), float((res.x[j] - params.centre[j]) / params.width[j])
+        else:
+            pool = params.index(POOL, name)
+            prior, shift = float(np.exp(x_eff[pool])), float(res.x[j] / params.width[j])
+        out.append(TermReport(who, name, float(np.exp(x_eff[j])), prior, n, shift))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class FitPoint:
     """A measured point with its in-sample, leave-one-out and leave-one-model-out predictions
     (``{quantity: seconds}``, only for the quantities measured)."""
@@ -248,6 +283,8 @@ class JointFit:
     unidentified: tuple[str, ...]
     loo_done: bool
     loo_exact: bool = False
+    terms: tuple = ()   # `TermReport` per pooled and per-stack term
+
 
     def summary(self, by: str) -> list[dict]:
         """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack`` or ``model``):
@@ -321,7 +358,8 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     v = dict(zip(params.keys, np.exp(params.effective(x))))
     chip_fits = {c: _chip_calibration(c, v, identified, draft, data_name) for c in chips}
     stack_fits = {s: _stack_profile(get_stack(s), v, identified, draft, data_name) for s in stacks}
-    return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact)
+    return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact,
+                    _term_reports(res, owner, params, points))
 
 
 def _error_note(fit: JointFit, by: str, key: str) -> str:

@@ -305,6 +305,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     if repeats:
         notes.append(f"counted once: {repeats} rows repeat an earlier row exactly (same tags and measured values: "
                      "one run recorded twice)")
+    notes += [f"term {t.owner} {t.name}: {t.value:.4g} (prior {t.prior:.4g}; moved {t.shift:+.1f} prior widths; "
+              f"identified by {t.configurations} model x configuration group(s))" for t in fit.terms]
     notes += [f"excluded: {e}" for e in fit.excluded]
     if fit.unidentified:
         notes.append("not identified by these data, left at their priors: " + ", ".join(fit.unidentified))
