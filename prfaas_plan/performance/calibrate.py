@@ -287,11 +287,13 @@ class JointFit:
 
 
     def summary(self, by: str) -> list[dict]:
-        """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack`` or ``model``):
-        in-sample, leave-one-out and leave-one-model-out, as fractions."""
+        """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack``, ``version`` =
+        stack@engine version, or ``model``): in-sample, leave-one-out and leave-one-model-out, as fractions."""
         groups: dict[str, list[FitPoint]] = {}
         for p in self.points:
-            key = p.measurement.chip if by == "chip" else getattr(p.measurement, by)
+            m = p.measurement
+            key = (m.chip if by == "chip" else f"{m.stack}@{m.stack_version or 'unrecorded'}" if by == "version"
+                   else getattr(m, by))
             groups.setdefault(key, []).append(p)
         out = []
         for key, pts in sorted(groups.items()):

@@ -249,6 +249,7 @@ class CalibrateAnswer:
     gemm_classes: list[str]
     stacks: list[dict]
     notes: list[str]
+    by_version: list[dict] = dataclasses.field(default_factory=list)
 
 
 def answer_calibrate(measurements: list[str] | None = None, output: str | None = None, stack: str | None = None,
@@ -325,5 +326,9 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         except OSError as exc:
             raise PlanError(f"--output {output!r}: cannot write ({exc.strerror})") from None
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
+    headline = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['lomo_median']:.0%}" for r in fit.summary("chip")
+                         if "lomo_median" in r and r["quantity"] in ("ttft", "tpot"))
+    notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
+                 + headline)
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
-                           stack_rows, notes)
+                           stack_rows, notes, fit.summary("version"))
