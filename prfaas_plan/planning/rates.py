@@ -250,6 +250,7 @@ class CalibrateAnswer:
     gemm_classes: list[str]
     stacks: list[dict]
     notes: list[str]
+    by_version: list[dict] = dataclasses.field(default_factory=list)
 
 
 def answer_calibrate(measurements: list[str] | None = None, output: str | None = None, stack: str | None = None,
@@ -307,6 +308,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     if repeats:
         notes.append(f"counted once: {repeats} rows repeat an earlier row exactly (same tags and measured values: "
                      "one run recorded twice)")
+    notes += [f"term {t.owner} {t.name}: {t.value:.4g} (prior {t.prior:.4g}; moved {t.shift:+.1f} prior widths; "
+              f"identified by {t.configurations} model x configuration group(s))" for t in fit.terms]
     notes += [f"excluded: {e}" for e in fit.excluded]
     if fit.unidentified:
         notes.append("not identified by these data, left at their priors: " + ", ".join(fit.unidentified))
@@ -320,5 +323,9 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         texts.update({f"{name}.yaml": stack_profile_text(st) for name, st in fit.stacks.items()})
         write_files(out, texts)   # all the profiles or none, never an empty or half-filled folder
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
+    headline = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['lomo_median']:.0%}" for r in fit.summary("chip")
+                         if "lomo_median" in r and r["quantity"] in ("ttft", "tpot"))
+    notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
+                 + headline)
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
-                           stack_rows, notes)
+                           stack_rows, notes, fit.summary("version"))
