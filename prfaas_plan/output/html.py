@@ -41,7 +41,8 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 6px 0 12px; }
 th, td { border: 1px solid #dde1e7; padding: 3px 7px; text-align: right; white-space: nowrap; }
 th { background: #f0f2f5; text-align: center; white-space: normal; min-width: 3.5em; max-width: 9em; }
 th.row { text-align: left; max-width: 16em; }
-td.t { text-align: left; }
+td.t { text-align: left; white-space: normal; min-width: 5em; }
+table.kv td { white-space: normal; overflow-wrap: anywhere; max-width: 60em; }
 tr.hl td, td.hl, th.hl { background: #fdecec; font-weight: 600; }
 ul.notes li { margin: 3px 0; }
 figure { margin: 12px 0; }
@@ -286,7 +287,7 @@ def table(rows: list[dict], columns: list[str] | None = None, highlight=None, tr
 
 def key_value_table(pairs) -> str:
     body = "".join(f'<tr><td class="t">{e(k)}</td><td class="t">{e(v)}</td></tr>' for k, v in pairs)
-    return f'<div class="scroll"><table><tbody>{body}</tbody></table></div>'
+    return f'<div class="scroll"><table class="kv"><tbody>{body}</tbody></table></div>'
 
 
 def card(label: str, value: str, bar=None) -> str:

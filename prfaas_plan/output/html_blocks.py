@@ -8,6 +8,7 @@ import re
 from .html import NONFINITE, Result, cell_value, e, figure, fmt, header, key_value_table, notes_list, table
 from .plots import figure_svg
 
+TRANSPOSE_ROWS = 6
 WIDE = 6  # a one-row section with more columns than this reads better as quantity | value
 
 
@@ -26,7 +27,9 @@ def section_html(name: str, rows: list[dict], highlight=None) -> str:
         row = rows[0]
         return title + key_value_table((header(k), fmt(cell_value(row, k), k))
                                        for k in row if not k.endswith(NONFINITE))
-    return title + table(rows, highlight=highlight)
+    keys = {k for r in rows for k in r if not k.endswith(NONFINITE)}
+    # a few records with many fields (layouts side by side) read, and fit, better one column each
+    return title + table(rows, highlight=highlight, transpose=len(rows) <= TRANSPOSE_ROWS and len(keys) > WIDE + 2)
 
 
 def defaults_and_rest(notes: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -57,7 +60,7 @@ def inputs_block(res: Result) -> str:
 
 def warnings_block(warnings: list[str]) -> str:
     if not warnings:
-        return "<h2>Warnings</h2><p>None.</p>"
+        return "<h2>Warnings</h2><p>No warnings.</p>"
     return f'<h2>Warnings ({len(warnings)})</h2><div class="warn">{notes_list(warnings, "w")}</div>'
 
 
@@ -66,7 +69,7 @@ def assumptions_block(res: Result) -> str:
     rest = list(res.notes) if isinstance(res.meta.get("inputs"), dict) else defaults_and_rest(res.notes)[1]
     sources = res.meta.get("data_sources") or {}
     rest += [f"data source ({k}): {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sources.items()]
-    return "<h2>Assumptions and data sources</h2>" + (notes_list(rest) if rest else "<p>None recorded.</p>")
+    return "<h2>Assumptions and data sources</h2>" + (notes_list(rest) if rest else "<p>Nothing recorded.</p>")
 
 
 def other_sections(res: Result, shown: set[str]) -> list[str]:

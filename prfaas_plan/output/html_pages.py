@@ -204,7 +204,9 @@ def _reproduce_page(res: Result) -> list[str]:
     return [f'<h2>The question</h2><p class="question">{e(question)}</p>',
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
             warnings_block(res.warnings), "<h2>Published vs ours</h2>",
-            table(figs, highlight=lambda f: not f.get("within")), plot, *other_sections(res, {"figures"})]
+            table(figs, highlight=lambda f: not f.get("within")), plot,
+            *([section_html("layouts", res.sections["layouts"])] if res.sections.get("layouts") else []),
+            *other_sections(res, {"figures", "layouts"})]
 
 
 SWEEP_TABLE = ("instances", "threshold_tokens", "throughput_rps", "gain_vs_homogeneous", "gain_vs_naive",
@@ -286,18 +288,24 @@ def _generic_page(res: Result) -> list[str]:
 
 
 TITLES = {"size": "Sizing a PrfaaS-PD deployment", "compare": "PrfaaS-PD against its baselines",
+          "layout": "A layout of PD sites sharing remote prefill", "simulate": "Simulated serving",
+          "fit": "Predicted against measured",
           "reproduce": "Reproducing the PrfaaS paper's case study", "sweep": "Design-space sweep",
           "result": "prfaas-plan result"}
 
 
 def build_html(res: Result, sweep_schema=None) -> str:
     """The report page for a `Result`; a sweep's needs the `rowfile.TableSchema` of its rows."""
+    from .html_runs import fit_page, layout_page, simulate_page
+
     builders = {"size": _size_page, "compare": _compare_page, "reproduce": _reproduce_page,
+                "layout": layout_page, "simulate": simulate_page, "fit": fit_page,
                 "sweep": lambda r: _sweep_page(r, sweep_schema)}
     body = builders.get(res.kind, _generic_page)(res)
-    if res.kind in ("size", "compare", "reproduce"):
+    if res.kind in ("size", "compare", "reproduce", "layout", "simulate", "fit"):
         body.append(assumptions_block(res))
-    return page(TITLES[res.kind], f"from {res.source} ({res.kind} result)", body)
+    command = res.meta.get("command") or res.kind
+    return page(TITLES[res.kind], f"from {res.source} (prfaas-plan {command})", body)
 
 
 def write_html_report(source: str, output: str, sweep_schema=None) -> None:
