@@ -79,10 +79,11 @@ def other_sections(res: Result, shown: set[str]) -> list[str]:
 # ---------------------------------------------------------------------------------------------------
 
 
-def bars(labels, values, xlabel: str, ref=None, caption: str = "") -> str:
+def bars(labels, values, xlabel: str, ref=None, caption: str = "", first_red: bool = True) -> str:
+    """Horizontal bars, the first in red (PrfaaS-PD) unless ``first_red`` is False; ``ref`` a dashed line."""
     plt = mpl()
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(labels)), dpi=100)
-    ax.barh(labels, values, color=["crimson" if i == 0 else "tab:blue" for i in range(len(labels))])
+    ax.barh(labels, values, color=["crimson" if i == 0 and first_red else "tab:blue" for i in range(len(labels))])
     for i, v in enumerate(values):
         ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
     if ref is not None:

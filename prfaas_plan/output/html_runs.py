@@ -6,7 +6,10 @@ Nothing here computes a planning figure; the medians of shown errors are summari
 
 from __future__ import annotations
 
-from .html import Result, card, card_for, e, figure, fmt, measured_pairs, table
+import re
+from dataclasses import replace
+
+from .html import Result, card, card_for, cell_value, e, figure, fmt, measured_pairs, table
 from .html_blocks import bars, inputs_block, mpl, other_sections, section_html, warnings_block
 from .plots import figure_svg
 
@@ -27,6 +30,10 @@ def _model(res: Result) -> str:
 # layouts
 
 
+LAYOUT_REPLACES = ("remote", "local", "link", "link_efficiency", "rtt", "instance_chips", "remote_instance_chips",
+                   "local_instance_chips")
+
+
 def layout_page(res: Result) -> list[str]:
     """N PD sites sharing one remote prefill pool: per-site table (one column per site), req/s and link
     use per site as bars."""
@@ -34,7 +41,8 @@ def layout_page(res: Result) -> list[str]:
     sites = [r for r in rows if r.get("site") != "total"]
     total = next((r for r in rows if r.get("site") == "total"), None)
     name = res.meta.get("layout") or "the layout"
-    shared = f" sharing {total['instances']} remote prefill instances" if total and total.get("instances") else ""
+    remote = re.sub(r"R shared$", "", str(total.get("instances") or "")) if total else ""
+    shared = f" sharing {remote} remote prefill instances" if remote else ""
     question = (f"How much can {_model(res)} serve on layout {name}: {len(sites)} PD sites "
                 f"({', '.join(str(s.get('site')) for s in sites)}){shared}, each over its own link — per site, "
                 "which threshold and split, how many requests per second, at what link load?")
@@ -43,8 +51,9 @@ def layout_page(res: Result) -> list[str]:
         bits = [f"{fmt(s.get('throughput_rps'))} req/s"]
         if s.get("instances"):
             bits.append(str(s["instances"]))
-        if s.get("threshold_tokens") is not None:
-            bits.append(f"t {fmt(s.get('threshold_tokens'))} tokens")
+        t = cell_value(s, "threshold_tokens")
+        if t is not None:
+            bits.append("every prompt prefilled locally" if t == float("inf") else f"t {fmt(t)} tokens")
         if s.get("link_utilization") is not None:
             bits.append(f"link {fmt(s['link_utilization'], 'link_utilization')} used")
         if s.get("binding_stage"):
@@ -56,12 +65,16 @@ def layout_page(res: Result) -> list[str]:
         card_for(s, "throughput_rps", f"{s.get('site')} requests/s") for s in sites]
     labels = [str(s.get("site")) for s in sites]
     plots = [bars(labels, [float(s.get("throughput_rps") or 0) for s in sites], "requests/s served by the site",
-                  caption="Requests per second each PD site serves at the layout's optimum.")]
+                  caption="Requests per second each PD site serves at the layout's optimum.", first_red=False)]
     if any(s.get("link_utilization") is not None for s in sites):
         plots.append(bars(labels, [100 * float(s.get("link_utilization") or 0) for s in sites],
                           "link utilization (% of line rate)", ref=100.0,
-                          caption="Each site's link egress as a share of its line rate (dashed: 100%)."))
-    body = [_question(question), inputs_block(res), _answer(answer, cards), warnings_block(res.warnings),
+                          caption="Each site's link egress as a share of its line rate (dashed: 100%).",
+                          first_red=False))
+    # the layout file replaces --remote/--local/--link: showing their defaults would mislead
+    inputs = {k: v for k, v in (res.meta.get("inputs") or {}).items() if k not in LAYOUT_REPLACES}
+    shown = replace(res, meta={**res.meta, "inputs": inputs}) if inputs else res
+    body = [_question(question), inputs_block(shown), _answer(answer, cards), warnings_block(res.warnings),
             "<h2>Sites</h2>", table(rows, transpose=True), *plots]
     return body + other_sections(res, {"sites"})
 
@@ -97,7 +110,9 @@ def _timeline_plot(rows: list[dict]) -> str:
     ax2.grid(alpha=0.3)
     if any(r.get("threshold_tokens") is not None for r in rows):
         ax3 = ax2.twinx()
-        ax3.plot(t, [float(r.get("threshold_tokens") or 0) for r in rows], lw=1, color="tab:green")
+        ts = [float(r.get("threshold_tokens") or 0) for r in rows]
+        ax3.plot(t, ts, lw=1, color="tab:green")
+        ax3.set_ylim(0, max(ts) * 1.15 or 1)  # from zero: a fixed threshold reads as a flat line
         ax3.set_ylabel("threshold t (tokens, green)")
     return figure(figure_svg(fig), "Queues (top) and link egress against its line rate, with the routing "
                   "threshold (bottom), over the run; each point is the mean over the timeline table's interval.",
