@@ -189,3 +189,18 @@ def test_load_result_reads_csv_sweeps(cli, tmp_path):
 
     res = load_result(str(rows), SCHEMA)
     assert res.kind == "sweep" and len(res.sections["points"]) == 6
+
+
+def test_any_predicted_vs_measured_section_gets_the_fit_page():
+    """``check`` (being written) reports per-point predicted and measured columns like calibrate's: the
+    page recognizes them without knowing the command, plots them and gives the median |error| of the rows."""
+    rows = [{"model": "m", "instance": "8xH20", "len_tokens": n, "ttft_measured_s": 1.0 * n,
+             "ttft_predicted_s": 1.0 * n * (1 + err), "ttft_error": err}
+            for n, err in ((1, 0.1), (2, -0.3), (4, 0.2))]
+    page = Page(build_html(result_from_json({"sections": {"points": rows}, "notes": []}, "check.json")))
+    _self_contained(page)
+    assert "Predicted vs measured" in page.h2 and page.tags.count("svg") == 1
+    text = "".join(c for t in page.tables for r in t for c in r)
+    assert "ttft measured (s)" in text
+    html = build_html(result_from_json({"meta": {"command": "check"}, "sections": {"points": rows}}, "c.json"))
+    assert "TTFT median |error| 20% in-sample (3 points)" in html
