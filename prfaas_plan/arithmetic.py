@@ -221,7 +221,7 @@ def param_counts(model: ModelProfile) -> ParamCounts:
     embedding = model.vocab_size * h
     lm_head = 0 if model.tie_word_embeddings else model.vocab_size * h
     attention = sum(g.count * attention_params(model, g) for g in model.attention)
-    dense_ffn = len(model.dense_layers) * 3 * h * model.dense_intermediate
+    dense_ffn = len(model.dense_layers) * model.ffn_matrices * h * model.dense_intermediate
     routed = shared = router = active_routed = 0
     if model.moe is not None:
         n = len(model.moe_layers)

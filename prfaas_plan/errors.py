@@ -10,13 +10,24 @@ printed as an answer. Any other exception is a bug in prfaas-plan.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+INPUT_NAME = re.compile(r"`([a-z][a-z0-9_]*)`")
+"""How a message names an input: its Python keyword in backticks (`link_efficiency`). Only the CLI turns
+these into its flags (`prfaas_plan.cli.flags`); no layer below it knows a flag's spelling."""
 
 
 class PlanError(Exception):
-    """A user-facing error: the message is one line naming the input and what was expected."""
+    """A user-facing error: the message is one line naming the input (as `INPUT_NAME`) and what was
+    expected, e.g. ``load 1.5: expected a fraction ...`` with ``load`` in backticks."""
 
     exit_code = 2
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The inputs the message names, in order."""
+        return tuple(INPUT_NAME.findall(str(self)))
 
 
 class InternalError(Exception):

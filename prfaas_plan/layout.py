@@ -140,8 +140,8 @@ def prfaas_pd(remote: str, local: str, link: Link, instance_chips: int = 8, loca
     """PrfaaS-PD: remote prefill site + one local PD site. ``local_prefill=None`` splits evenly (the
     optimizer chooses the split). ``instance_chips`` shapes both roles' instances unless
     ``remote_instance_chips`` gives the remote's."""
-    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "--remote")
-    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "`remote`")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "`local`")
     n_p = l_n // 2 if local_prefill is None else local_prefill
     return Layout("prfaas-pd", (PDSite("local", l_inst, n_p, l_n - n_p, link),),
                   PrefillSite("remote", r_inst, r_n), threshold)
@@ -149,7 +149,7 @@ def prfaas_pd(remote: str, local: str, link: Link, instance_chips: int = 8, loca
 
 def homogeneous_pd(local: str, instance_chips: int = 8, local_prefill: int | None = None) -> Layout:
     """Homogeneous PD: one local site, no remote prefill, ``t = inf``."""
-    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "`local`")
     n_p = l_n // 2 if local_prefill is None else local_prefill
     return Layout("homogeneous-pd", (PDSite("local", l_inst, n_p, l_n - n_p),), None, float("inf"))
 
@@ -158,8 +158,8 @@ def naive_heterogeneous(remote: str, local: str, link: Link, instance_chips: int
                         remote_instance_chips: int | None = None) -> Layout:
     """Naive heterogeneous: all prefill remote, all decode local, no length-based routing (``t = 0``);
     instance shapes as in `prfaas_pd`."""
-    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "--remote")
-    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    r_inst, r_n = instances_from_chips(remote, remote_instance_chips or instance_chips, "`remote`")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "`local`")
     return Layout("naive-heterogeneous", (PDSite("local", l_inst, 0, l_n, link),),
                   PrefillSite("remote", r_inst, r_n), 0.0)
 
@@ -177,7 +177,7 @@ def _site_stack(name, where: str) -> str:
     try:
         return get_stack(name).name
     except PlanError as exc:
-        raise PlanError(f"{where}: {str(exc).removeprefix('--stack ')}") from None
+        raise PlanError(f"{where}: {str(exc).removeprefix('`stack` ')}") from None
 
 
 def load_layout(path: str | Path) -> Layout:
@@ -199,7 +199,7 @@ def load_layout(path: str | Path) -> Layout:
 
     p = Path(path)
     if not p.is_file():
-        raise PlanError(f"--layout {str(path)!r}: no such file")
+        raise PlanError(f"`layout` {str(path)!r}: no such file")
     doc = check(_layout_schema(), read_yaml(p), str(p))
     remote = None
     if doc.remote is not None:

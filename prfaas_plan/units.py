@@ -128,7 +128,7 @@ def parse_time_s(text: str | float, what: str = "time", hint_unit: str = "s") ->
     return value
 
 
-def parse_tpot_s(text: str, what: str = "--tpot") -> float:
+def parse_tpot_s(text: str, what: str = "`tpot`") -> float:
     """Parse a per-token latency SLO: ``25ms`` or a decode speed ``40tok/s`` (= 25 ms per token)."""
     s = str(text).strip().lower()
     m = re.fullmatch(_NUMBER + r"\s*(tok/s|tokens/s|tps)", s)
@@ -140,7 +140,7 @@ def parse_tpot_s(text: str, what: str = "--tpot") -> float:
     return parse_time_s(text, what, "ms")
 
 
-def parse_ttft_slo(text: str, what: str = "--ttft") -> tuple[float, float]:
+def parse_ttft_slo(text: str, what: str = "`ttft`") -> tuple[float, float]:
     """Parse a TTFT SLO ``p90<4s`` (any percentile, e.g. ``p95<3s`` or ``p99.9<10s``, then a duration)
     into (90.0, 4.0 seconds); ``mean<2s`` gives percentile 0 for the mean."""
     m = re.fullmatch(r"(?:p([0-9]+(?:\.[0-9]+)?)|(mean))\s*<\s*(.+)", str(text).strip().lower())

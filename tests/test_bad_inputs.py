@@ -126,7 +126,7 @@ def trace_csv_case(text, needle):
 
 
 def measurement_case(text, needle):
-    return {"m.csv": text}, ("calibrate", "--measurements", "m.csv", "--stack", "sglang", "--no-loo"), needle
+    return {"m.csv": text}, ("calibrate", "--measurements", "m.csv", "--row-stack", "sglang", "--no-loo"), needle
 
 
 def hf_case(path, value, needle):
@@ -321,7 +321,7 @@ CASES.update({
     "meas-short-row": measurement_case("model,instance,len_tokens,latency_s\nqwen3-235b,8xH20,4096\n", "m.csv:2"),
     "meas-throughput-inf": measurement_case("model,instance,len_tokens,kv_throughput_gbps\nqwen3-235b,8xH20,4096,inf\n",
                                             "m.csv:2: column 'kv_throughput_gbps'"),
-    "meas-binary": ({"m.csv": BINARY}, ("calibrate", "--measurements", "m.csv", "--stack", "sglang", "--no-loo"), "UTF-8"),
+    "meas-binary": ({"m.csv": BINARY}, ("calibrate", "--measurements", "m.csv", "--row-stack", "sglang", "--no-loo"), "UTF-8"),
 })
 
 # --- Hugging Face configs (model import) --------------------------------------------------------------
@@ -435,7 +435,7 @@ VALID = {
     "jsonl": ({"t.jsonl": "".join(json.dumps(r) + "\n" for r in JSONL)},
               ("simulate", "--model", "kimi-linear", "--trace", "t.jsonl")),
     "trace-csv": ({"t.csv": TRACE_CSV}, ("workload", "describe", "--trace", "t.csv")),
-    "measurements": ({"m.csv": MEASUREMENTS}, ("calibrate", "--measurements", "m.csv", "--stack", "sglang", "--no-loo")),
+    "measurements": ({"m.csv": MEASUREMENTS}, ("calibrate", "--measurements", "m.csv", "--row-stack", "sglang", "--no-loo")),
     "hf-config": ({"config.json": json.dumps(HF)}, ("model", "import", "config.json")),
     "link-100M": ({}, ("size", "--link", "100M")),
     "link-1k": ({}, ("size", "--link", "1k")),

@@ -69,8 +69,8 @@ def test_weight_dtype_frees_hbm_for_decode():
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    ({"weight_dtype": "fp7"}, "--weight-dtype: unknown dtype 'fp7'"),
-    ({"kv_dtype": "bogus"}, "--kv-dtype: unknown dtype 'bogus'"),
+    ({"weight_dtype": "fp7"}, "`weight_dtype`: unknown dtype 'fp7'"),
+    ({"kv_dtype": "bogus"}, "`kv_dtype`: unknown dtype 'bogus'"),
     ({"local_instance_chips": 3}, "do not make whole 3-chip instances"),
 ])
 def test_bad_shapes_and_dtypes_are_plan_errors(kwargs, needle):

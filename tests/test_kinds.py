@@ -16,7 +16,7 @@ def test_every_bundled_group_has_a_registered_rule():
 
 
 def test_each_kind_declares_the_fields_a_profile_may_give():
-    assert set(kinds.KINDS) == {"gqa", "mla", "swa", "kda", "gated_deltanet", "lightning"}
+    assert set(kinds.KINDS) == {"gqa", "mla", "swa", "kda", "gated_deltanet", "lightning", "mamba2"}
     assert kinds.KINDS["swa"].fields() == ("num_heads", "num_kv_heads", "head_dim", "window", "v_head_dim",
                                            "output_gate")
     assert "output_gate" not in kinds.KINDS["kda"].fields()

@@ -255,7 +255,7 @@ def test_prefill_model_sources():
     assert isinstance(prefill_model("prfaas-1t", "8xH20"), RooflinePrefill)
     with pytest.raises(PlanError, match="prfaas-1t has no measured prefill table for 8xH20"):
         prefill_model("prfaas-1t", "8xH20", source="measured")
-    with pytest.raises(PlanError, match="--source 'table'"):
+    with pytest.raises(PlanError, match="`source` 'table'"):
         prefill_model("prfaas-1t", "8xH200", source="table")
 
 

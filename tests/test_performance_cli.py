@@ -93,7 +93,7 @@ def test_calibrate_generic_csv_with_default_stack(cli, tmp_path):
     f = tmp_path / "runs.csv"
     f.write_text("model,instance,len_tokens,latency_s\n" + "".join(
         f"qwen3-235b,8xH20-3e,{l},{t}\n" for l, t in ((2048, 0.166), (8192, 0.571), (32768, 3.183))))
-    code, out, _ = cli("calibrate", "--measurements", str(f), "--stack", "mooncake-sglang-pd", "--format", "csv")
+    code, out, _ = cli("calibrate", "--measurements", str(f), "--row-stack", "mooncake-sglang-pd", "--format", "csv")
     body = "".join(l for l in out.splitlines(True) if not l.startswith("#"))  # without the comment lines
     assert code == 0 and body.count("qwen3-235b") == 3 and "ttft_loo_error" in body
     code, _, err = cli("calibrate", "--measurements", str(f))
@@ -126,8 +126,8 @@ def test_kv_throughput_takes_the_stack(cli):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (("rates", "-m", "qwen3", "--moe", "dp"), "--moe 'dp'"),
-    (("rates", "-m", "qwen3", "--source", "table"), "--source 'table'"),
+    (("rates", "-m", "qwen3", "--moe", "dp"), "'dp' is not one of 'tp', 'ep'"),
+    (("rates", "-m", "qwen3", "--source", "table"), "'table' is not one of 'auto', 'roofline', 'measured'"),
     (("rates", "-m", "qwen3", "--tpot", "25ms", "--slo", "40tok/s"), "--tpot and --slo both given"),
     (("rates", "-m", "qwen3", "--slo", "0tok/s"), "--slo '0tok/s'"),
     (("rates", "-m", "qwen3", "--weight-dtype", "fp7"), "--weight-dtype: unknown dtype 'fp7'"),
@@ -138,7 +138,7 @@ def test_kv_throughput_takes_the_stack(cli):
     (("kv-throughput", "--state-dtype", "fp64"), "--state-dtype: unknown dtype 'fp64'"),
     (("kv-throughput", "--stack", "x"), "unknown serving stack"),
     (("calibrate", "--measurements", "nope.csv"), "--measurements 'nope.csv': cannot read"),
-    (("calibrate", "--measurements", MOONCAKE, "--weight-dtype", "fp7"), "unknown dtype 'fp7'"),
+    (("calibrate", "--measurements", MOONCAKE, "--row-weight-dtype", "fp7"), "--row-weight-dtype: unknown dtype 'fp7'"),
     (("size", "--stack", "nope"), "unknown serving stack"),
     (("compare", "--stack", "nope"), "unknown serving stack"),
 ])

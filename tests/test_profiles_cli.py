@@ -51,7 +51,7 @@ def test_kv_json_keys_carry_units(cli):
     (("kv", "--model", "kimi-linear", "--len", "32q"), "--len '32q'"),
     (("kv", "--model", "kimi-linear", "--len", "-5"), "--len '-5'"),
     (("kv", "--model", "kimi-linear", "--len", "0"), "--len '0'"),
-    (("models", "--format", "xml"), "--format 'xml'"),
+    (("models", "--format", "xml"), "'xml' is not one of 'table', 'json', 'csv'"),  # as every command says it
     (("kv", "--len", "8k"), "--model"),
 ])
 def test_bad_input_is_one_line_exit_2(cli, args, needle):

@@ -111,7 +111,7 @@ def test_compare_and_reproduce_reports(cli, tmp_path):
 
 def test_sweep_report_shows_front_plots_and_reasons(cli, tmp_path):
     rows = tmp_path / "r.parquet"
-    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(rows), "--quiet",
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(rows), "--no-progress",
                          "--pareto", "cost_per_mtok_usd,ttft_unloaded_p90_s")
     assert code == 0, err
     page = _report(cli, tmp_path, rows)
@@ -184,7 +184,7 @@ def test_output_must_be_html(cli, tmp_path):
 
 def test_load_result_reads_csv_sweeps(cli, tmp_path):
     rows = tmp_path / "r.csv"
-    assert cli("sweep", str(EXAMPLE), "--output", str(rows), "--quiet")[0] == 0
+    assert cli("sweep", str(EXAMPLE), "--output", str(rows), "--no-progress")[0] == 0
     from prfaas_plan.planning.sweep import SCHEMA
 
     res = load_result(str(rows), SCHEMA)

@@ -121,10 +121,10 @@ def test_layout_sites_naming_a_stack_win_over_the_option(cli, tmp_path):
 def test_sweep_stack_option_and_axis(cli, tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text("grid: {link: [10G, 100G]}\n")
-    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "a.csv"), "-q", "--stack", "vllm")
+    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "a.csv"), "--no-progress", "--stack", "vllm")
     assert code == 0, err
     assert "note: stack vllm (vLLM" in out and "default stack" not in out
-    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "b.csv"), "-q")
+    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "b.csv"), "--no-progress")
     assert code == 0, err
     assert "note: default stack: sglang" in out
     a, b = (list(csv.DictReader((tmp_path / f).open())) for f in ("a.csv", "b.csv"))
@@ -133,12 +133,12 @@ def test_sweep_stack_option_and_axis(cli, tmp_path):
     assert {r["point_key"] for r in a}.isdisjoint(r["point_key"] for r in b)  # the stack is part of the key
     axis = tmp_path / "axis.yaml"
     axis.write_text("grid: {stack: [sglang, vllm]}\n")
-    code, out, err = cli("sweep", str(axis), "-o", str(tmp_path / "c.csv"), "-q")
+    code, out, err = cli("sweep", str(axis), "-o", str(tmp_path / "c.csv"), "--no-progress")
     assert code == 0, err
     rows = list(csv.DictReader((tmp_path / "c.csv").open()))
     by_stack = {r["stack"]: r["throughput_rps"] for r in rows}
     assert by_stack == {"sglang": b[1]["throughput_rps"], "vllm": a[1]["throughput_rps"]}  # the 100G points
-    code, out, err = cli("sweep", str(axis), "-o", str(tmp_path / "d.csv"), "-q", "--stack", "vllm")
+    code, out, err = cli("sweep", str(axis), "-o", str(tmp_path / "d.csv"), "--no-progress", "--stack", "vllm")
     assert code == 2 and "the spec sets stack itself" in err
 
 
@@ -162,7 +162,7 @@ def test_sweep_and_simulate_take_the_transfer_policy(cli, tmp_path):
     spec = tmp_path / "s.yaml"
     # at 10G the link sets the threshold for kimi-linear's replicated bytes (7x logical), so one copy gains
     spec.write_text("base: {link: 10G}\ngrid: {transfer_bytes: [replicated, dp-attention, logical]}\n")
-    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "t.csv"), "-q")
+    code, out, err = cli("sweep", str(spec), "-o", str(tmp_path / "t.csv"), "--no-progress")
     assert code == 0, err
     lam = {r["transfer_bytes"]: r["throughput_rps"] for r in csv.DictReader((tmp_path / "t.csv").open())}
     assert lam["dp-attention"] == lam["logical"] and float(lam["dp-attention"]) > float(lam["replicated"])

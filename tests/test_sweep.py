@@ -40,7 +40,7 @@ def _spec(tmp_path, text: str) -> str:
 ])
 def test_bad_spec_is_one_line_before_any_work(cli, tmp_path, text, message):
     out = tmp_path / "r.parquet"
-    code, stdout, err = cli("sweep", _spec(tmp_path, text), "--output", str(out), "--quiet")
+    code, stdout, err = cli("sweep", _spec(tmp_path, text), "--output", str(out), "--no-progress")
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists() and not journal_path(out).exists()
@@ -61,7 +61,7 @@ def test_points_follow_the_spec_order_and_zip_moves_together():
 def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
     out = tmp_path / "r.csv"
     spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200}\ngrid: {link: [1G, 40G]}")
-    assert cli("sweep", spec, "--output", str(out), "--quiet")[0] == 0
+    assert cli("sweep", spec, "--output", str(out), "--no-progress")[0] == 0
     row = read_table(out, S.ROW_COLUMNS)[0]
     code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
                             "--link", "1G", "--format", "json")
@@ -84,7 +84,7 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
 
 def _example_rows(cli, tmp_path, name, *flags):
     out = tmp_path / f"{name}.parquet"
-    code, stdout, err = cli("sweep", str(EXAMPLE), "--output", str(out), "--quiet", *flags)
+    code, stdout, err = cli("sweep", str(EXAMPLE), "--output", str(out), "--no-progress", *flags)
     assert code == 0, err
     return read_table(out)
 
@@ -146,7 +146,7 @@ def test_csv_and_parquet_hold_the_same_typed_rows(tmp_path):
 
 
 def test_output_problems_are_one_line(cli, tmp_path):
-    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "no" / "r.parquet"), "--quiet")
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "no" / "r.parquet"), "--no-progress")
     assert code == 2 and "does not exist" in err
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.xlsx"))
     assert code == 2 and ".parquet or .csv" in err
@@ -155,7 +155,7 @@ def test_output_problems_are_one_line(cli, tmp_path):
 
 
 def test_plot_is_written(cli, tmp_path):
-    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--quiet",
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--no-progress",
                          "--pareto", "cost_per_mtok_usd,ttft_unloaded_p90_s", "--plot", str(tmp_path / "f.svg"))
     assert code == 0, err
     assert "on the Pareto front" in out

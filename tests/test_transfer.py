@@ -63,7 +63,7 @@ def test_replicated_bytes_reproduce_mooncakes_measured_transfer():
 
 
 def test_unknown_policy_is_a_plan_error():
-    with pytest.raises(PlanError, match="--transfer-bytes"):
+    with pytest.raises(PlanError, match="`transfer_bytes`"):
         TransferBytes("physical", 8)
 
 

@@ -46,7 +46,7 @@ def test_resolve_workload_paths(tmp_path):
     assert w.cache is None
     with pytest.raises(PlanError, match="no hash_ids"):
         resolve_workload(str(path), prefix_cache=True)
-    with pytest.raises(PlanError, match="--workload 'papr': expected paper, trace or a path .*did you mean paper"):
+    with pytest.raises(PlanError, match="`workload` 'papr': expected paper, trace or a path .*did you mean paper"):
         resolve_workload("papr")
     with pytest.raises(PlanError, match="already uncached"):
         resolve_workload("paper", prefix_cache=True)

@@ -30,9 +30,10 @@ import numpy as np
 from ..layout import Layout
 from ..performance.base import DecodeCapacity, PrefillModel, busy_s  # noqa: F401 (busy_s re-exported)
 from ..profiles import ModelProfile
+from ..vocabulary import Mode, values
 from .transfer import LOGICAL, TransferBytes
 
-MODES = ("representative", "exact")
+MODES = values(Mode)
 
 
 @dataclass(frozen=True)

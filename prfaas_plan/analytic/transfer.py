@@ -31,9 +31,10 @@ import numpy as np
 from .. import arithmetic as A
 from ..errors import PlanError
 from ..profiles import ModelProfile
+from ..vocabulary import TransferPolicy, values
 
-POLICIES = ("replicated", "logical", "dp-attention")
-DEFAULT_POLICY = "replicated"
+POLICIES = values(TransferPolicy)
+DEFAULT_POLICY = TransferPolicy.replicated.value
 ONE_COPY = ("logical", "dp-attention")  # policies that move one copy of the cache whatever the TP degree
 
 
@@ -47,7 +48,7 @@ class TransferBytes:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise PlanError(f"--transfer-bytes {self.policy!r}: expected {', '.join(POLICIES)}")
+            raise PlanError(f"`transfer_bytes` {self.policy!r}: expected {', '.join(POLICIES)}")
         if self.tp < 1:
             raise PlanError(f"transfer TP degree must be at least 1, got {self.tp}")
 

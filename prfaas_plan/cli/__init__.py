@@ -46,7 +46,9 @@ def run(argv: list[str] | None = None) -> int:
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
     except PlanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from .flags import as_flags
+
+        print(f"error: {as_flags(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except InternalError as exc:
         print(f"internal error: {exc} (please report this)", file=sys.stderr)
@@ -72,6 +74,8 @@ def run(argv: list[str] | None = None) -> int:
     from ..profiles.store import broken_profiles
 
     for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
-        print(f"warning: skipped profile {line}", file=sys.stderr)
+        from .flags import as_flags
+
+        print(f"warning: skipped profile {as_flags(line)}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

@@ -29,11 +29,6 @@ model_app = typer.Typer(help="Model profile tools (import a Hugging Face config.
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(model_app, name="model")
 
-FORMAT_HELP = "Output format: table, json or csv."
-# Kept for command modules not yet moved to `options.FormatOpt` (same name, default and meaning).
-FormatOption = typer.Option("table", "--format", "-f", help=FORMAT_HELP)
-
-
 def _version(value: bool) -> None:
     if value:
         print(f"prfaas-plan {__version__}")

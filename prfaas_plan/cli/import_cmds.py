@@ -10,6 +10,7 @@ import typer
 
 from ..errors import PlanError
 from .app import model_app
+from .options import OptOutput
 
 if TYPE_CHECKING:
     import yaml
@@ -36,7 +37,7 @@ def import_cmd(
     config: str = typer.Argument(..., help="A Hugging Face config.json."),
     name: Optional[str] = typer.Option(None, "--name", help="Profile name (default: from _name_or_path or "
                                        "a file name like org--Model.config.json)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the profile YAML to this file."),
+    output: OptOutput = None,
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Write NAME.yaml into this folder "
                                              "(usable with --profiles)."),
 ) -> None:

@@ -7,14 +7,13 @@ import typer
 from ..units import MAX_CHIPS, parse_lengths
 from .app import app
 from .envelope import emit
-from .options import FormatOpt
+from .options import FormatOpt, Lengths, Models
 
 
 @app.command("kv")
 def kv_cmd(
-    model: list[str] = typer.Option(..., "--model", "-m", help="Model name or alias (repeatable)."),
-    length: list[str] = typer.Option(["1k", "8k", "32k", "128k"], "--len", "-l",
-                                     help="Uncached prompt length(s), e.g. 32k or 1k,8k (K = 1024)."),
+    model: Models,
+    length: Lengths = ["1k", "8k", "32k", "128k"],
     tp: int = typer.Option(1, "--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks: >1 gives the bytes a "
                            "TP transfer moves when KV heads are replicated across ranks."),
     fmt: FormatOpt = "table",

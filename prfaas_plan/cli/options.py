@@ -1,9 +1,11 @@
-"""Every command-line option, declared once: the same name, meaning, type and default in every command.
+"""Every command-line option, declared once: one ``typer.Option`` call per flag, one meaning per flag.
 
 Commands use these ``Annotated`` aliases as parameter types (``model: Model = DEFAULTS.model``); the
-defaults live in `prfaas_plan.planning.scenario.DEFAULTS` so the CLI and the Python API agree. Choices
-are `StrEnum`s (their members are plain strings downstream). Times, rates and sizes are text with a
-unit, parsed by `prfaas_plan.units` (a bare number is refused with a hint).
+defaults live in `prfaas_plan.planning.scenario.DEFAULTS` so the CLI and the Python API agree. Where a
+command takes several values of an input (``kv --model A --model B``) it uses the same declaration with
+a list type (``Models``): one flag, one help, one meaning (``tests/test_cli_flags.py`` counts them).
+Choices are the `prfaas_plan.vocabulary` enums (their members are plain strings downstream). Times,
+rates and sizes are text with a unit, parsed by `prfaas_plan.units` (a bare number is refused with a hint).
 """
 
 from __future__ import annotations
@@ -14,41 +16,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..planning.scenario import DEFAULTS
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-
-
-class Mode(StrEnum):
-    representative = "representative"
-    exact = "exact"
-
-
-class InputLevel(StrEnum):
-    predicted = "predicted"
-    paper = "paper"
-
-
-class TransferPolicy(StrEnum):
-    replicated = "replicated"
-    logical = "logical"
-    dp_attention = "dp-attention"
-
-
-class Basis(StrEnum):
-    capex = "capex"
-    rental = "rental"
-    instances = "instances"
-    cost = "cost"   # the earlier name of capex
-
-
-class Baseline(StrEnum):
-    prfaas = "prfaas"
-    homogeneous = "homogeneous"
-    naive = "naive"
+from ..vocabulary import Baseline, Format, InputLevel, Mode, MoeSplit, PrefillSource, TransferPolicy
+from ..vocabulary import BasisWord as Basis
 
 
 class SchedulerName(StrEnum):
@@ -58,10 +27,26 @@ class SchedulerName(StrEnum):
 
 # --- output
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json or csv.")]
-Plot = Annotated[Optional[str], typer.Option("--plot", help="Also write a plot to FILE.png or FILE.svg.")]
+Plot = Annotated[Optional[str], typer.Option(
+    "--plot", help="Also write a plot to FILE.png or FILE.svg (size, compare, reproduce: throughput vs threshold; "
+                   "simulate: the run over time; sweep: the Pareto front and one-parameter sensitivities).")]
+_OUTPUT = typer.Option("--output", "-o", help="Where the command writes: sweep its results file (.parquet or .csv, "
+                                              "resumed if present), report the HTML page, calibrate a folder of "
+                                              "calibrated chip and stack profiles (use it with --profiles), model "
+                                              "import the profile YAML.")
+Output = Annotated[str, _OUTPUT]
+OptOutput = Annotated[Optional[str], _OUTPUT]
+NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr when that "
+                                                                "is a terminal).")]
 
 # --- what is planned
-Model = Annotated[str, typer.Option("--model", "-m", help="Model profile name or alias.")]
+_MODEL = typer.Option("--model", "-m", help="Model profile name or alias (repeatable where a command takes "
+                                            "several; kv-throughput and validate default to every bundled model).")
+Model = Annotated[str, _MODEL]
+Models = Annotated[list[str], _MODEL]
+OptModels = Annotated[Optional[list[str]], _MODEL]
+Instance = Annotated[str, typer.Option("--instance", "-i", help="Instance shape COUNTxCHIP, e.g. 8xH20.")]
+Lengths = Annotated[list[str], typer.Option("--len", "-l", help="Prompt length(s), e.g. 32k or 1k,8k (K = 1024).")]
 Remote = Annotated[str, typer.Option("--remote", help="Remote prefill chips, e.g. 32xH200.")]
 Local = Annotated[str, typer.Option("--local", help="Local PD chips, e.g. 64xH20.")]
 InstanceChips = Annotated[int, typer.Option("--instance-chips", min=1, help="Chips per instance (both roles).")]
@@ -70,7 +55,8 @@ RemoteInstanceChips = Annotated[Optional[int], typer.Option(
 LocalInstanceChips = Annotated[Optional[int], typer.Option(
     "--local-instance-chips", min=1, help="Chips per local PD instance (default: --instance-chips).")]
 WeightDtype = Annotated[Optional[str], typer.Option(
-    "--weight-dtype", help="Store every weight in this dtype for the run (e.g. fp8), overriding the model profile.")]
+    "--weight-dtype", help="Store every weight in this dtype for the run (e.g. fp8, int4), routed experts "
+                           "included, overriding the model profile (its measured tables then no longer apply).")]
 KvDtype = Annotated[Optional[str], typer.Option(
     "--kv-dtype", help="Store the KV cache in this dtype for the run (e.g. fp8), overriding the model profile.")]
 LayoutFile = Annotated[Optional[str], typer.Option(
@@ -78,7 +64,18 @@ LayoutFile = Annotated[Optional[str], typer.Option(
 Workload = Annotated[str, typer.Option(
     "--workload", "-w", help="paper (the case study's truncated log-normal), trace (the bundled Mooncake "
                              "conversation trace) or a .jsonl/.csv trace file.")]
-Tpot = Annotated[str, typer.Option("--tpot", help="Decode SLO per output token: 25ms or 40tok/s.")]
+_TPOT = typer.Option("--tpot", help="Decode SLO per output token: 25ms or 40tok/s (default 25ms).")
+Tpot = Annotated[str, _TPOT]
+OptTpot = Annotated[Optional[str], _TPOT]
+STACK_HELP = ("Serving stack profile (stack_profiles/: sglang, vllm, trtllm, mooncake-sglang-pd, paper-sglang, "
+              "paper-vllm, ...): fixed latency, per-forward and per-step overheads, prefill batching. Default sglang.")
+Stack = Annotated[Optional[str], typer.Option("--stack", help=STACK_HELP)]
+MOE_HELP = ("How routed experts are split: tp (every chip holds a slice of every expert) or ep (whole experts); "
+            "calibrate: of the user rows without a 'moe' column.")
+Moe = Annotated[MoeSplit, typer.Option("--moe", help=MOE_HELP)]
+Source = Annotated[PrefillSource, typer.Option(
+    "--source", help="Prefill source: auto (measured table if the model has one for this instance, else "
+                     "roofline), roofline or measured.")]
 
 # --- the link
 LinkRate = Annotated[str, typer.Option("--link", help="Inter-site link line rate with a unit, e.g. 100G.")]
@@ -94,15 +91,16 @@ ModeOpt = Annotated[Mode, typer.Option("--mode", help="exact (planning's default
 TRANSFER_HELP = ("Bytes on the link: replicated (the per-rank KV copies a TP transfer engine moves into TP "
                  "attention, as Mooncake measured), dp-attention (decode runs data-parallel attention, SGLang "
                  "--enable-dp-attention: one copy) or logical (one copy, the paper's convention).")
-TransferBytesOpt = Annotated[TransferPolicy, typer.Option("--transfer-bytes", help=TRANSFER_HELP)]
-SimTransferBytes = Annotated[Optional[TransferPolicy], typer.Option(
-    "--transfer-bytes", help=TRANSFER_HELP + " Default: replicated, logical with --inputs paper.")]
+TransferBytesOpt = Annotated[Optional[TransferPolicy], typer.Option(
+    "--transfer-bytes", help=TRANSFER_HELP + " Default: replicated (simulate: logical with --inputs paper).")]
 Inputs = Annotated[InputLevel, typer.Option(
     "--inputs", help="predicted (our performance model) or paper (prfaas-1t only: the paper's H200 profile "
                      "and back-solved H20 inputs).")]
-Threshold = Annotated[Optional[str], typer.Option(
-    "--threshold", help="Evaluate this routing threshold t in uncached tokens (e.g. 16k) instead of "
-                        "optimizing it.")]
+_THRESHOLD = typer.Option("--threshold", "-t", help="Routing threshold t in uncached tokens, e.g. 16k "
+                                                    "(K = 1024): size and simulate evaluate it instead of "
+                                                    "optimizing it; workload describe takes several (8k,16k).")
+Threshold = Annotated[Optional[str], _THRESHOLD]
+Thresholds = Annotated[list[str], _THRESHOLD]
 
 # --- follow-up questions
 Samples = Annotated[int, typer.Option("--samples", min=0, help="Error-bar samples of the calibration errors "
@@ -111,7 +109,8 @@ LinkDegraded = Annotated[Optional[str], typer.Option(
     "--link-degraded", help="Also show the plan at a lower link rate (e.g. 10G): the threshold to switch to, "
                             "the throughput kept and the TTFT, instance counts unchanged.")]
 Load = Annotated[Optional[float], typer.Option(
-    "--load", help="Offered load as a fraction of Lambda_max (e.g. 0.8): latency with queueing.")]
+    "--load", help="Offered load as a fraction of Lambda_max (e.g. 0.8): latency with queueing (compare: of "
+                   "PrfaaS-PD's Lambda_max, every layout at that one req/s).")]
 TtftSlo = Annotated[Optional[str], typer.Option(
     "--ttft", help="TTFT SLO such as p90<4s, p95<3s or mean<2s: the highest request rate within it.")]
 TargetRate = Annotated[Optional[float], typer.Option(
@@ -124,28 +123,32 @@ BasisOpt = Annotated[Optional[Basis], typer.Option(
     "--basis", help="Budget of the equal-budget homogeneous baseline: capex (what PrfaaS-PD's purchase price "
                     "buys; the default when the chips have prices), rental (what its cloud $/hour rents) or "
                     "instances (no budget row); cost = capex.")]
-CompareRate = Annotated[Optional[float], typer.Option(
-    "--rate", help="Run every layout at this offered rate, requests/s (instead of --load).")]
-CompareLoad = Annotated[Optional[float], typer.Option(
-    "--load", help="Run every layout at this fraction of PrfaaS-PD's Lambda_max (one common req/s).")]
 Strict = Annotated[bool, typer.Option("--strict", help="Exit 1 on any figure out of its band, known gap or not.")]
 
 # --- simulation
 BaselineOpt = Annotated[Baseline, typer.Option(
     "--baseline", help="Layout kind built from --remote/--local: prfaas, homogeneous (as many local-chip "
                        "instances in total) or naive (all prefill remote). Ignored with --layout.")]
-Trace = Annotated[Optional[str], typer.Option("--trace", help="Mooncake JSONL trace (timestamp ms, input_length, "
-                                                              "output_length, hash_ids).")]
+Trace = Annotated[Optional[str], typer.Option(
+    "--trace", help="A trace file: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids) or CSV "
+                    "(as --workload FILE).")]
 Synthetic = Annotated[Optional[str], typer.Option(
     "--synthetic", help="Synthetic workload: 'paper' (truncated log-normal mu 9.90 sigma 1.00 on [128, 128000], "
                         "output 1024). Default when no --trace.")]
-Rate = Annotated[Optional[float], typer.Option("--rate", help="Offered load, requests/s (a trace is time-scaled).")]
+Rate = Annotated[Optional[float], typer.Option(
+    "--rate", help="Offered rate, requests/s, instead of --load (simulate: a trace is time-scaled to it; "
+                   "compare: every layout at it).")]
 Duration = Annotated[Optional[str], typer.Option(
     "--duration", help="Arrival window with a unit, e.g. 1800s or 30min (default: 30 min synthetic, the "
                        "whole trace).")]
 SchedulerOpt = Annotated[SchedulerName, typer.Option("--scheduler", help="static or adaptive (dual-timescale).")]
 Rebalance = Annotated[str, typer.Option("--rebalance", help="Long-term rule period (adaptive), e.g. 5min.")]
-Seed = Annotated[int, typer.Option("--seed", help="Seed of the random draws.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the random draws (error-bar samples, synthetic "
+                                                   "arrivals, validate's random weights and tokens).")]
+# calibrate: what the measured user rows ran, where a row has no column for it (not what to plan with)
+RowStack = Annotated[Optional[str], typer.Option("--row-stack", help="Stack of user rows without a 'stack' column.")]
+RowWeightDtype = Annotated[Optional[str], typer.Option(
+    "--row-weight-dtype", help="Weight dtype of user rows without a 'weight_dtype' column.")]
 PrefillInstances = Annotated[Optional[int], typer.Option(
     "--prefill-instances", help="Local instances that prefill; the rest decode (default: grid search).")]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from ..errors import PlanError
@@ -12,8 +10,6 @@ from .app import app
 from .envelope import emit
 from .options import (
     BasisOpt,
-    CompareLoad,
-    CompareRate,
     FormatOpt,
     Inputs,
     InstanceChips,
@@ -29,11 +25,13 @@ from .options import (
     Model,
     ModeOpt,
     Plot,
+    Rate,
     Remote,
     RemoteInstanceChips,
     Rtt,
     Samples,
     Seed,
+    Stack,
     SizeLink,
     Strict,
     TargetRate,
@@ -45,7 +43,6 @@ from .options import (
     WeightDtype,
     Workload,
 )
-from .stack_option import StackOption
 
 
 def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
@@ -103,7 +100,7 @@ def size_cmd(
     link_degraded: LinkDegraded = None,
     samples: Samples = 400,
     seed: Seed = 0,
-    stack: Optional[str] = StackOption,
+    stack: Stack = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -161,12 +158,12 @@ def compare_cmd(
     link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
     rtt: Rtt = None,
     link_price: LinkPrice = DEFAULTS.link_price_usd_per_gbps_month,
-    load: CompareLoad = None,
-    rate: CompareRate = None,
+    load: Load = None,
+    rate: Rate = None,
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
-    stack: Optional[str] = StackOption,
+    stack: Stack = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive

@@ -33,14 +33,14 @@ from .options import (
     Rtt,
     SchedulerOpt,
     Seed,
-    SimTransferBytes,
+    Stack,
     Synthetic,
     Threshold,
     Tpot,
     Trace,
+    TransferBytesOpt,
     WeightDtype,
 )
-from .stack_option import StackOption
 
 PROGRESS_MIN_REQUESTS = 50_000
 
@@ -83,7 +83,7 @@ def simulate_cmd(
     kv_dtype: KvDtype = None,
     tpot: Tpot = DEFAULTS.tpot,
     inputs: Inputs = DEFAULTS.inputs,
-    transfer_bytes: SimTransferBytes = None,
+    transfer_bytes: TransferBytesOpt = None,
     rate: Rate = None,
     load: Load = None,
     duration: Duration = None,
@@ -97,7 +97,7 @@ def simulate_cmd(
     prefill_instances: PrefillInstances = None,
     rebalance: Rebalance = "5min",
     seed: Seed = 0,
-    stack: Optional[str] = StackOption,
+    stack: Stack = None,
     fmt: FormatOpt = "table",
     plot: Plot = None,
 ) -> None:

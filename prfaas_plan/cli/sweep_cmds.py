@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
 from .app import app
-from .stack_option import StackOption
+from .options import NoProgress, Output, Plot, Stack
 
 
 @contextmanager
@@ -47,8 +47,8 @@ def _progress(quiet: bool):
 
 @app.command("sweep")
 def sweep_cmd(
-    spec_path: str = typer.Argument(..., metavar="SPEC.yaml", help="Sweep spec: base:, grid:, zip: (docs/sweep.md)."),
-    output: str = typer.Option(..., "--output", "-o", help="Results file, .parquet or .csv (resumed if present)."),
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="Sweep spec: base:, grid:, zip: (docs/sweep.md).")],
+    output: Output,
     workers: int = typer.Option(1, "--workers", "-j", help="Local worker processes (with --dask local: Dask "
                                 "workers)."),
     dask: Optional[str] = typer.Option(None, "--dask", help="Run on Dask: 'local' (a LocalCluster) or a "
@@ -56,10 +56,9 @@ def sweep_cmd(
     chunk_size: int = typer.Option(50, "--chunk-size", help="Points per task."),
     pareto: Optional[str] = typer.Option(None, "--pareto", help="Mark non-dominated rows on these metrics, "
                                          "e.g. cost_per_mtok_usd,ttft_unloaded_p90_s (directions: docs/sweep.md)."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front and one-parameter "
-                                       "sensitivities to FILE.png or FILE.svg."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    stack: Optional[str] = StackOption,
+    plot: Plot = None,
+    no_progress: NoProgress = False,
+    stack: Stack = None,
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
     from ..output.plots import figure_format
@@ -74,7 +73,7 @@ def sweep_cmd(
         figure_format(plot)
     spec = with_stack(load_spec(spec_path), stack)
     try:
-        with _progress(quiet) as (on_start, on_rows):
+        with _progress(no_progress) as (on_start, on_rows):
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
                             on_start=on_start, on_rows=on_rows)
     except KeyboardInterrupt:

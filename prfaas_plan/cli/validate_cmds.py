@@ -5,31 +5,27 @@ Exit code 0 when every check passes, 1 when any fails (2 for bad input, as every
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
-from ..output.report import check_format
-from .app import FormatOption, app
+from .app import app
 from .envelope import emit
+from .options import FormatOpt, OptModels, Seed
 
 
 @app.command("validate")
 def validate_cmd(
-    model: Optional[list[str]] = typer.Option(None, "--model", "-m",
-                                              help="Model name or alias (repeatable; default: every model)."),
+    model: OptModels = None,
     layers: str = typer.Option("pattern", "--layers",
                                help="Scaled layer count: 'pattern' (first layers until every attention kind "
                                     "occurs twice) or 'all'."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random weights and tokens."),
-    fmt: str = FormatOption,
+    seed: Seed = 0,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Run the numpy reference on a scaled-down copy of each model and compare its cache bytes, FLOPs
     and outputs with the planner's analytical model arithmetic."""
     from ..output.profile_report import validate_report
     from ..planning.validate import answer_validate
 
-    check_format(fmt)
     answer = answer_validate(model, layers, seed)
     emit(validate_report(answer), fmt)
     if not answer.all_passed:

@@ -16,7 +16,7 @@ from ..planning.workloads import DEFAULT_BLOCK_SIZE
 from ..units import MAX_TOKENS, parse_lengths
 from .app import app
 from .envelope import emit
-from .options import FormatOpt, Workload
+from .options import FormatOpt, Thresholds, Trace, Workload
 
 workload_app = typer.Typer(help="Workload tools: length distributions, traces, prefix-cache replay.",
                            no_args_is_help=True, rich_markup_mode=None)
@@ -27,8 +27,7 @@ app.add_typer(workload_app, name="workload")
 @workload_app.command("describe")
 def describe_cmd(
     workload: Workload = DEFAULTS.workload,
-    trace: Optional[str] = typer.Option(None, "--trace", help="A .jsonl/.csv trace file (same as "
-                                        "--workload FILE)."),
+    trace: Trace = None,
     prefix_cache: Optional[bool] = typer.Option(
         None, "--prefix-cache/--no-prefix-cache",
         help="Replay the trace's hash ids through an LRU prefix cache so input lengths are uncached "
@@ -37,9 +36,7 @@ def describe_cmd(
                                    help="Tokens per hash id of the trace."),
     cache_blocks: Optional[int] = typer.Option(None, "--cache-blocks", min=1,
                                                help="Prefix-cache capacity in blocks (default unlimited)."),
-    threshold: list[str] = typer.Option(["8k", "16k", "32k", "64k"], "--threshold", "-t",
-                                        help="Routing threshold(s) t on uncached length, e.g. 19400 or "
-                                             "8k,16k (K = 1024)."),
+    threshold: Thresholds = ["8k", "16k", "32k", "64k"],
     fmt: FormatOpt = "table",
 ) -> None:
     """Lengths (mean, P50/P90/P99), prefix hit rate, arrival rate and P(L>t), E[L|L>t], E[L|L<=t]."""

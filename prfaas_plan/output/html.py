@@ -146,7 +146,7 @@ def _text_list(v) -> list[str]:
 def result_from_json(doc, source: str = "") -> Result:
     """A `Result` from a command's JSON document (current shape or the meta/warnings/result envelope)."""
     if not isinstance(doc, dict):
-        raise PlanError(f"{source}: expected a JSON object from size, compare or reproduce --format json")
+        raise PlanError(f"{source}: expected a JSON object from size, compare or reproduce `format` json")
     body = doc.get("result", doc)
     meta = dict(doc.get("meta") or {})
     if isinstance(body, dict) and isinstance(body.get("meta"), dict):
@@ -184,7 +184,7 @@ def load_result(path: str, sweep_schema=None) -> Result:
     except OSError as exc:
         raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path}: not JSON ({exc}); give the --format json output of size, compare or "
+        raise PlanError(f"{path}: not JSON ({exc}); give the `format` json output of size, compare or "
                         "reproduce, or a sweep's .parquet/.csv") from None
     return result_from_json(doc, p.name)
 

@@ -316,6 +316,6 @@ def write_html_report(source: str, output: str, sweep_schema=None) -> None:
     if not str(output).lower().endswith((".html", ".htm")):
         from ..errors import PlanError
 
-        raise PlanError(f"--output {output!r}: expected an .html file name")
+        raise PlanError(f"`output` {output!r}: expected an .html file name")
     write_atomic(output, build_html(load_result(source, sweep_schema), sweep_schema))
 

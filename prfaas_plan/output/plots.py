@@ -12,15 +12,16 @@ import numpy as np
 
 from ..analytic.throughput import STAGES, routing_stats, stage_bounds
 from ..errors import PlanError
+from ..vocabulary import FigureFormat
 from .report import write_atomic
 
-FORMATS = {".png": "png", ".svg": "svg"}
+FORMATS = {f".{f.value}": f.value for f in FigureFormat}  # file suffix -> figure format
 
 
 def figure_format(path: str) -> str:
     ext = Path(path).suffix.lower()
     if ext not in FORMATS:
-        raise PlanError(f"--plot {path!r}: expected a .png or .svg file name")
+        raise PlanError(f"`plot` {path!r}: expected a .png or .svg file name")
     return FORMATS[ext]
 
 

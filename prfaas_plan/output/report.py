@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PlanError
+from ..vocabulary import Format, values
 
-FORMATS = ("table", "json", "csv")
+FORMATS = values(Format)
 TABLE_WIDTH = 100  # columns, unless the COLUMNS environment variable says otherwise
 
 
@@ -72,7 +73,7 @@ def _unique(items) -> list:
 def check_format(fmt: str) -> str:
     """Validate a ``--format`` value."""
     if fmt not in FORMATS:
-        raise PlanError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+        raise PlanError(f"`format` {fmt!r}: expected one of {', '.join(FORMATS)}")
     return fmt
 
 

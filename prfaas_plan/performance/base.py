@@ -29,7 +29,7 @@ class Instance:
         return self.chips * self.chip.hbm_gb * 1e9
 
 
-def parse_instance(text: str | Instance, what: str = "--instance") -> Instance:
+def parse_instance(text: str | Instance, what: str = "`instance`") -> Instance:
     """``8xH200`` -> Instance(h200 profile, 8)."""
     if isinstance(text, Instance):
         return text

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..errors import PlanError
 from ..profiles import MeasuredPrefill, ModelProfile, StackProfile, get_model
+from ..vocabulary import PrefillSource, values
 from .base import Instance, PrefillModel, parse_instance
 from .roofline import RooflinePrefill
 from .tabulated import TabulatedPrefill
 
-SOURCES = ("auto", "roofline", "measured")
+SOURCES = values(PrefillSource)
 
 
 def measured_table(model: ModelProfile, instance: Instance) -> MeasuredPrefill | None:
@@ -44,7 +45,7 @@ def prefill_model(model: ModelProfile | str, instance: Instance | str, source: s
     engine). The returned object's ``.source`` says which was used and with which constants.
     """
     if source not in SOURCES:
-        raise PlanError(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+        raise PlanError(f"`source` {source!r}: expected one of {', '.join(SOURCES)}")
     model = get_model(model)
     instance = parse_instance(instance)
     table = measured_table(model, instance) if source != "roofline" else None
@@ -52,6 +53,6 @@ def prefill_model(model: ModelProfile | str, instance: Instance | str, source: s
         return tabulated(table)
     if source == "measured":
         have = ", ".join(t.instance for t in model.measured_prefill) or "none"
-        raise PlanError(f"--source measured: {model.name} has no measured prefill table for {instance} "
+        raise PlanError(f"`source` measured: {model.name} has no measured prefill table for {instance} "
                         f"(tables: {have})")
     return RooflinePrefill.build(model, instance, moe, stack=stack)

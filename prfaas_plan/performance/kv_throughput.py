@@ -40,7 +40,7 @@ def kv_throughput(model: ModelProfile | str, instance: Instance | str, lengths, 
     as an engine stores it instead of the profile's dtype (SGLang keeps it in fp32); prefill comes from
     `prefill_model` with ``source``, ``moe`` and ``stack`` (latency: one request alone, as Table 3 measured)."""
     model = get_model(model)
-    counted = with_state_dtype(model, state_dtype, "--state-dtype")
+    counted = with_state_dtype(model, state_dtype, "`state_dtype`")
     l = np.asarray(lengths, dtype=np.int64)
     pm = prefill_model(model, parse_instance(instance), source, moe, stack)
     s = np.asarray(A.s_kv(counted, l), dtype=float)

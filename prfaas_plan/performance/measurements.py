@@ -44,6 +44,7 @@ from .._data import REFERENCE_DIR
 from ..errors import PlanError, closest_names
 from ..profiles import get_model, get_stack
 from ..units import parse_finite, parse_length
+from ..vocabulary import MoeSplit, values
 from .base import parse_instance
 from .kv_throughput import with_state_dtype
 
@@ -156,7 +157,7 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
     stack = get_stack(row["stack"]).name
     length = _number(row, "len_tokens", where, int)
     moe = row.get("moe") or "tp"
-    if moe not in ("tp", "ep"):
+    if moe not in values(MoeSplit):
         raise PlanError(f"{where}: moe must be tp or ep, not {moe!r}")
     ttft, derived = _optional(row, "ttft_s", where) or _optional(row, "latency_s", where), ""
     if ttft is None and row.get("kv_throughput_gbps"):
@@ -257,9 +258,9 @@ def load_measurements(path: str | Path, defaults: dict | None = None) -> tuple[l
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PlanError(f"--measurements {str(path)!r}: cannot read ({exc.strerror})") from None
+        raise PlanError(f"`measurements` {str(path)!r}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
-        raise PlanError(f"--measurements {str(path)!r}: not a UTF-8 text file") from None
+        raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip() and not line.startswith("#")]
     if len(lines) < 2:
         raise PlanError(f"{path}: expected a header row and at least one measurement")

@@ -34,12 +34,13 @@ import numpy as np
 
 from .. import arithmetic as A
 from ..profiles import AttentionGroup, ModelProfile, dtype_bytes
+from ..vocabulary import MoeSplit, values
 
 ACT_BYTES = 2            # bf16 activations
 CORE_DTYPE = "bf16"      # attention cores compute in bf16
 LINEAR_CHUNK = 64        # chunk of the chunked linear-attention kernels (flash-linear-attention default)
 ELEMENTWISE_PASSES = 10  # hidden-state reads+writes per layer: 2 RMSNorms (2 each), 2 residual adds (3 each)
-MOE_MODES = ("tp", "ep")
+MOE_MODES = values(MoeSplit)
 PHASES = ("prefill", "decode")
 
 
@@ -187,7 +188,7 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
             state = A.recurrent_state_elements(g) / tp * dtype_bytes(model.state_dtype, model.name)
             conv = A.conv_state_elements(g) / tp * dtype_bytes(model.conv_dtype, model.name)
             recurrent = float(A.attention_core_flops(g, 1))  # per token, all heads
-            qkvo = heads / tp * (2 * dk + 2 * dv) * ab
+            qkvo = heads / tp * g.rule.linear_io_per_head(g) * ab
             lin = terms["attn_linear"]
             if phase == "prefill":
                 # Chunked form: the recurrence's arithmetic regrouped per chunk, plus attention inside each
@@ -266,9 +267,10 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
            for name, t in terms.items() if t.flops or t.bytes]
     dense = model.dense_layers
     if dense:
-        p = 3.0 * h * model.dense_intermediate
+        mats = float(model.ffn_matrices)  # gate, up, down (2 for an ungated FFN: Nemotron-H)
+        p = mats * h * model.dense_intermediate
         ops.append(OpWork("dense_ffn", T * (len(dense) * 2.0 * p / tp),
-                          len(dense) * p * wb / tp + T * (len(dense) * ab * (2 * h + 3 * model.dense_intermediate / tp)),
+                          len(dense) * p * wb / tp + T * (len(dense) * ab * (2 * h + mats * model.dense_intermediate / tp)),
                           model.weight_dtype))
     if model.moe is not None:
         ops += _moe_ops(model, par, bases)
@@ -279,6 +281,8 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     if tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
         # all-reduce by its all-to-all.
-        calls = 2.0 * len(dense) + (2.0 if par.moe == "tp" else 1.0) * len(model.moe_layers)
+        # Layers without an FFN (Nemotron-H mixers followed by a mixer) all-reduce once, after the mixer.
+        calls = (2.0 * len(dense) + (2.0 if par.moe == "tp" else 1.0) * len(model.moe_layers)
+                 + len(model.no_ffn_layers))
         ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
     return ops

@@ -206,9 +206,9 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
 
     basis = default_basis(sc) if basis is None else check_basis(basis)
     if load is not None and rate is not None:
-        raise PlanError("give either --load or --rate, not both")
+        raise PlanError("give either `load` or `rate`, not both")
     if load is not None and not 0 < load < 1:
-        raise PlanError(f"--load {load:g}: expected a fraction of PrfaaS-PD's Lambda_max in (0, 1)")
+        raise PlanError(f"`load` {load:g}: expected a fraction of PrfaaS-PD's Lambda_max in (0, 1)")
     plans = compare(sc, basis)
     prf = plans["prfaas-pd"]
     check_servable(prf)
@@ -269,9 +269,9 @@ def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEF
     from ..profiles import get_stack
     from .scenario import INPUT_LEVELS, MODES, check_choice, stack_notes, with_dtypes
 
-    check_choice(inputs, INPUT_LEVELS, "--inputs")
-    check_choice(mode, MODES, "--mode")
-    check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
+    check_choice(inputs, INPUT_LEVELS, "`inputs`")
+    check_choice(mode, MODES, "`mode`")
+    check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
     r = layout.remote
     remote = f"{r.instance.chips * r.instances}x{r.instance.chip.name.upper()}" if r is not None else ""
     site = layout.pd_sites[0]
@@ -421,8 +421,8 @@ def answer_reproduce(inputs: str = "paper", mode: str = "representative", *, str
     from . import case_study as paper
     from .scenario import INPUT_LEVELS, MODES, check_choice
 
-    check_choice(inputs, INPUT_LEVELS[::-1], "--inputs")
-    check_choice(mode, MODES, "--mode")
+    check_choice(inputs, INPUT_LEVELS[::-1], "`inputs`")
+    check_choice(mode, MODES, "`mode`")
     study = paper.run_case_study(inputs, mode, **shapes)
     rows = paper.compare_to_targets(study)
     prf = study.plans["prfaas-pd"]

@@ -113,7 +113,7 @@ def scenario(inputs: str = "paper", mode: str = "representative", link: str = LI
     else:
         notes += (f"no stack applied: the paper's measured H200 table and back-solved H20 inputs already hold its "
                   f"engine (--inputs predicted runs both sites on stack {STACK})",)
-    return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "--link")), local_chips, TPOT_S, mode,
+    return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "`link`")), local_chips, TPOT_S, mode,
                         inputs, paper_workload(), notes, "logical", STACK, remote_chips)
 
 

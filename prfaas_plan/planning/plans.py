@@ -26,6 +26,8 @@ from ..analytic.throughput import (
 )
 from ..analytic.ttft import TTFTSummary, ttft_summary
 from ..errors import PlanError
+from ..vocabulary import BASIS_ALIASES as VOCAB_ALIASES
+from ..vocabulary import Basis, values
 from ..layout import (
     Layout,
     Link,
@@ -148,15 +150,15 @@ def check_servable(plan: Plan) -> None:
         raise PlanError(f"no request can be served: the {plan.best.binding} stage has zero capacity")
 
 
-BASES = ("capex", "rental", "instances")
-BASIS_ALIASES = {"cost": "capex"}   # the earlier name of capex, still accepted
+BASES = values(Basis)
+BASIS_ALIASES = {alias: basis.value for alias, basis in VOCAB_ALIASES.items()}  # earlier names, still accepted
 
 
 def check_basis(basis: str) -> str:
     """The basis name (``cost`` is read as ``capex``); a `PlanError` for anything else."""
     basis = BASIS_ALIASES.get(basis, basis)
     if basis not in BASES:
-        raise PlanError(f"--basis {basis!r}: expected {', '.join(BASES)}")
+        raise PlanError(f"`basis` {basis!r}: expected {', '.join(BASES)}")
     return basis
 
 
@@ -173,7 +175,7 @@ def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: st
     prf_layout = prfaas_pd(remote, local, link or Link(1.0), instance_chips,
                            remote_instance_chips=remote_instance_chips)
     r_n = prf_layout.remote.instances
-    l_inst, l_n = instances_from_chips(local, instance_chips, "--local")
+    l_inst, l_n = instances_from_chips(local, instance_chips, "`local`")
     if basis == "instances":
         n_hom = r_n + l_n
     else:
@@ -181,7 +183,7 @@ def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: st
         budget = _costs(prf_layout)[which]
         per_instance = _costs(homogeneous_pd(f"{instance_chips}x{l_inst.chip.name}", instance_chips))[which]
         if not (np.isfinite(budget) and np.isfinite(per_instance) and per_instance > 0):
-            raise PlanError(f"--basis {basis} needs prices in both chips' hardware profiles; use --basis instances")
+            raise PlanError(f"`basis` {basis} needs prices in both chips' hardware profiles; use `basis` instances")
         n_hom = int(budget // per_instance)
     if n_hom < 2:
         raise PlanError("the homogeneous baseline needs at least 2 local instances (1 prefill + 1 decode)")

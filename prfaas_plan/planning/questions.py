@@ -35,7 +35,7 @@ def latency_under_load(plan: Plan, sc: Scenario, load: float) -> LoadedLatency:
     from ..analytic.latency import ttft_under_load
 
     if not 0 < load < 1:
-        raise PlanError(f"--load {load:g}: expected a fraction of Lambda_max in (0, 1)")
+        raise PlanError(f"`load` {load:g}: expected a fraction of Lambda_max in (0, 1)")
     ev = plan.best
     lat = ttft_under_load(ev.layout, sc.grid, plan.perf, ev.threshold, ev.n_prefill, load=load, mode=sc.mode)
     return LoadedLatency(load, lat.rate_rps, lat.mean_s, lat.p50_s, lat.p90_s, lat.p99_s, lat.tpot_s, lat.method)
@@ -47,7 +47,7 @@ def latency_at_rate(plan: Plan, sc: Scenario, rate_rps: float) -> LoadedLatency:
     from ..analytic.latency import ttft_under_load
 
     if not (math.isfinite(rate_rps) and rate_rps > 0):
-        raise PlanError(f"--rate {rate_rps:g}: expected a positive request rate")
+        raise PlanError(f"`rate` {rate_rps:g}: expected a positive request rate")
     ev = plan.best
     lat = ttft_under_load(ev.layout, sc.grid, plan.perf, ev.threshold, ev.n_prefill, rate=rate_rps, mode=sc.mode)
     return LoadedLatency(lat.load, lat.rate_rps, lat.mean_s, lat.p50_s, lat.p90_s, lat.p99_s, lat.tpot_s, lat.method)
@@ -156,7 +156,7 @@ def smallest_link(plan: Plan, sc: Scenario, keep: float) -> LinkSizing:
     from ..analytic.lp import make_bins, min_link
 
     if not 0 < keep <= 1:
-        raise PlanError(f"--size-link {keep:g}: expected a fraction in (0, 1]")
+        raise PlanError(f"`size_link` {keep:g}: expected a fraction in (0, 1]")
     res = min_link(plan.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
     return LinkSizing(keep, res.reference_rps, res.lambda_rps, res.link_goodput_bps,
                       res.link_goodput_bps / sc.link.efficiency)
@@ -183,12 +183,12 @@ def cheapest_for_rate(plan: Plan, sc: Scenario, target_rps: float) -> TargetSizi
     from ..profiles import get_hardware
 
     if not (math.isfinite(target_rps) and target_rps > 0):
-        raise PlanError(f"--target-rate {target_rps:g}: expected a positive request rate")
+        raise PlanError(f"`target_rate` {target_rps:g}: expected a positive request rate")
     lay = plan.layout
     r_price = get_hardware(lay.remote.instance.chip.name).price
     l_price = get_hardware(lay.pd_sites[0].instance.chip.name).price
     if r_price is None or l_price is None:
-        raise PlanError("--target-rate needs purchase prices in both chips' hardware profiles")
+        raise PlanError("`target_rate` needs purchase prices in both chips' hardware profiles")
     bins = make_bins(sc.grid, plan.perf)
     res = min_cost(lay, bins, plan.perf, target_rps, r_price.purchase_usd * lay.remote.instance.chips,
                    l_price.purchase_usd * lay.pd_sites[0].instance.chips)

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PlanError
+from ..vocabulary import MoeSplit, values
 
-MOE_SPLITS = ("tp", "ep")
+MOE_SPLITS = values(MoeSplit)
 
 
 def check_moe(text: str) -> str:
     """``text`` when it names an expert split (tp: every chip holds a slice of every expert; ep: whole experts)."""
     if text not in MOE_SPLITS:
-        raise PlanError(f"--moe {text!r}: expected tp or ep")
+        raise PlanError(f"`moe` {text!r}: expected tp or ep")
     return text
 
 
@@ -42,7 +43,7 @@ def model_variant(model: str, weight_dtype: str | None = None):
 
     m = get_model(model)
     if weight_dtype:
-        dtype_bytes(weight_dtype, "--weight-dtype")
+        dtype_bytes(weight_dtype, "`weight_dtype`")
         m = dataclasses.replace(m, weight_dtype=weight_dtype.lower(), expert_dtype=weight_dtype.lower(),
                                 measured_prefill=())
     return m
@@ -263,9 +264,9 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     from ..profiles import dtype_bytes, get_hardware, get_stack
 
     if output is not None and Path(output).exists() and not Path(output).is_dir():
-        raise PlanError(f"--output {output!r}: exists and is not a folder")
+        raise PlanError(f"`output` {output!r}: exists and is not a folder")
     if weight_dtype:
-        dtype_bytes(weight_dtype, "--weight-dtype")
+        dtype_bytes(weight_dtype, "`row_weight_dtype`")
     defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
@@ -321,7 +322,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
             for name, text in texts.items():
                 write_atomic(out / name, text)
         except OSError as exc:
-            raise PlanError(f"--output {output!r}: cannot write ({exc.strerror})") from None
+            raise PlanError(f"`output` {output!r}: cannot write ({exc.strerror})") from None
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
                            stack_rows, notes)

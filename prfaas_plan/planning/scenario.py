@@ -11,17 +11,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
+from ..analytic.throughput import MODES, LengthGrid, PerfInputs, SitePerf
 from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
 from ..profiles import DEFAULT_STACK, ModelProfile
+from ..vocabulary import InputLevel, values
 
 GRID_POINTS = 8192
-MODES = ("representative", "exact")
-INPUT_LEVELS = ("predicted", "paper")
+INPUT_LEVELS = values(InputLevel)
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,12 @@ def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
 
     changes, notes = {}, []
     if weight_dtype is not None:
-        dtype_bytes(weight_dtype, "--weight-dtype")
+        dtype_bytes(weight_dtype, "`weight_dtype`")
         changes.update(weight_dtype=weight_dtype, expert_dtype=weight_dtype)
         notes.append(f"weights as {weight_dtype} for this run (--weight-dtype; the {model.name} profile says "
                      f"{model.weights_summary})")
     if kv_dtype is not None:
-        dtype_bytes(kv_dtype, "--kv-dtype")
+        dtype_bytes(kv_dtype, "`kv_dtype`")
         changes["kv_dtype"] = kv_dtype
         notes.append(f"KV cache as {kv_dtype} for this run (--kv-dtype; the profile says {model.kv_dtype})")
     return (replace(model, **changes) if changes else model), tuple(notes)
@@ -117,8 +117,8 @@ def resolve_instance_chips(instance_chips: int, remote_instance_chips: int | Non
                            local_instance_chips: int | None) -> tuple[int, int | None]:
     """(local chips per instance, remote chips per instance or None for the same) from ``--instance-chips``
     (both roles) and the per-role ``--remote-instance-chips`` / ``--local-instance-chips``."""
-    for name, v in (("--instance-chips", instance_chips), ("--remote-instance-chips", remote_instance_chips),
-                    ("--local-instance-chips", local_instance_chips)):
+    for name, v in (("`instance_chips`", instance_chips), ("`remote_instance_chips`", remote_instance_chips),
+                    ("`local_instance_chips`", local_instance_chips)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise PlanError(f"{name} {v!r}: expected a whole number of chips, at least 1")
     local = instance_chips if local_instance_chips is None else local_instance_chips
@@ -152,14 +152,14 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
     from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
     from ..workload import resolve_workload
 
-    check_choice(mode, MODES, "--mode")
-    check_choice(inputs, INPUT_LEVELS, "--inputs")
-    check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
+    check_choice(mode, MODES, "`mode`")
+    check_choice(inputs, INPUT_LEVELS, "`inputs`")
+    check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
     if not 0 < link_efficiency <= 1:
-        raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
+        raise PlanError(f"`link_efficiency` {link_efficiency!r}: expected a fraction in (0, 1]")
     if not (math.isfinite(link_price) and link_price >= 0):
-        raise PlanError(f"--link-price {link_price:g}: expected a non-negative price")
-    lk = Link(parse_rate_bps(link, "--link"), link_efficiency, parse_time_s(rtt, "--rtt", "ms") if rtt else 0.0,
+        raise PlanError(f"`link_price` {link_price:g}: expected a non-negative price")
+    lk = Link(parse_rate_bps(link, "`link`"), link_efficiency, parse_time_s(rtt, "`rtt`", "ms") if rtt else 0.0,
               link_price)
     from ..profiles import get_stack
 
@@ -200,9 +200,9 @@ def stack_notes(stack: str | None, inputs: str = "predicted", layout: Layout | N
 
 def _paper_only(model: ModelProfile, instance: Instance) -> None:
     if model.name != given.MODEL:
-        raise PlanError(f"--inputs paper exists only for {given.MODEL} (the paper's case-study model)")
+        raise PlanError(f"`inputs` paper exists only for {given.MODEL} (the paper's case-study model)")
     if instance.chip.name not in ("h200", "h20"):
-        raise PlanError(f"--inputs paper covers 8xH200 and 8xH20 only, not {instance}")
+        raise PlanError(f"`inputs` paper covers 8xH200 and 8xH20 only, not {instance}")
 
 
 def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
@@ -225,7 +225,7 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
     if inputs == "paper":
         _paper_only(model, instance)
         if instance.chip.name != "h20":
-            raise PlanError(f"--inputs paper gives decode capacity for 8xH20 only, not {instance}")
+            raise PlanError(f"`inputs` paper gives decode capacity for 8xH20 only, not {instance}")
         return given.backsolved_h20()[1]
     from ..performance import decode_capacity
 
@@ -233,18 +233,18 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
     if decode.batch <= 0:
         if decode.binding == "slo":
             raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
-                            f"request's step takes longer ({decode.source}); loosen --tpot")
+                            f"request's step takes longer ({decode.source}); loosen `tpot`")
         raise PlanError(f"{model.name} cannot decode on {instance}: its weights leave no HBM for a single "
                         f"request ({decode.source}); use chips with more HBM or more chips per instance "
-                        "(--local-instance-chips), or lighter weights (--weight-dtype fp8)")
+                        "(`local_instance_chips`), or lighter weights (`weight_dtype` fp8)")
     return decode
 
 
 def perf_inputs(sc: Scenario) -> PerfInputs:
     """Per-instance performance of the scenario's remote and local instances."""
     context = sc.context_tokens
-    l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "--local")
-    r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "--remote")
+    l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "`local`")
+    r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "`remote`")
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack),
                     instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack),
                     TransferBytes(sc.transfer, l_inst.chips))

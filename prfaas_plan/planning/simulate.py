@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..analytic.transfer import POLICIES
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
+from ..vocabulary import Baseline, values
 from .scenario import (
     DEFAULTS,
     INPUT_LEVELS,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.ttft import TTFTSummary
     from ..simulator import SimConfig, SimResult
 
-BASELINES = ("prfaas", "homogeneous", "naive")
+BASELINES = values(Baseline)
 DEFAULT_LOAD = 0.8             # offered load of the synthetic workload, fraction of Lambda_max
 DEFAULT_SYNTHETIC_S = 1800.0   # arrival window of the synthetic workload, seconds
 SYNTHETIC = ("paper",)
@@ -53,7 +54,7 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
 
     if layout_file is not None:
         return load_layout(layout_file)
-    check_choice(baseline, BASELINES, "--baseline")
+    check_choice(baseline, BASELINES, "`baseline`")
     link = link or Link(1e11)
     if baseline == "prfaas":
         return prfaas_pd(remote, local, link, instance_chips, remote_instance_chips=remote_instance_chips)
@@ -110,7 +111,7 @@ def simulation_plan(layout: Layout, grid, perf, threshold: float | None = None, 
         best = grid_search(layout, grid, perf, "exact", fixed_threshold=threshold).best
     else:
         if not 0 <= n_prefill <= layout.pd_sites[0].instances:
-            raise PlanError(f"--prefill-instances {n_prefill}: expected 0 to {layout.pd_sites[0].instances}")
+            raise PlanError(f"`prefill_instances` {n_prefill}: expected 0 to {layout.pd_sites[0].instances}")
         layout = replace(layout, pd_sites=(layout.pd_sites[0].with_split(n_prefill),) + layout.pd_sites[1:])
         t = layout.threshold if threshold is None else threshold
         if t is None:
@@ -191,24 +192,24 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     from ..simulator.scheduler import empirical_grid
     from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
 
-    check_choice(inputs, INPUT_LEVELS, "--inputs")
+    check_choice(inputs, INPUT_LEVELS, "`inputs`")
     if transfer_bytes is not None:
-        check_choice(transfer_bytes, POLICIES, "--transfer-bytes")
+        check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
     if scheduler not in SCHEDULERS:
-        raise PlanError(f"--scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+        raise PlanError(f"`scheduler` {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     if trace is not None and synthetic is not None:
-        raise PlanError("give either --trace FILE or --synthetic paper, not both")
+        raise PlanError("give either `trace` FILE or `synthetic` paper, not both")
     if synthetic is not None and synthetic not in SYNTHETIC:
-        raise PlanError(f"--synthetic {synthetic!r}: expected 'paper'")
+        raise PlanError(f"`synthetic` {synthetic!r}: expected 'paper'")
     if rate is not None and load is not None:
-        raise PlanError("give either --rate or --load, not both")
+        raise PlanError("give either `rate` or `load`, not both")
     if rate is not None and not (math.isfinite(rate) and rate > 0):
-        raise PlanError(f"--rate {rate!r}: expected a positive number of requests/s")
+        raise PlanError(f"`rate` {rate!r}: expected a positive number of requests/s")
     if load is not None and not (math.isfinite(load) and load > 0):
-        raise PlanError(f"--load {load!r}: expected a positive fraction of Lambda_max")
+        raise PlanError(f"`load` {load!r}: expected a positive fraction of Lambda_max")
     if not 0 < link_efficiency <= 1:
-        raise PlanError(f"--link-efficiency {link_efficiency!r}: expected a fraction in (0, 1]")
-    lk = Link(parse_rate_bps(link, "--link"), link_efficiency, parse_time_s(rtt, "--rtt", "ms") if rtt else 0.0)
+        raise PlanError(f"`link_efficiency` {link_efficiency!r}: expected a fraction in (0, 1]")
+    lk = Link(parse_rate_bps(link, "`link`"), link_efficiency, parse_time_s(rtt, "`rtt`", "ms") if rtt else 0.0)
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     layout = simulation_layout(baseline, remote, local, lk, local_chips, layout_file, remote_chips)
     tpot_s = parse_tpot_s(tpot)
@@ -276,9 +277,9 @@ def plot_format(path: str) -> str:
 
     fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in FORMATS:
-        raise PlanError(f"--plot {path!r}: expected a file name ending in .png or .svg")
+        raise PlanError(f"`plot` {path!r}: expected a file name ending in .png or .svg")
     if not Path(path).parent.exists():
-        raise PlanError(f"--plot {path!r}: folder {str(Path(path).parent)!r} does not exist")
+        raise PlanError(f"`plot` {path!r}: folder {str(Path(path).parent)!r} does not exist")
     return fmt
 
 

@@ -204,7 +204,7 @@ def with_stack(spec: SweepSpec, stack: str | None) -> SweepSpec:
         return spec
     get_stack(stack)
     if "stack" in spec.base or "stack" in spec.axes:
-        raise PlanError(f"--stack {stack}: the spec sets stack itself; give one or the other")
+        raise PlanError(f"`stack` {stack}: the spec sets stack itself; give one or the other")
     return replace(spec, base={**spec.base, "stack": stack})
 
 
@@ -526,12 +526,12 @@ def parse_metrics(text: str) -> list[str]:
     """``cost_per_mtok_usd,ttft_unloaded_p90_s`` -> the metric names, each in `DIRECTIONS`."""
     names = [n.strip() for n in str(text).split(",") if n.strip()]
     if len(names) < 2:
-        raise PlanError(f"--pareto {text!r}: expected at least two metrics separated by commas")
+        raise PlanError(f"`pareto` {text!r}: expected at least two metrics separated by commas")
     for n in names:
         if n not in DIRECTIONS:
-            raise PlanError(f"--pareto: {n!r} has no known direction ({closest_names(n, DIRECTIONS)})")
+            raise PlanError(f"`pareto`: {n!r} has no known direction ({closest_names(n, DIRECTIONS)})")
     if len(set(names)) != len(names):
-        raise PlanError(f"--pareto {text!r}: a metric is named twice")
+        raise PlanError(f"`pareto` {text!r}: a metric is named twice")
     return names
 
 

@@ -39,7 +39,7 @@ class SweepResult:
 
 def batches(pts: list[Point], chunk_size: int) -> list[list[Point]]:
     if chunk_size < 1:
-        raise PlanError(f"--chunk-size {chunk_size}: expected at least 1")
+        raise PlanError(f"`chunk_size` {chunk_size}: expected at least 1")
     return [pts[i:i + chunk_size] for i in range(0, len(pts), chunk_size)]
 
 
@@ -66,7 +66,7 @@ def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[li
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise PlanError("--dask needs dask.distributed: pip install 'prfaas-plan[dask]'") from None
+        raise PlanError("`dask` needs dask.distributed: pip install 'prfaas-plan[dask]'") from None
     cluster = None
     own_client = client is None
     if client is None:
@@ -80,7 +80,7 @@ def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[li
             try:
                 client = Client(address, timeout="10s")
             except (OSError, TimeoutError, ValueError) as exc:
-                raise PlanError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
+                raise PlanError(f"`dask` {address}: cannot reach the scheduler ({exc})") from None
     try:
         futures = client.map(evaluate_chunk, chunks, pure=False)
         for fut in as_completed(futures):
@@ -95,7 +95,7 @@ def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[li
 def backend_results(chunks, workers: int = 1, dask: str | None = None, client=None) -> Iterator[list[dict]]:
     """Rows of each batch as batches finish (any order)."""
     if workers < 1:
-        raise PlanError(f"--workers {workers}: expected at least 1")
+        raise PlanError(f"`workers` {workers}: expected at least 1")
     if dask is not None or client is not None:
         return _dask(chunks, dask, workers, client)
     if workers > 1 and len(chunks) > 1:
@@ -113,9 +113,9 @@ def _earlier_rows(output: Path) -> list[dict]:
         try:
             rows = read_table(output, ROW_COLUMNS)
         except PlanError as exc:
-            raise PlanError(f"cannot resume from {exc}; move it away or choose another --output") from None
+            raise PlanError(f"cannot resume from {exc}; move it away or choose another `output`") from None
         if rows and "point_key" not in rows[0]:
-            raise PlanError(f"{output}: not a sweep output (no point_key column); choose another --output")
+            raise PlanError(f"{output}: not a sweep output (no point_key column); choose another `output`")
     return rows + Journal(journal_path(output)).read()
 
 

@@ -32,9 +32,9 @@ def answer_validate(models: list[str] | None = None, layers: str = "pattern", se
     from ..reference import checks  # numpy-heavy: imported only when validation runs
 
     if layers not in ("pattern", "all"):
-        raise PlanError(f"--layers {layers!r}: expected 'pattern' or 'all'")
+        raise PlanError(f"`layers` {layers!r}: expected 'pattern' or 'all'")
     if seed < 0:
-        raise PlanError(f"--seed {seed}: expected a whole number >= 0")
+        raise PlanError(f"`seed` {seed}: expected a whole number >= 0")
     profiles = [get_model(m) for m in models] if models else [all_models()[n] for n in sorted(all_models())]
     results = [checks.validate_model(m, seed=seed, layers=layers) for m in profiles]
     summary = []

@@ -55,6 +55,7 @@ class _Reader:
         self.scopes = [("text_config.", text), ("", config)] if isinstance(text, dict) else [("", config)]
         self.label = label
         self.sources: dict[str, str] = {}
+        self.num_layers: int | None = None  # set by architectures whose layers are not num_hidden_layers
 
     def error(self, message: str) -> PlanError:
         return PlanError(f"{self.label}: {message}")
@@ -204,12 +205,176 @@ def _one_based(r: _Reader, target: str, field: str, n: int) -> list[int]:
 # Architectures: each returns (attention groups, ffn) for a model of n layers
 
 
+def _head_shape(r: _Reader, kind: str) -> dict:
+    """``num_heads``, ``num_kv_heads`` and ``head_dim`` of a softmax attention group. Llama-family
+    configs may omit the last two: KV heads then equal query heads (multi-head attention) and
+    ``head_dim`` is ``hidden_size / num_attention_heads``, as the Hugging Face config classes default."""
+    heads = r.count(f"attention.{kind}.num_heads", "num_attention_heads")
+    if r.find("num_key_value_heads"):
+        kv = r.count(f"attention.{kind}.num_kv_heads", "num_key_value_heads")
+    else:
+        kv = heads
+        r.sources[f"attention.{kind}.num_kv_heads"] = (f"{CONFIG} field {r.path('num_attention_heads')}: "
+                                                       "num_key_value_heads is absent (multi-head attention)")
+    if r.find("head_dim", "attention_head_dim"):
+        dim = r.count(f"attention.{kind}.head_dim", "head_dim", "attention_head_dim")
+    else:
+        hidden = r.count("", "hidden_size")
+        if hidden % heads:
+            raise r.error(f"no field 'head_dim', and hidden_size {hidden} is not a multiple of "
+                          f"num_attention_heads {heads}")
+        dim = hidden // heads
+        r.sources[f"attention.{kind}.head_dim"] = (f"{CONFIG} fields hidden_size / num_attention_heads "
+                                                   "(head_dim is absent)")
+    return {"num_heads": heads, "num_kv_heads": kv, "head_dim": dim}
+
+
+# How each architecture places sliding-window layers when the config has no ``layer_types`` list
+# (the list Hugging Face transformers writes since 4.53, which wins when present): as its config class
+# derives them. ``None`` means no sliding window.
+def _sliding_layers(r: _Reader, model_type: str, n: int) -> tuple[list[int], str] | None:
+    """Sliding-window layers (0-based) and how they were found, or None for full attention throughout."""
+    found = r.find("layer_types")
+    if found:
+        types = found[1]
+        if not isinstance(types, list) or len(types) != n:
+            raise r.error(f"field '{found[0]}' must list {n} layer types")
+        unknown = sorted(str(t) for t in set(types) - {"full_attention", "sliding_attention"})
+        if unknown:
+            raise r.error(f"field '{found[0]}': unknown layer type {unknown[0]!r} for model_type {model_type}")
+        sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+        return (sliding, f"{CONFIG} field {found[0]} (sliding_attention)") if sliding else None
+    if model_type in ("gemma2", "gemma3", "gemma3_text"):
+        if model_type == "gemma2":
+            every = 2
+            how = "model_type gemma2: every other layer from the first is sliding"
+        else:
+            every = r.count("", "sliding_window_pattern", default=6)
+            how = f"field sliding_window_pattern ({every}): every {every}th layer is global, the rest sliding"
+        return [i for i in range(n) if (i + 1) % every], f"{CONFIG} {how}"
+    if model_type in ("mistral", "mixtral"):
+        return (list(range(n)), f"{CONFIG} field sliding_window is set: every layer") if r.has("sliding_window") \
+            else None
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        if not r.flag("", "use_sliding_window") or not r.has("sliding_window"):
+            return None
+        first = r.count("", "max_window_layers", minimum=0, maximum=n, default=n)
+        return list(range(first, n)), f"{CONFIG} fields use_sliding_window and max_window_layers ({first})"
+    return None
+
+
+def _softmax_groups(r: _Reader, model_type: str, n: int) -> list[dict]:
+    """GQA on the full-attention layers, SWA (same head shape, ``sliding_window``) on the sliding ones."""
+    sliding = _sliding_layers(r, model_type, n)
+    if sliding is None:
+        return [{"kind": "gqa", "layers": _every_layer(r, "gqa", n), **_head_shape(r, "gqa")}]
+    layers, how = sliding
+    groups = []
+    full = [i for i in range(n) if i not in set(layers)]
+    if full:
+        r.sources["attention.gqa.layers"] = f"{how}: the other layers are full attention"
+        groups.append({"kind": "gqa", "layers": full, **_head_shape(r, "gqa")})
+    r.sources["attention.swa.layers"] = how
+    swa = {"kind": "swa", "layers": layers, **_head_shape(r, "swa")}
+    swa["window"] = r.count("attention.swa.window", "sliding_window", "sliding_window_size")
+    return groups + [swa]
+
+
+def _dense_ffn(r: _Reader) -> dict:
+    """A gated dense FFN (SwiGLU or GeGLU: gate, up, down) on every layer (no ``moe``: all dense)."""
+    return {"dense_intermediate": r.count("ffn.dense_intermediate", "intermediate_size")}
+
+
+def _dense(model_type: str):
+    """Dense decoders (Llama, Mistral, Qwen2/3, Gemma 1-3): softmax attention (sliding where the
+    architecture puts it) and a gated dense FFN in every layer."""
+    def build(r: _Reader, n: int) -> tuple[list[dict], dict]:
+        return _softmax_groups(r, model_type, n), _dense_ffn(r)
+    build.__doc__ = f"{model_type}: {_dense.__doc__.split(':', 1)[1].strip()}"
+    return build
+
+
+def _mixtral(r: _Reader, n: int) -> tuple[list[dict], dict]:
+    """Mixtral: GQA (sliding where ``sliding_window`` is set) and an MoE FFN in every layer; the experts'
+    width is ``intermediate_size``."""
+    moe = _moe(r, "num_local_experts", "num_experts_per_tok", "intermediate_size")
+    r.sources["ffn.dense_layers"] = f"{CONFIG} model_type mixtral: no dense FFN layers"
+    return _softmax_groups(r, "mixtral", n), {"moe": moe, "dense_layers": []}
+
+
+def _qwen2_moe(r: _Reader, n: int) -> tuple[list[dict], dict]:
+    """Qwen1.5/Qwen2 MoE: GQA, routed experts plus one shared expert of its own width."""
+    moe = _moe(r, "num_experts", "num_experts_per_tok", "moe_intermediate_size")
+    if r.has("shared_expert_intermediate_size"):
+        moe["shared_experts"] = 1
+        r.sources["ffn.moe.shared_experts"] = (f"{CONFIG} field {r.path('shared_expert_intermediate_size')} "
+                                               "is set: qwen2_moe then has one shared expert")
+        moe["shared_intermediate"] = r.count("ffn.moe.shared_intermediate", "shared_expert_intermediate_size")
+    return _softmax_groups(r, "qwen2_moe", n), _ffn(r, moe, _qwen_dense_layers(r, n))
+
+
 def _qwen3_moe(r: _Reader, n: int) -> tuple[list[dict], dict]:
     """Qwen3 MoE: GQA in every layer, MoE FFN except ``mlp_only_layers``."""
-    attn = _group(r, "gqa", _every_layer(r, "gqa", n), num_heads="num_attention_heads",
-                  num_kv_heads="num_key_value_heads", head_dim="head_dim")
-    return [attn], _ffn(r, _moe(r, "num_experts", "num_experts_per_tok", "moe_intermediate_size"),
-                        _qwen_dense_layers(r, n))
+    return _softmax_groups(r, "qwen3_moe", n), _ffn(r, _moe(r, "num_experts", "num_experts_per_tok",
+                                                             "moe_intermediate_size"), _qwen_dense_layers(r, n))
+
+
+_NEMOTRON_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_h(r: _Reader, n: int) -> tuple[list[dict], dict]:
+    """Nemotron-H: a stack of single-purpose blocks, ``M`` (Mamba2 mixer), ``*`` (GQA) and ``-``
+    (ungated squared-ReLU MLP), in ``hybrid_override_pattern`` (or ``layers_block_type``). A profile
+    layer is one mixer block and, when the next block is an MLP, that MLP as its FFN; mixers followed
+    by another mixer have no FFN. MoE blocks (``E``, Nemotron 3) are refused: their ungated experts are
+    not modelled."""
+    found = r.find("hybrid_override_pattern", "layers_block_type")
+    if found is None:
+        raise r.error("missing field 'hybrid_override_pattern'")
+    path, pattern = found
+    if isinstance(pattern, list):
+        bad = [b for b in pattern if b not in _NEMOTRON_BLOCKS]
+        if bad:
+            raise r.error(f"field '{path}': unknown block type {str(bad[0])[:40]!r} "
+                          f"(expected {', '.join(_NEMOTRON_BLOCKS)})")
+        pattern = "".join(_NEMOTRON_BLOCKS[b] for b in pattern)
+    if not isinstance(pattern, str) or len(pattern) != n:
+        raise r.error(f"field '{path}' must give {n} blocks (num_hidden_layers), one character each")
+    bad = sorted(set(pattern) - set("M*-E"))
+    if bad:
+        raise r.error(f"field '{path}': unknown block {bad[0]!r} (expected M, *, - or E)")
+    if "E" in pattern:
+        raise r.error(f"field '{path}': MoE blocks ('E', Nemotron 3) are not supported: their ungated "
+                      "squared-ReLU experts are not modelled")
+    mamba, attention, with_ffn, layer = [], [], set(), -1
+    for i, block in enumerate(pattern):
+        if block == "-":
+            if layer < 0 or layer in with_ffn:
+                raise r.error(f"field '{path}': MLP block {i} does not follow a mixer block (M or *)")
+            with_ffn.add(layer)
+            continue
+        layer += 1
+        (mamba if block == "M" else attention).append(layer)
+    m = layer + 1
+    r.num_layers = m
+    how = f"{CONFIG} field {path}: one layer per mixer block (M or *)"
+    r.sources["num_layers"] = f"{how}; num_hidden_layers ({n}) also counts the MLP blocks"
+    groups = []
+    if mamba:
+        r.sources["attention.mamba2.layers"] = f"{how}: the M blocks"
+        groups.append(_group(r, "mamba2", mamba, num_heads="mamba_num_heads", head_dim="mamba_head_dim",
+                             state_size="ssm_state_size", num_groups="n_groups", conv_kernel="conv_kernel"))
+    if attention:
+        r.sources["attention.gqa.layers"] = f"{how}: the * blocks"
+        groups.append({"kind": "gqa", "layers": attention, **_head_shape(r, "gqa")})
+    ffn: dict[str, Any] = {"no_ffn_layers": [i for i in range(m) if i not in with_ffn], "gated": False}
+    r.sources["ffn.no_ffn_layers"] = (f"{how}: mixer blocks followed by another mixer have no FFN; the others "
+                                      "have the MLP block (-) that follows them")
+    r.sources["ffn.gated"] = (f"{CONFIG} model_type nemotron_h: the MLP is up and down projections around "
+                              f"{r.value('', 'mlp_hidden_act', default='relu2')} (no gate)")
+    if with_ffn:
+        ffn["dense_intermediate"] = r.count("ffn.dense_intermediate", "intermediate_size")
+    return groups, ffn
 
 
 def _minimax_m2(r: _Reader, n: int) -> tuple[list[dict], dict]:
@@ -225,7 +390,7 @@ def _minimax_m2(r: _Reader, n: int) -> tuple[list[dict], dict]:
 
 
 def _deepseek_v3(r: _Reader, n: int) -> tuple[list[dict], dict]:
-    """DeepSeek-V3 and Kimi-K2: MLA in every layer, the first ``first_k_dense_replace`` FFNs dense."""
+    """DeepSeek-V2/V3 and Kimi-K2: MLA in every layer, the first ``first_k_dense_replace`` FFNs dense."""
     moe = _moe(r, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", shared="n_shared_experts")
     return [_mla(r, _every_layer(r, "mla", n))], _ffn(r, moe, _freq_dense_layers(r, n))
 
@@ -294,7 +459,12 @@ def _kimi_linear(r: _Reader, n: int) -> tuple[list[dict], dict]:
 
 
 _ARCHITECTURES: dict[str, Callable[[_Reader, int], tuple[list[dict], dict]]] = {
+    **{t: _dense(t) for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gemma3")},
+    "mixtral": _mixtral,
+    "qwen2_moe": _qwen2_moe,
     "qwen3_moe": _qwen3_moe,
+    "deepseek_v2": _deepseek_v3,
+    "nemotron_h": _nemotron_h,
     "minimax_m2": _minimax_m2,
     "deepseek_v3": _deepseek_v3,
     "kimi_k2": _deepseek_v3,
@@ -303,7 +473,7 @@ _ARCHITECTURES: dict[str, Callable[[_Reader, int], tuple[list[dict], dict]]] = {
     "kimi_linear": _kimi_linear,
     "kimi_k3": _kimi_linear,
 }
-SUPPORTED_MODEL_TYPES = tuple(_ARCHITECTURES)
+SUPPORTED_MODEL_TYPES = tuple(sorted(_ARCHITECTURES))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -355,15 +525,19 @@ def _weight_dtypes(r: _Reader) -> dict:
     return {"weights": dtype}
 
 
-def _dtypes(r: _Reader, recurrent: bool) -> dict:
+def _dtypes(r: _Reader, recurrent: bool, mamba: bool = False) -> dict:
     """Weight, KV cache and (for linear-attention models) recurrent and conv state dtypes."""
     dtypes = {**_weight_dtypes(r), "kv_cache": "bf16"}
     r.sources["dtypes.kv_cache"] = _KV_NOTE
     if recurrent:
-        found = r.find("mamba_ssm_dtype")
+        found = r.find("mamba_ssm_dtype", "mamba_ssm_cache_dtype")
         if found:
             dtypes["state"] = _torch_dtype(r, *found)
             r.sources["dtypes.state"] = f"{CONFIG} field {found[0]}"
+        elif mamba:
+            dtypes["state"] = "fp32"
+            r.sources["dtypes.state"] = ("assumed: fp32, SGLang's default Mamba2 SSM state dtype (--mamba-ssm-dtype "
+                                         "float32); vLLM's 'auto' keeps it in the model dtype")
         else:
             dtypes["state"] = "fp32"
             r.sources["dtypes.state"] = "assumed: fp32, the SGLang and vLLM default for KDA and Gated DeltaNet state"
@@ -418,7 +592,7 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     repo_name = _repo_model_name(config, source)
     if not (name or repo_name):
         raise r.error("cannot derive a model name (no _name_or_path, file not named org--Model.config.json); "
-                      "pass one with --name")
+                      "pass one with `name`")
     profile: dict[str, Any] = {"kind": "model", "name": _profile_name(name or repo_name, label),
                                "display_name": repo_name or name}
     n = r.count("num_layers", "num_hidden_layers", maximum=MAX_LAYERS)
@@ -426,12 +600,18 @@ def import_hf_config(config: dict, name: str | None = None, source: str = "") ->
     profile["hidden_size"] = r.count("hidden_size", "hidden_size")
     profile["vocab_size"] = r.count("vocab_size", "vocab_size")
     profile["max_context"] = r.count("max_context", "max_position_embeddings")
-    profile["tie_word_embeddings"] = r.flag("tie_word_embeddings", "tie_word_embeddings")
+    if model_type.startswith("gemma") and r.find("tie_word_embeddings") is None:
+        profile["tie_word_embeddings"] = True
+        r.sources["tie_word_embeddings"] = "assumed: true, the Gemma config default (the field is absent)"
+    else:
+        profile["tie_word_embeddings"] = r.flag("tie_word_embeddings", "tie_word_embeddings")
     attention, ffn = _ARCHITECTURES[model_type](r, n)
+    if r.num_layers is not None:
+        n = profile["num_layers"] = r.num_layers
     profile["attention"] = attention
     profile["ffn"] = ffn
     recurrent = any(KINDS[g["kind"]].cache == "recurrent" for g in attention)
-    profile["dtypes"] = _dtypes(r, recurrent)
+    profile["dtypes"] = _dtypes(r, recurrent, mamba=any(g["kind"] == "mamba2" for g in attention))
     origin = f" ({Path(source).name})" if source else ""
     profile["sources"] = {"architecture": f"Hugging Face {CONFIG}{origin}, model_type {model_type}, "
                                           f"imported by prfaas-plan model import", **dict(sorted(r.sources.items()))}

@@ -11,7 +11,8 @@ Cache classes (``cache``):
 
 - ``"growing"`` — KV that grows with every prompt token (full attention: GQA, MLA);
 - ``"window"`` — KV capped at a sliding window (SWA);
-- ``"recurrent"`` — a fixed-size state per request (linear attention: KDA, Gated DeltaNet, Lightning).
+- ``"recurrent"`` — a fixed-size state per request (linear attention: KDA, Gated DeltaNet, Lightning;
+  the Mamba2 state-space mixer).
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ class AttentionKind:
     def chunk_intra_factor(self) -> int:
         """Chunked prefill: multiples of the intra-chunk attention the kind computes (recurrent kinds)."""
         return 0
+
+    def linear_io_per_head(self, g: Group) -> float:
+        """Activation elements per token and head a linear-attention kernel reads and writes (q, k, v in,
+        o out): ``2 key dim + 2 value dim`` (recurrent kinds; kinds that share q or k across heads say less)."""
+        _, dk, dv = self.linear_dims(g)
+        return 2 * dk + 2 * dv
 
     def summary_name(self) -> str:
         """Short label used in tables (``KDA``, ``GDN``)."""
@@ -305,6 +312,50 @@ class Lightning(_Recurrent):
         return 1
 
 
+class Mamba2(_Recurrent):
+    """Mamba2 (SSD) mixer, as in Nemotron-H: a selective state-space layer with a scalar decay per head.
+
+    Fields: ``num_heads`` heads of ``head_dim`` channels (the inner width is their product), a state of
+    ``state_size`` per channel, and input/output projections B and C of ``state_size`` shared by the
+    heads of each of ``num_groups`` groups; a short causal convolution of ``conv_kernel`` taps over x, B
+    and C. Per token and head the recurrence is decayed linear attention (Lightning's form, with
+    k = B, q = C, v = dt x and decay exp(dt A)): state ``state_size x head_dim``, 2 state-sized
+    multiply-adds plus the decay. ``reference/mamba2.py`` is the numpy core it is checked against.
+    """
+
+    name = "mamba2"
+    required = ("num_heads", "head_dim", "state_size", "num_groups", "conv_kernel")
+    state_madds = 2
+
+    def check(self, g):
+        if g.num_heads % g.num_groups:
+            return f"num_heads {g.num_heads} is not a multiple of num_groups {g.num_groups}"
+        return None
+
+    def linear_dims(self, g):
+        return g.num_heads, g.state_size, g.head_dim
+
+    def conv_channels(self, g):
+        return g.num_heads * g.head_dim + 2 * g.num_groups * g.state_size  # x, B, C
+
+    def params(self, g, hidden):
+        inner = g.num_heads * g.head_dim
+        in_proj = hidden * (2 * inner + 2 * g.num_groups * g.state_size + g.num_heads)  # z, x, B, C, dt
+        out_proj = inner * hidden
+        # per-head A_log, D and dt_bias, the gated norm and the conv bias are norms and biases: omitted
+        return in_proj + out_proj + self.conv_channels(g) * g.conv_kernel
+
+    def chunk_intra_factor(self):
+        return 1  # SSD's intra-chunk term is plain masked attention, no delta-rule transform
+
+    def linear_io_per_head(self, g):
+        # x in and y out per head; B and C once per group, shared by its num_heads / num_groups heads
+        return 2 * g.head_dim + 2 * g.num_groups * g.state_size / g.num_heads
+
+    def summary_name(self):
+        return "Mamba2"
+
+
 KINDS: dict[str, AttentionKind] = {}
 
 
@@ -314,5 +365,5 @@ def register(kind: type[AttentionKind]) -> type[AttentionKind]:
     return kind
 
 
-for _kind in (GQA, MLA, SWA, KDA, GatedDeltaNet, Lightning):
+for _kind in (GQA, MLA, SWA, KDA, GatedDeltaNet, Lightning, Mamba2):
     register(_kind)

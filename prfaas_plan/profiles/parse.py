@@ -79,7 +79,9 @@ def _model_schemas():
     class FFNSchema(Strict):
         moe: MoESchema | None = None
         dense_layers: Layers = []
+        no_ffn_layers: Annotated[list[Layer], Field(max_length=MAX_LAYERS)] = []
         dense_intermediate: OptDim = 0
+        gated: bool = True
 
     class DTypes(Strict):
         weights: DType = "bf16"
@@ -194,6 +196,9 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
     moe = None
     moe_layers: tuple[int, ...] = ()
     ffn = doc.ffn
+    no_ffn = _layers(ffn.no_ffn_layers, n, f"{path}: ffn.no_ffn_layers")
+    if len(set(no_ffn)) != len(no_ffn):
+        raise PlanError(f"{path}: ffn.no_ffn_layers: a layer is listed twice")
     if ffn.moe is not None:
         moe = MoE(**ffn.moe.model_dump())
         if moe.top_k > moe.num_experts:
@@ -201,8 +206,11 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
         if ffn.dense_layers == "rest":
             raise PlanError(f"{path}: ffn.dense_layers: 'rest' is for attention groups; list the dense layers")
         dense = set(_layers(ffn.dense_layers, n, f"{path}: ffn.dense_layers"))
-        moe_layers = tuple(i for i in range(n) if i not in dense)
-    if (moe is None or len(moe_layers) < n) and ffn.dense_intermediate <= 0:
+        both = sorted(dense & set(no_ffn))
+        if both:
+            raise PlanError(f"{path}: ffn: layer {both[0]} is in both dense_layers and no_ffn_layers")
+        moe_layers = tuple(i for i in range(n) if i not in dense and i not in set(no_ffn))
+    if len(moe_layers) + len(no_ffn) < n and ffn.dense_intermediate <= 0:
         raise PlanError(f"{path}: ffn: missing field 'dense_intermediate' (model has dense FFN layers)")
 
     dt = doc.dtypes
@@ -231,6 +239,8 @@ def model_from_dict(data: dict, path: str = "<dict>") -> ModelProfile:
         moe=moe,
         moe_layers=moe_layers,
         dense_intermediate=ffn.dense_intermediate,
+        no_ffn_layers=tuple(sorted(no_ffn)),
+        ffn_gated=ffn.gated,
         weight_dtype=dtypes["weights"],
         expert_dtype=dtypes["experts"],
         kv_dtype=dtypes["kv_cache"],

@@ -56,6 +56,8 @@ class AttentionGroup:
     key_head_dim: int = 0
     value_head_dim: int = 0
     conv_kernel: int = 0
+    state_size: int = 0
+    num_groups: int = 0
     output_gate: bool = False
 
     @property
@@ -112,6 +114,8 @@ class ModelProfile:
     moe: MoE | None
     moe_layers: tuple[int, ...]
     dense_intermediate: int
+    no_ffn_layers: tuple[int, ...] = ()  # layers with no FFN at all (Nemotron-H mixers followed by a mixer)
+    ffn_gated: bool = True          # dense FFN gate+up+down (SwiGLU/GeGLU); False: up+down only (squared ReLU)
     weight_dtype: str = "bf16"
     expert_dtype: str = "bf16"      # routed-expert weights (W4A16 checkpoints quantize only these)
     kv_dtype: str = "bf16"
@@ -127,9 +131,15 @@ class ModelProfile:
 
     @property
     def dense_layers(self) -> tuple[int, ...]:
-        """Layers whose FFN is dense (not MoE)."""
-        moe = set(self.moe_layers)
-        return tuple(i for i in range(self.num_layers) if i not in moe)
+        """Layers whose FFN is dense (not MoE, and not one of the layers without an FFN)."""
+        other = set(self.moe_layers) | set(self.no_ffn_layers)
+        return tuple(i for i in range(self.num_layers) if i not in other)
+
+    @property
+    def ffn_matrices(self) -> int:
+        """Weight matrices of one dense FFN of ``hidden x dense_intermediate`` each: 3 for a gated
+        FFN (gate, up, down), 2 for an ungated one (up, down; Nemotron-H's squared-ReLU MLP)."""
+        return 3 if self.ffn_gated else 2
 
     def groups(self, *kinds: str) -> tuple[AttentionGroup, ...]:
         """Attention groups of the given kinds."""

@@ -177,5 +177,5 @@ def get_stack(name: str | StackProfile | None) -> StackProfile:
     key = str(name or DEFAULT_STACK).strip().lower()
     stacks = all_stacks()
     if key not in stacks:
-        raise PlanError(f"--stack {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
+        raise PlanError(f"`stack` {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
     return stacks[key]

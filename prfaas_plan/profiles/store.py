@@ -39,7 +39,7 @@ def add_profile_dir(path: str | Path) -> None:
     """Add a user folder of profiles (the CLI's ``--profiles``); later folders win on name clashes."""
     p = Path(path)
     if not p.is_dir():
-        raise PlanError(f"--profiles {str(path)!r}: not a folder")
+        raise PlanError(f"`profiles` {str(path)!r}: not a folder")
     _extra_dirs.append(p)
     _forget()
 

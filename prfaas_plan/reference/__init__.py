@@ -10,8 +10,9 @@ Modules
 - `softmax_attention`: causal tiles with a log-sum-exp merge (prefill) and one-query attention (decode).
 - `gqa`, `swa`, `mla`: full attention over paged KV blocks, sliding window with a window-capped cache,
   latent attention caching c_kv and the rope key (naive prefill, absorbed decode).
-- `linear_core`, `conv`, `kda`, `gdn`, `lightning`: the recurrent core in recurrent and chunked form,
-  the short convolution with its state, and the three linear-attention kinds.
+- `linear_core`, `conv`, `kda`, `gdn`, `lightning`, `mamba2`: the recurrent core in recurrent and
+  chunked form, the short convolution with its state, the three linear-attention kinds and the Mamba2
+  state-space mixer.
 - `cache`: block pool, request cache, byte accounting measured on the stored arrays.
 - `transfer`: serialize / deserialize a request's cache (full or incremental after a cached prefix).
 - `prefix`: block-level prefix sharing plus request-level state checkpoints.

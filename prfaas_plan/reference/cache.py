@@ -8,8 +8,8 @@ which it is the check of):
   blocks of ``block_size`` tokens from a `BlockPool`. A block id covers the same token slots in every
   growing layer; blocks are reference-counted so that requests can share a block-aligned prefix;
 - sliding-window layers (SWA) keep ``k`` and ``v`` of the last ``min(length, window)`` tokens;
-- linear-attention layers keep a ``state`` (heads, key_dim, value_dim) and, for KDA and Gated
-  DeltaNet, a ``conv`` state: the last ``conv_kernel - 1`` inputs of the short convolution
+- linear-attention layers keep a ``state`` (heads, key_dim, value_dim; Mamba2: heads, state_size,
+  head_dim) and, for KDA, Gated DeltaNet and Mamba2, a ``conv`` state: the last ``conv_kernel - 1`` inputs of the short convolution
   (positions, channels), zeros before the first token.
 
 Every tensor is stored through a `Codec` of its profile dtype (KV dtype for growing and window KV,
@@ -61,6 +61,9 @@ def layout_of(model: ModelProfile) -> Layout:
                                 "conv": (g.conv_kernel - 1, ch)}
             elif g.kind == "lightning":
                 recurrent[i] = {"state": (g.num_heads, g.head_dim, g.head_dim)}
+            elif g.kind == "mamba2":
+                recurrent[i] = {"state": (g.num_heads, g.state_size, g.head_dim),
+                                "conv": (g.conv_kernel - 1, g.num_heads * g.head_dim + 2 * g.num_groups * g.state_size)}
             else:  # pragma: no cover - profiles validates kinds
                 raise ValueError(g.kind)
     for entry in recurrent.values():

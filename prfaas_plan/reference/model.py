@@ -4,7 +4,8 @@ dimensions scaled down, so that every cache and FLOP of a prefill can be checked
 
 Scaling (`scale_profile`): head dimensions, latent ranks and the hidden size are divided by fixed
 factors; KV heads are halved (at least 1, at most 4) and query heads become KV heads x min(group, 2);
-latent-attention and linear-attention head counts are divided by 16 (1 to 4); the sliding window and the
+latent-attention and linear-attention head counts are divided by 16 (1 to 4; Mamba2: at most 2 groups
+of at most 2 heads); the sliding window and the
 conv kernel are kept; the first layers are kept up to the point where every attention kind has occurred
 twice (``layers="pattern"``: Kimi Linear's 3:1 KDA:MLA gives 8 layers, MiMo's SWA/GQA pattern 6, Ring's
 7:1 Lightning:MLA 16) or all of them (``layers="all"``). The FFN is a small dense SwiGLU MLP on every layer
@@ -29,11 +30,13 @@ from .gdn import GatedDeltaNet
 from .gqa import GQA, weight
 from .kda import KDA
 from .lightning import Lightning
+from .mamba2 import Mamba2
 from .mla import MLA
 from .numerics import Flops, matmul, rms_norm, silu
 from .swa import SWA
 
-KINDS = {"gqa": GQA, "swa": SWA, "mla": MLA, "kda": KDA, "gated_deltanet": GatedDeltaNet, "lightning": Lightning}
+KINDS = {"gqa": GQA, "swa": SWA, "mla": MLA, "kda": KDA, "gated_deltanet": GatedDeltaNet, "lightning": Lightning,
+         "mamba2": Mamba2}
 
 DIM_DIVISOR = 16       # head dims, ranks: 128 -> 8, 192 -> 12, 512 -> 32
 HIDDEN_DIVISOR = 128   # hidden size: 4096 -> 32
@@ -71,6 +74,10 @@ def _scaled_group(g: AttentionGroup, layers: list[int]) -> dict:
                  key_head_dim=_div(g.key_head_dim), value_head_dim=_div(g.value_head_dim), conv_kernel=g.conv_kernel)
     elif g.kind == "lightning":
         d.update(num_heads=_heads(g.num_heads), head_dim=_div(g.head_dim))
+    elif g.kind == "mamba2":
+        groups = min(2, g.num_groups)
+        d.update(num_groups=groups, num_heads=groups * min(2, g.num_heads // g.num_groups),
+                 head_dim=_div(g.head_dim), state_size=_div(g.state_size), conv_kernel=g.conv_kernel)
     return d
 
 

@@ -19,6 +19,9 @@ import numpy as np
 from .cache import BlockPool, Codecs, Layout, RequestCache
 
 
+NO_BLOCK = -1  # block id of a prefix block that holds no KV (the model has no growing layers)
+
+
 def prefix_key(tokens) -> str:
     """Hash of a token prefix (all of ``tokens``)."""
     return hashlib.sha256(np.asarray(tokens, dtype=np.int64).tobytes()).hexdigest()
@@ -50,8 +53,12 @@ class PrefixCache:
         for i in range(cache.length // b):
             key = prefix_key(tokens[:(i + 1) * b])
             if key not in self.blocks:
-                self.blocks[key] = cache.block_table[i]
-                self.pool.retain(cache.block_table[i])
+                # A model without growing layers (Mistral-7B: sliding windows only) has no KV blocks;
+                # the prefix is then known by its hash alone (block id NO_BLOCK).
+                bid = cache.block_table[i] if i < len(cache.block_table) else NO_BLOCK
+                self.blocks[key] = bid
+                if bid != NO_BLOCK:
+                    self.pool.retain(bid)
         if checkpoint:
             if cache.length % b:
                 raise ValueError("checkpoints are kept at block-aligned lengths only")
@@ -73,8 +80,9 @@ class PrefixCache:
             cache = RequestCache(self.layout, self.pool, self.codecs, length=n_blocks * b)
             for i in range(n_blocks):
                 bid = self.blocks[prefix_key(tokens[:(i + 1) * b])]
-                self.pool.retain(bid)
-                cache.block_table.append(bid)
+                if bid != NO_BLOCK:
+                    self.pool.retain(bid)
+                    cache.block_table.append(bid)
             if ckpt is not None:
                 cache.windows = {l: {n: a.copy() for n, a in w.items()} for l, w in ckpt["windows"].items()}
                 cache.states = {l: {n: a.copy() for n, a in s.items()} for l, s in ckpt["states"].items()}

@@ -41,7 +41,7 @@ def max_requests() -> int:
 
 def _too_many(n: float, what: str) -> PlanError:
     return PlanError(f"{what} would simulate {n:,.0f} requests, more than the cap of {max_requests():,} "
-                     "(lower --rate or --duration, or raise the cap with PRFAAS_PLAN_MAX_REQUESTS)")
+                     "(lower `rate` or `duration`, or raise the cap with PRFAAS_PLAN_MAX_REQUESTS)")
 
 
 def paper_requests(rate_rps: float, duration_s: float, seed: int) -> Requests:
@@ -68,12 +68,12 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     checked while reading."""
     p = Path(path)
     if not p.is_file():
-        raise PlanError(f"--trace {str(path)!r}: no such file")
+        raise PlanError(f"`trace` {str(path)!r}: no such file")
     cap = max_requests()
     try:
         trace = load_trace(p, duration_s, max_requests=cap)
     except TooManyRequests:
-        raise PlanError(f"{p} would simulate more than {cap:,} requests, the cap (lower --duration, or raise "
+        raise PlanError(f"{p} would simulate more than {cap:,} requests, the cap (lower `duration`, or raise "
                         "the cap with PRFAAS_PLAN_MAX_REQUESTS)") from None
     if trace.arrival_s is None:
         raise PlanError(f"{p}:{int(trace.line[0])}: the simulator needs arrival timestamps")

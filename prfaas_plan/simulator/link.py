@@ -47,7 +47,7 @@ def read_link_profile(path: str | Path) -> LinkProfile:
 
     p = Path(path)
     if not p.is_file():
-        raise PlanError(f"--link-profile {str(path)!r}: no such file")
+        raise PlanError(f"`link_profile` {str(path)!r}: no such file")
     times: list[float] = []
     rates: list[float] = []
     try:

@@ -10,9 +10,10 @@ import io
 
 import numpy as np
 
+from ..vocabulary import FigureFormat, values
 from .result import SimResult
 
-FORMATS = ("png", "svg")
+FORMATS = values(FigureFormat)
 
 
 def render(result: SimResult, fmt: str, other: SimResult | None = None, title: str = "") -> bytes:

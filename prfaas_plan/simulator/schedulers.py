@@ -41,7 +41,7 @@ def register(cls: type) -> type:
 def get_scheduler(name: str) -> Scheduler:
     """The registered scheduler called ``name``; a `PlanError` listing the others if there is none."""
     if name not in SCHEDULERS:
-        raise PlanError(f"--scheduler {name!r}: expected one of {', '.join(SCHEDULERS)}")
+        raise PlanError(f"`scheduler` {name!r}: expected one of {', '.join(SCHEDULERS)}")
     return SCHEDULERS[name]()
 
 

@@ -129,7 +129,7 @@ def from_trace(trace: str | Path | Trace, *, prefix_cache: bool | None = None,
 
 
 def resolve_workload(spec: str, *, prefix_cache: bool | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
-                     capacity_blocks: int | None = None, what: str = "--workload") -> Workload:
+                     capacity_blocks: int | None = None, what: str = "`workload`") -> Workload:
     """The workload named by a ``--workload`` value: ``paper`` (`paper_workload`), ``trace`` (the bundled
     Mooncake conversation trace) or a path to a ``.jsonl`` / ``.csv`` trace (`from_trace`).
 
@@ -140,7 +140,7 @@ def resolve_workload(spec: str, *, prefix_cache: bool | None = None, block_size:
     if text.lower() == "paper":
         if prefix_cache:
             raise PlanError(f"{what} paper: prefix-cache replay needs a trace with hash ids; the paper's "
-                            f"lengths are already uncached (drop --prefix-cache)")
+                            f"lengths are already uncached (drop `prefix_cache`)")
         return paper_workload()
     kwargs = dict(prefix_cache=prefix_cache, block_size=block_size, capacity_blocks=capacity_blocks)
     if text.lower() == "trace":
