@@ -54,7 +54,7 @@ def pages(tmp_path_factory):
         sources[name] = path
     sweep = out / "sweep.parquet"
     with contextlib.redirect_stdout(io.StringIO()):
-        assert run(["sweep", str(EXAMPLES / "sweep-links.yaml"), "-o", str(sweep), "--quiet",
+        assert run(["sweep", str(EXAMPLES / "sweep-links.yaml"), "-o", str(sweep), "--no-progress",
                     "--pareto", "cost_per_mtok_usd,ttft_unloaded_p90_s"]) == 0
     sources["sweep"] = sweep
     found = {}
