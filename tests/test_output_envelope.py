@@ -161,3 +161,26 @@ def test_json_rows_are_finite_and_flag_every_non_finite_value(values):
     for k, v in row.items():
         if isinstance(v, float) and not math.isfinite(v):
             assert out[k] is None and out[f"{k}_nonfinite"] in ("inf", "-inf", "nan")
+
+
+def test_a_warning_message_carries_no_prefix_of_its_own():
+    """The renderer writes ``WARNING [code]:``; a message that began with its own ``WARNING:`` read
+    ``WARNING [modes-disagree]: WARNING: ...`` (issue 24)."""
+    from prfaas_plan.planning.confidence import ModeVerdicts
+
+    text = ModeVerdicts({"exact": 0.9, "representative": 1.2}, "homogeneous-pd").warning()
+    assert text and not text.upper().startswith("WARNING")
+    from prfaas_plan.output.report import Report, Section, render
+    from prfaas_plan.planning.warnings import PlanWarning
+
+    table = render(Report([Section("s", "t", [{"a": 1}])], warnings=[PlanWarning("modes-disagree", text)]), "table")
+    assert table.count("WARNING") == 1 and "WARNING [modes-disagree]: the throughput modes" in table
+
+
+def test_rates_weights_that_do_not_fit_are_a_warning_not_a_note(cli):
+    code, out, err = cli("rates", "-m", "kimi-k2", "-i", "8xH20", "--len", "32k", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [w["code"] for w in doc["warnings"]] == ["weights-do-not-fit"]
+    assert not any("WARNING" in n.upper()[:10] for n in doc["notes"])
+    assert not any(w["message"].upper().startswith("WARNING") for w in doc["warnings"])
