@@ -47,7 +47,10 @@ def _check_finite(value, where="") -> None:
 def test_json_envelope(cli, name):
     code, out, err = cli(*COMMANDS[name], "--format", "json")
     assert code == 0, err
-    doc = json.loads(out)
+    _check_envelope(json.loads(out), name)
+
+
+def _check_envelope(doc: dict, name: str) -> None:
     assert list(doc) == ["meta", "warnings", "sections", "notes"]
     meta = doc["meta"]
     assert meta["tool"] == "prfaas-plan" and meta["version"] == __version__
@@ -184,3 +187,77 @@ def test_rates_weights_that_do_not_fit_are_a_warning_not_a_note(cli):
     assert [w["code"] for w in doc["warnings"]] == ["weights-do-not-fit"]
     assert not any("WARNING" in n.upper()[:10] for n in doc["notes"])
     assert not any(w["message"].upper().startswith("WARNING") for w in doc["warnings"])
+
+
+def _leaf_commands():
+    """(path, click command) of every command a user can run, walking the typer app."""
+    import typer.main
+
+    from prfaas_plan.cli.app import app
+
+    stack, out = [((), typer.main.get_command(app))], []
+    while stack:
+        path, command = stack.pop()
+        subs = getattr(command, "commands", None)
+        if subs:
+            stack += [((*path, name), c) for name, c in subs.items()]
+        else:
+            out.append((" ".join(path), command))
+    return sorted(out, key=lambda pc: pc[0])
+
+
+def test_every_command_takes_format():
+    commands = _leaf_commands()
+    assert len(commands) >= 15 and "model import" in dict(commands)   # the walk sees nested commands
+    lacking = [path for path, c in commands
+               if not any("--format" in getattr(p, "opts", ()) for p in c.params)]
+    assert lacking == []
+
+
+def _file_commands(tmp_path) -> dict[str, tuple]:
+    """Commands that read or write files, with inputs made in ``tmp_path``."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base: {model: kimi-linear}\ngrid: {link: [10G, 100G]}\n")
+    plan = tmp_path / "plan.json"
+    config = repo / "tests" / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json"
+    return {
+        "schema": (("schema", "layout"), None),
+        "sweep": (("sweep", str(spec), "-o", str(tmp_path / "r.csv"), "--no-progress"), None),
+        "model import": (("model", "import", str(config), "--name", "mimo-test"), None),
+        "model import -o": (("model", "import", str(config), "--name", "mimo-test", "-o",
+                             str(tmp_path / "m.yaml")), None),
+        "report": (("report", str(plan), "-o", str(tmp_path / "p.html")), plan),
+    }
+
+
+@pytest.mark.parametrize("name", ["schema", "sweep", "model import", "model import -o", "report"])
+def test_file_commands_write_the_envelope_in_json_and_keep_their_table_text(cli, tmp_path, name):
+    args, plan = _file_commands(tmp_path)[name]
+    if plan is not None:
+        code, out, err = cli("size", *PAPER, "--samples", "0", "--format", "json")
+        plan.write_text(out)
+    code, table, err = cli(*args)
+    assert code == 0, err
+    code, out, err = cli(*args, "--format", "json")
+    assert code == 0, err
+    _check_envelope(json.loads(out), name.removesuffix(" -o"))
+    if name == "schema":   # the table form is the schema document itself; json carries it as a row
+        assert json.loads(out)["sections"]["schema"] == [json.loads(table)]
+    elif name == "model import":
+        import yaml
+
+        assert json.loads(out)["sections"]["profile"] == [yaml.safe_load(table)]
+    else:
+        assert "wrote " in table
+    if name != "model import":
+        code, csv_out, err = cli(*args, "--format", "csv")
+        assert code == 0 and csv_out.startswith("# prfaas-plan "), err
+
+
+def test_model_import_refuses_csv_without_a_file(cli, tmp_path):
+    args, _ = _file_commands(tmp_path)["model import"]
+    code, out, err = cli(*args, "--format", "csv")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--format csv" in err
