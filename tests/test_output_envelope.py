@@ -261,3 +261,40 @@ def test_model_import_refuses_csv_without_a_file(cli, tmp_path):
     args, _ = _file_commands(tmp_path)["model import"]
     code, out, err = cli(*args, "--format", "csv")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--format csv" in err
+
+
+BAD_INPUT = {   # one bad input per command: what it reads is wrong, not how it was called
+    "calibrate": ("calibrate", "--measurements", "no-such.csv"),
+    "check": ("check", "no-such.json"),
+    "compare": ("compare", "--link", "10X"),
+    "export": ("export", "no-such.json", "--to", "sglang", "-o", "never-written"),
+    "hardware": ("hardware", "extra"),
+    "kv": ("kv", "--model", "no-such-model"),
+    "kv-throughput": ("kv-throughput", "--len", "x"),
+    "model import": ("model", "import", "no-such.config.json"),
+    "models": ("models", "--no-such-flag"),
+    "rates": ("rates", "--model", "kimi-linear", "--instance", "8xNOPE"),
+    "report": ("report", "no-such.json", "-o", "never-written.html"),
+    "reproduce": ("reproduce", "--mode", "fast"),
+    "schema": ("schema", "no-such-kind"),
+    "show": ("show", "no-such-model"),
+    "simulate": ("simulate", "--duration", "5q"),
+    "size": ("size", "--tpot", "-3ms"),
+    "sweep": ("sweep", "no-such.yaml", "-o", "never-written.csv"),
+    "validate": ("validate", "--model", "no-such-model"),
+    "workload describe": ("workload", "describe", "--workload", "no-such.jsonl"),
+}
+
+
+def test_every_command_has_a_bad_input_case():
+    assert sorted(BAD_INPUT) == [path for path, _ in _leaf_commands()]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+@pytest.mark.parametrize("name", list(BAD_INPUT))
+def test_an_error_is_one_line_on_stderr_whatever_the_format(cli, tmp_path, monkeypatch, name, fmt):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*BAD_INPUT[name], "--format", fmt)
+    assert code == 2 and out == "", (name, out)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []   # nothing half-written
