@@ -298,3 +298,23 @@ def test_an_error_is_one_line_on_stderr_whatever_the_format(cli, tmp_path, monke
     assert code == 2 and out == "", (name, out)
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []   # nothing half-written
+
+
+@pytest.mark.parametrize("name", ["size", "compare"])
+def test_meta_verdict_is_a_word_and_absent_error_bars_leave_it_null(cli, name):
+    code, out, err = cli(*COMMANDS[name], "--samples", "50", "--format", "json")
+    assert code == 0, err
+    meta = json.loads(out)["meta"]
+    assert meta["verdict"] in ("pays", "does not pay", "cannot tell")
+    assert meta["verdict_vs"] and meta["verdict_line"] in json.loads(out)["notes"]
+    code, out, err = cli(*COMMANDS[name], "--samples", "0", "--format", "json")
+    meta = json.loads(out)["meta"]
+    assert meta["verdict"] is None and meta["verdict_line"] is None
+
+
+def test_reproduce_names_its_within_column_as_its_json_key(cli):
+    code, table, _ = cli("reproduce", "--format", "table")
+    code, out, _ = cli("reproduce", "--format", "json")
+    header = next(l for l in table.splitlines() if l.startswith("┃") and "published" in l)
+    assert "within" in [c.strip() for c in header.strip("┃").split("┃")] and " ok " not in header
+    assert all("within" in r for r in json.loads(out)["sections"]["figures"])
