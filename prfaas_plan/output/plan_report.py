@@ -370,6 +370,6 @@ def reproduce_report(a) -> Report:
     return Report(sections, a.notes + [INSTANCE_NOTE, "RESULT: " + a.verdict], warnings=a.warnings,
                   meta={"model": a.study.scenario.model.name, "input_level": a.inputs, "mode": a.mode,
                         "reproduction": a.kind, "verdict": a.status, "verdict_line": a.verdict,
-                        "strict": a.strict, "within": a.within, "figures": len(a.figures), "failed": a.failed,
+                        "strict": a.strict, "fail_on": "any" if a.strict else "unexplained", "within": a.within, "figures": len(a.figures), "failed": a.failed,
                         "known_gaps": a.known_gaps, "price_ratio_h200_h20": pr.profiles,
                         "price_ratio_needed": [pr.needed_low, pr.needed_high]})
