@@ -1,7 +1,8 @@
 """The exception types that reach the user as a single line.
 
 Anything that is the user's fault (bad flag, unknown profile, malformed file, infeasible target) raises
-`PlanError`; the CLI prints ``error: <message>`` to stderr and exits with code 2. A result that fails
+`PlanError`; the CLI prints ``error: <message>`` to stderr and exits with code 2 (1 for an `OutputError`:
+the answer could not be written). A result that fails
 prfaas-plan's own cross-checks (an optimizer disagreeing with its bound, a solver failing inside)
 raises `InternalError`: ``internal error: <message>`` and exit code 3, so a wrong number is never
 printed as an answer. Any other exception is a bug in prfaas-plan.
@@ -28,6 +29,13 @@ class PlanError(Exception):
     def inputs(self) -> tuple[str, ...]:
         """The inputs the message names, in order."""
         return tuple(INPUT_NAME.findall(str(self)))
+
+
+class OutputError(PlanError):
+    """The answer could not be written (full disk, closed pipe, read-only folder, name too long): one
+    line naming where, exit code 1, and nothing half-written left behind (``docs/invariants.md``)."""
+
+    exit_code = 1
 
 
 class InternalError(Exception):

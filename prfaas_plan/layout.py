@@ -181,7 +181,7 @@ def _site_stack(name, where: str) -> str:
 
 
 def load_layout(path: str | Path) -> Layout:
-    """Read a layout YAML file::
+    """Read a layout YAML file (the schema: ``docs/layouts.md``, `layout_json_schema`)::
 
         name: two-sites
         remote: {instance: 8xH200, instances: 4}
@@ -189,9 +189,11 @@ def load_layout(path: str | Path) -> Layout:
         sites:
           - {name: beijing, instance: 8xH20, prefill: 3, decode: 5,
              link: {bandwidth: 100G, efficiency: 0.95, rtt: 2ms}}
-          - {name: shanghai, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 50G}}
+          - {name: shanghai, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 50G, rtt: 8ms}}
 
-    A site (or ``remote``) may name its serving stack profile, ``stack: vllm``; otherwise ``--stack`` holds.
+    Rates and times need their unit, as on the command line (``rtt: 20`` is refused: "did you mean
+    20ms?"); site names must differ. A site (or ``remote``) may name its serving stack profile,
+    ``stack: vllm``; otherwise ``--stack`` holds.
     """
     from .profiles import read_yaml
     from .profiles.validation import check
@@ -206,13 +208,18 @@ def load_layout(path: str | Path) -> Layout:
         remote = PrefillSite("remote", parse_instance(doc.remote.instance, f"{p}: remote.instance"),
                              doc.remote.instances, _site_stack(doc.remote.stack, f"{p}: remote.stack"))
     sites = []
+    seen: dict[str, int] = {}
     for i, s in enumerate(doc.sites):
+        name = s.name or f"site{i}"
+        if name in seen:   # two sites of one name would be merged into one by every per-site table
+            raise PlanError(f"{p}: sites[{i}].name {name!r} is already the name of sites[{seen[name]}]; "
+                            "site names must differ")
+        seen[name] = i
         link = None
         if s.link is not None:
             lk = s.link
-            link = Link(parse_rate_bps(lk.bandwidth, f"{p}: sites[{i}].link.bandwidth"), lk.efficiency,
-                        parse_time_s(lk.rtt, f"{p}: sites[{i}].link.rtt", "ms"), lk.usd_per_gbps_month)
-        sites.append(PDSite(s.name or f"site{i}", parse_instance(s.instance, f"{p}: sites[{i}].instance"),
+            link = Link(lk.bandwidth, lk.efficiency, lk.rtt, lk.usd_per_gbps_month)
+        sites.append(PDSite(name, parse_instance(s.instance, f"{p}: sites[{i}].instance"),
                             s.prefill, s.decode, link, _site_stack(s.stack, f"{p}: sites[{i}].stack")))
     chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
     chips += remote.instances * remote.instance.chips if remote else 0
@@ -228,43 +235,77 @@ def load_layout(path: str | Path) -> Layout:
     return Layout(doc.name or p.stem, tuple(sites), remote, threshold)
 
 
+# Text forms of a layout file's units, as JSON Schema patterns (no flags in JSON Schema regexes, hence
+# the character classes); `prfaas_plan.units` parses them, these only describe them.
+_NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
+RATE_PATTERN = rf"^\s*{_NUM}\s*(?:[kKmMgGtT](?:bps|bit/s|b/s|B/s|Bps)?|bps|bit/s|b/s|B/s|Bps)\s*$"
+TIME_PATTERN = rf"^\s*{_NUM}\s*(?:[mM][sS]|[uU][sS]|[sS]|[mM][iI][nN]|[hH])\s*$"
+INSTANCE_PATTERN = r"^\s*(?:[0-9]+\s*[x*]\s*)?[A-Za-z][A-Za-z0-9._-]*\s*$"
+
+
 @functools.cache
 def _layout_schema():
-    """The pydantic schema of a layout file (built on first use; see `prfaas_plan.profiles.validation`)."""
+    """The pydantic schema of a layout file (built on first use; see `prfaas_plan.profiles.validation`):
+    the one definition `load_layout` validates with and `layout_json_schema` publishes."""
     from typing import Annotated, Literal
 
     from pydantic import Field
 
-    from .profiles.validation import Efficiency, NonNegative, Strict
+    from .profiles.validation import Efficiency, NonNegative, Strict, with_unit
     from .units import MAX_CHIPS
 
-    Instances = Annotated[int, Field(ge=0, le=MAX_CHIPS)]
+    Instances = Annotated[int, Field(ge=0, le=MAX_CHIPS, description="instances, a whole number")]
     Text = Annotated[str, Field(min_length=1, max_length=200)]
+    Shape = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": INSTANCE_PATTERN},
+                                 description="instance shape COUNTxCHIP, e.g. 8xH20 (chip: a hardware profile)")]
+    Rate = with_unit(lambda text, what: parse_rate_bps(text, what), RATE_PATTERN,
+                     "line rate with its unit, bits/s decimal: 100G, 400Gb/s, 12.5GB/s")
+    Time = with_unit(lambda text, what: parse_time_s(text, what, "ms"), TIME_PATTERN,
+                     "round trip with its unit: 2ms, 0.5s")
 
     class LinkDoc(Strict):
-        bandwidth: Text | float
-        efficiency: Efficiency = TCP_EFFICIENCY
-        rtt: Text | float = "1us"
-        usd_per_gbps_month: NonNegative = 0.0
+        """The link from the remote prefill site to this PD site."""
+
+        bandwidth: Rate
+        efficiency: Efficiency = Field(TCP_EFFICIENCY, description="goodput fraction of the line rate, (0, 1]")
+        rtt: Time = Field("1us", validate_default=True)
+        usd_per_gbps_month: NonNegative = Field(0.0, description="link price, USD per Gbit/s and month")
 
     class SiteDoc(Strict):
-        name: Text | None = None
-        instance: Text
+        """A local PD site: instances that prefill and decode, and its link."""
+
+        name: Text | None = Field(None, description="unique among the sites (default site0, site1, ...)")
+        instance: Shape
         prefill: Instances
         decode: Instances
         link: LinkDoc | None = None
-        stack: Text | None = None    # serving stack profile of this site (profiles/stack.py)
+        stack: Text | None = Field(None, description="serving stack profile of this site (stack_profiles/)")
 
     class RemoteDoc(Strict):
-        instance: Text
+        """The remote prefill-only site."""
+
+        instance: Shape
         instances: Instances
-        stack: Text | None = None
+        stack: Text | None = Field(None, description="serving stack profile of the remote site")
 
     class LayoutDoc(Strict):
+        """A prfaas-plan layout file (docs/layouts.md). Site names must differ (checked by the parser;
+        JSON Schema cannot say it)."""
+
         kind: Literal["layout"] | None = None
         name: Text | None = None
         remote: RemoteDoc | None = None
-        threshold: Text | Annotated[int, Field(ge=0)] | None = "auto"
+        threshold: Text | Annotated[int, Field(ge=0)] | None = Field(
+            "auto", description="auto (optimized), inf (never remote), or uncached tokens such as 16k")
         sites: Annotated[list[SiteDoc], Field(min_length=1, max_length=1000)]
 
     return LayoutDoc
+
+
+def layout_json_schema() -> dict:
+    """The layout file's JSON Schema (draft 2020-12), generated from `_layout_schema`: ``prfaas-plan
+    schema layout`` prints it; ``tests/test_layout_schema.py`` checks that it and the parser agree."""
+    schema = _layout_schema().model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "prfaas-plan layout"
+    return schema

@@ -60,6 +60,13 @@ HF = {"model_type": "qwen3_moe", "_name_or_path": "Org/Tiny-MoE", "num_hidden_la
       "intermediate_size": 512, "decoder_sparse_step": 1, "mlp_only_layers": [], "torch_dtype": "bfloat16",
       "tie_word_embeddings": False}
 
+STACK = {"kind": "stack", "name": "mystack", "engine": "test", "versions": "1", "chunked_prefill": True,
+         "latency_s": 0.01, "forward_overhead_s": 0.05, "step_overhead_s": 0.008, "prefill_token_budget": 8192,
+         "wave_fraction": 0.1, "sources": {"all": "assumed: test"}}
+STACK["sources"] = {k: "assumed: test" for k in ("latency_s", "forward_overhead_s", "step_overhead_s",
+                                                 "prefill_token_budget", "wave_fraction")}
+SPEC = "base: {model: kimi-linear, local: 64xH20}\ngrid:\n  link: [10G, 40G]\n"
+
 BINARY = bytes(range(256)) * 4
 DROP = object()  # a mutation value: remove the key
 
@@ -102,6 +109,15 @@ def model_text_case(text, needle):
 
 def chip_case(path, value, needle):
     return {"profiles/x1.yaml": _yaml(_mutate(CHIP, path, value))}, PROFILES + RATES_X1, needle
+
+
+def stack_case(path, value, needle):
+    return ({"profiles/mystack.yaml": _yaml(_mutate(STACK, path, value))},
+            PROFILES + ("size", "--model", "kimi-linear", "--stack", "mystack"), needle)
+
+
+def spec_case(text, needle):
+    return {"spec.yaml": text}, ("sweep", "spec.yaml", "--output", "r.csv", "--no-progress"), needle
 
 
 def layout_case(path, value, needle):
@@ -260,6 +276,50 @@ CASES.update({
                       "not a text file"),
 })
 
+# --- files follow the command line's rules (issue 23): units, duplicates, ranges with the reason ----
+LAYOUT_TEXT = _yaml(LAYOUT)
+CASES.update({
+    "layout-rtt-bare-number": layout_case("sites.0.link.rtt", 20, "sites[0].link.rtt '20': give a unit (ms, s, "
+                                          "min); did you mean 20ms?"),
+    "layout-rtt-bare-text": layout_case("sites.0.link.rtt", "20", "did you mean 20ms?"),
+    "layout-rtt-bare-float": layout_case("sites.0.link.rtt", 2.5, "did you mean 2.5ms?"),
+    "layout-bandwidth-bare-number": layout_case("sites.0.link.bandwidth", 100, "sites[0].link.bandwidth '100': "
+                                                "give a unit, e.g. 100G"),
+    "layout-bandwidth-bool": layout_case("sites.0.link.bandwidth", True, "sites[0].link.bandwidth must be a string"),
+    "layout-duplicate-site": layout_case("sites", LAYOUT["sites"] * 2, "sites[1].name 'a' is already the name of "
+                                         "sites[0]"),
+    "layout-duplicate-key": ({"lay.yaml": LAYOUT_TEXT + "name: again\n"},
+                             ("size", "--model", "kimi-linear", "--layout", "lay.yaml"),
+                             "lay.yaml:15: key 'name' is given twice (first on line 1)"),
+    "layout-duplicate-key-in-flow": ({"lay.yaml": "sites:\n  - {name: a, instance: 8xH20, prefill: 2, decode: 3, "
+                                                  "link: {bandwidth: 10G, rtt: 2ms, rtt: 9ms}}\n"},
+                                     ("size", "--model", "kimi-linear", "--layout", "lay.yaml"),
+                                     "key 'rtt' is given twice"),
+    "spec-duplicate-key": spec_case(SPEC + "grid:\n  link: [100G]\n", "spec.yaml:4: key 'grid' is given twice"),
+    "spec-duplicate-input": spec_case("base: {model: kimi-linear, model: qwen3-235b}\n", "key 'model' is given twice"),
+    "spec-binary": ({"spec.yaml": BINARY}, ("sweep", "spec.yaml", "--output", "r.csv"), "spec.yaml: not a text file"),
+    "spec-unknown-key-names-file": spec_case(SPEC + "extra: 1\n", "spec.yaml: sweep spec: unknown key 'extra'"),
+    "stack-budget-fraction": stack_case("prefill_token_budget", 1.5, "prefill_token_budget must be a whole number "
+                                        "of tokens from 1 to 1,073,741,824, not 1.5"),
+    "stack-budget-1e300": stack_case("prefill_token_budget", 1e300, "prefill_token_budget must be a whole number"),
+    "stack-budget-zero": stack_case("prefill_token_budget", 0, "prefill_token_budget"),
+    "stack-forward-overhead-huge": stack_case("forward_overhead_s", 1e6, "forward_overhead_s must be at most 10, "
+                                              "not 1000000.0: an overhead above 10 s"),
+    "stack-latency-inf": stack_case("latency_s", float("inf"), "latency_s must be a finite number"),
+    "stack-wave-2": stack_case("wave_fraction", 2.0, "wave_fraction must be at most 1"),
+    "stack-duplicate-key": ({"profiles/mystack.yaml": _yaml(STACK) + "latency_s: 0.5\n"},
+                            PROFILES + ("size", "--model", "kimi-linear", "--stack", "mystack"),
+                            "key 'latency_s' is given twice"),
+    "model-duplicate-key": model_text_case(_yaml(MODEL) + "hidden_size: 512\n", "key 'hidden_size' is given twice"),
+    "chip-duplicate-key": ({"profiles/x1.yaml": _yaml(CHIP) + "hbm_gb: 96\n"}, PROFILES + RATES_X1,
+                           "key 'hbm_gb' is given twice"),
+    "stack-broken-is-used": ({"profiles/mystack.yaml": _yaml(STACK).replace("engine: test", "engine: [")},
+                             PROFILES + ("size", "--model", "kimi-linear", "--stack", "mystack"), "mystack.yaml"),
+    "stack-broken-shadows-bundled": ({"profiles/vllm.yaml": _yaml(_mutate(STACK, "name", "vllm")).replace(
+        "latency_s: 0.01", "latency_s: -1")}, PROFILES + ("size", "--model", "kimi-linear", "--stack", "vllm"),
+        "vllm.yaml: latency_s must be a finite number >= 0"),
+})
+
 # --- link profiles ------------------------------------------------------------------------------------
 CASES.update({
     "link-extra-field": link_case("time_s,gbps\n0,100\n60,10,5\n", "link.csv:3: expected 2 fields"),
@@ -377,6 +437,10 @@ CASES.update({
                                            "--prefill-instances"),
     "opt-link-efficiency-7.5": cli_case(["size", "--link-efficiency", "7.5"], "--link-efficiency 7.5"),
     "opt-rtt-1e400": cli_case(["size", "--rtt", "1e400s"], "--rtt '1e400s'"),
+    "opt-seed-negative": cli_case(["size", "--seed", "-1"], "seed -1: must be a whole number >= 0"),
+    "opt-samples-beyond-memory": cli_case(["size", "--samples", str(10**9)], "the error-bar sampler would need "
+                                          "about"),
+    "opt-samples-compare": cli_case(["compare", "--samples", str(10**9)], "GiB available"),
     "opt-block-size-huge": cli_case(["workload", "describe", "--block-size", str(10**20)], "--block-size"),
 })
 
@@ -441,6 +505,13 @@ VALID = {
     "link-1k": ({}, ("size", "--link", "1k")),
     "tpot-speed": ({}, ("size", "--tpot", "40tok/s")),
     "broken-profile-unused": ({"profiles/broken.yaml": BINARY}, PROFILES + ("models",)),
+    "broken-stack-unused": ({"profiles/mystack.yaml": _yaml(_mutate(STACK, "latency_s", -1))},
+                            PROFILES + ("size", "--model", "kimi-linear", "--stack", "vllm")),
+    "layout-rtt-with-unit": ({"lay.yaml": _yaml(_mutate(LAYOUT, "sites.0.link.rtt", "20ms"))},
+                             ("size", "--model", "kimi-linear", "--layout", "lay.yaml")),
+    "stack-user": ({"profiles/mystack.yaml": _yaml(STACK)},
+                   PROFILES + ("size", "--model", "kimi-linear", "--stack", "mystack")),
+    "spec": ({"spec.yaml": SPEC}, ("sweep", "spec.yaml", "--output", "r.csv", "--no-progress")),
 }
 
 
@@ -464,6 +535,33 @@ def test_a_broken_profile_warns_once_naming_it(tmp_path, monkeypatch, capsys):
     assert run(list(PROFILES + ("kv", "--model", "broken", "--len", "1k"))) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "broken.yaml: not a text file" in err[0]
+
+
+def test_a_broken_stack_file_warns_once_and_breaks_only_its_users(tmp_path, monkeypatch, capsys):
+    _write(tmp_path, {"profiles/mystack.yaml": _yaml(_mutate(STACK, "prefill_token_budget", 1.5))})
+    monkeypatch.chdir(tmp_path)
+    assert run(list(PROFILES + ("size", "--model", "kimi-linear", "--stack", "vllm"))) == 0
+    err = capsys.readouterr().err
+    assert err.count("mystack.yaml") == 1 and "warning: skipped profile" in err and "prefill_token_budget" in err
+    assert run(list(PROFILES + ("size", "--model", "kimi-linear", "--stack", "mystack"))) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mystack.yaml: prefill_token_budget must be a whole number" in err[0]
+
+
+@pytest.mark.parametrize("kind, name, body, argv", [
+    ("stack", "vllm", _yaml(_mutate(STACK, "name", "vllm")), ("size", "--model", "kimi-linear", "--stack", "vllm")),
+    ("chip", "h200", _yaml(_mutate(CHIP, "name", "h200")), ("size", "--model", "kimi-linear")),
+    ("model", "kimi-linear", _yaml(_mutate(_mutate(MODEL, "name", "kimi-linear"), "aliases", [])),
+     ("kv", "--model", "kimi-linear", "--len", "1k")),
+])
+def test_a_user_file_shadowing_a_bundled_name_is_noted(kind, name, body, argv, tmp_path, monkeypatch, capsys):
+    _write(tmp_path, {f"profiles/{name}.yaml": body})
+    monkeypatch.chdir(tmp_path)
+    assert run(list(PROFILES + argv)) == 0
+    err = capsys.readouterr().err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1, err
+    assert f"{kind} {name!r} from " in notes[0] and f"profiles/{name}.yaml is used instead of the bundled" in notes[0]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -284,3 +284,32 @@ def test_serving_at_concurrency_one_is_the_unloaded_latency():
     assert s.tpot_s == pytest.approx(s.step_s)
     loaded = serving_at_concurrency(m, inst, 8192, 1024, 64)
     assert loaded.ttft_s > s.ttft_s and loaded.tpot_s > loaded.step_s > s.step_s
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(model=st.sampled_from(MODELS), chip=st.sampled_from(CHIPS), stack=st.sampled_from(STACKS),
+       isl=st.integers(64, 65_536), more=st.integers(1, 65_536), concurrency=st.integers(2, 256))
+def test_closed_loop_ttft_monotone_in_length_and_never_below_concurrency_one(model, chip, stack, isl, more,
+                                                                             concurrency):
+    # issue 20 item 6: a lone request's TTFT grows with its length (kernel-shape curves included), and company
+    # can only delay a request (TTFT at concurrency C >= at concurrency 1)
+    one = serving_at_concurrency(model, f"8x{chip}", isl, 256, 1, stack=stack)
+    longer = serving_at_concurrency(model, f"8x{chip}", isl + more, 256, 1, stack=stack)
+    loaded = serving_at_concurrency(model, f"8x{chip}", isl, 256, concurrency, stack=stack)
+    assert longer.ttft_s > one.ttft_s
+    assert loaded.ttft_s >= one.ttft_s * (1 - 1e-12)
+
+
+def test_kernel_curves_cover_benchmarked_chips_and_only_those():
+    from prfaas_plan.performance.kernel_curves import curve_chips, curve_note, relative_efficiency
+
+    assert curve_chips() == {"h100", "h200", "b200"}
+    assert "no kernel micro-benchmarks" in curve_note("h20")
+    x = np.array([16.0, 256.0, 4096.0, 65_536.0])
+    for chip in sorted(curve_chips()):
+        r = relative_efficiency(chip, "attn_full", "attention", x)
+        assert np.all(np.diff(r) >= 0) and np.all((r > 0) & (r <= 1))   # long sequences reach the plateau
+        gemm = relative_efficiency(chip, "dense_ffn", "bf16", x)
+        assert np.all((gemm > 0) & (gemm <= 1)) and gemm[-1] >= 0.95
+    assert relative_efficiency("h20", "dense_ffn", "bf16", x) == 1.0
+    assert relative_efficiency("h200", "elementwise", "bf16", x) == 1.0

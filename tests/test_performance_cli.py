@@ -152,15 +152,15 @@ def test_calibrate_output_that_cannot_be_written_is_one_line(cli, tmp_path, monk
     args = ("calibrate", "--measurements", MOONCAKE, "--no-loo", "--output")
     (tmp_path / "file").write_text("x")
     code, out, err = cli(*args, str(tmp_path / "file"))
-    assert code == 2 and "is not a folder" in err and err.count("\n") == 1 and out == ""
+    assert code == 1 and "is not a folder" in err and err.count("\n") == 1 and out == ""
 
     def refuse(*a, **k):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("tempfile.mkstemp", refuse)
     code, out, err = cli(*args, str(tmp_path / "cal"))
-    assert code == 2 and "cannot write (Permission denied)" in err and err.count("\n") == 1 and out == ""
-    assert list((tmp_path / "cal").iterdir()) == []
+    assert code == 1 and "cannot write (Permission denied)" in err and err.count("\n") == 1 and out == ""
+    assert not (tmp_path / "cal").exists()   # no empty folder left behind (issue 23)
 
 
 def test_calibrate_corrupt_measurements(cli, tmp_path):

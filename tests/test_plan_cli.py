@@ -268,10 +268,10 @@ def test_write_atomic_failure_is_a_plan_error_naming_the_path(tmp_path):
     assert list(folder.iterdir()) == []                   # the temporary sibling was removed
 
 
-def test_unwritable_plot_is_one_line_exit_2(cli, tmp_path):
+def test_unwritable_plot_is_one_line_exit_1(cli, tmp_path):
     (tmp_path / "a-file").write_text("x")
     code, out, err = cli("size", *PAPER, "--plot", str(tmp_path / "a-file" / "sweep.png"))
-    assert code == 2 and "sweep.png" in err and len(err.strip().splitlines()) == 1 and out == ""
+    assert code == 1 and "sweep.png" in err and len(err.strip().splitlines()) == 1 and out == ""
 
 
 def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):

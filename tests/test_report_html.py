@@ -101,8 +101,8 @@ def test_compare_and_reproduce_reports(cli, tmp_path):
     _self_contained(page)
     assert all(h in page.h2 for h in COMMON + ["Layouts"])
     layouts = next(t for t in page.tables if t[0][0] == "layout")
-    assert [r[0] for r in layouts[1:]] == ["prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex",
-                                           "naive-heterogeneous"]
+    assert layouts[0][1:] == ["prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex",
+                              "naive-heterogeneous"]  # one column per layout
     page = _report(cli, tmp_path, _json(cli, tmp_path, "reproduce"))
     assert all(h in page.h2 for h in COMMON + ["Published vs ours"])
     figures = next(t for t in page.tables if t[0][0] == "figure")
@@ -189,3 +189,18 @@ def test_load_result_reads_csv_sweeps(cli, tmp_path):
 
     res = load_result(str(rows), SCHEMA)
     assert res.kind == "sweep" and len(res.sections["points"]) == 6
+
+
+def test_any_predicted_vs_measured_section_gets_the_fit_page():
+    """``check`` (being written) reports per-point predicted and measured columns like calibrate's: the
+    page recognizes them without knowing the command, plots them and gives the median |error| of the rows."""
+    rows = [{"model": "m", "instance": "8xH20", "len_tokens": n, "ttft_measured_s": 1.0 * n,
+             "ttft_predicted_s": 1.0 * n * (1 + err), "ttft_error": err}
+            for n, err in ((1, 0.1), (2, -0.3), (4, 0.2))]
+    page = Page(build_html(result_from_json({"sections": {"points": rows}, "notes": []}, "check.json")))
+    _self_contained(page)
+    assert "Predicted vs measured" in page.h2 and page.tags.count("svg") == 1
+    text = "".join(c for t in page.tables for r in t for c in r)
+    assert "ttft measured (s)" in text
+    html = build_html(result_from_json({"meta": {"command": "check"}, "sections": {"points": rows}}, "c.json"))
+    assert "TTFT median |error| 20% in-sample (3 points)" in html

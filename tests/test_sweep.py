@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from prfaas_plan.errors import PlanError
 from prfaas_plan.output.rowfile import Journal, read_table
 from prfaas_plan.planning import sweep as S
+from prfaas_plan.planning import sweep_run
 from prfaas_plan.planning.sweep_run import journal_path, run_sweep
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "sweep-links.yaml"
@@ -120,7 +121,10 @@ def test_rerun_skips_points_already_done_and_resumes_from_the_journal(tmp_path):
     assert (again.evaluated, again.reused) == (0, 2) and again.rows == first.rows
     bigger = S.parse_spec({"base": {"remote": "16xH200"}, "grid": {"link": ["10G", "25G", "40G"]}})
     # an interrupted run left one finished row in the journal, and half a line after it
-    done = S.evaluate(S.points(bigger)[1])
+    point = S.points(bigger)[1]
+    done = S.evaluate(point)
+    done["fingerprint"] = sweep_run.fingerprints([point])[point.key]
+    done["row_check"] = sweep_run._row_check(done)
     Journal(journal_path(out)).append([done])
     with open(journal_path(out), "a") as fh:
         fh.write('{"point_key": "tor')
@@ -147,7 +151,7 @@ def test_csv_and_parquet_hold_the_same_typed_rows(tmp_path):
 
 def test_output_problems_are_one_line(cli, tmp_path):
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "no" / "r.parquet"), "--no-progress")
-    assert code == 2 and "does not exist" in err
+    assert code == 1 and "does not exist" in err
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.xlsx"))
     assert code == 2 and ".parquet or .csv" in err
     code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--pareto", "ttft_p90_s,capex_usd")
@@ -225,3 +229,114 @@ def test_the_docs_list_every_input_column_and_direction():
     text = (Path(__file__).parent.parent / "docs" / "sweep.md").read_text()
     for name in list(S.INPUTS) + [c for c, _, _ in S.OUTPUT_COLUMNS] + list(S.DIRECTIONS):
         assert f"`{name}`" in text, name
+
+
+# ----------------------------------------------------------------------------------------------------
+# Results that cannot lie (issue 23): fingerprints, damaged files, one writer, caps, orphans
+
+SMALL = {"base": {"remote": "16xH200"}, "grid": {"link": ["10G", "40G"]}}
+
+
+def test_an_edited_chip_profile_recomputes_the_rows_it_feeds(tmp_path, monkeypatch):
+    from prfaas_plan import profiles
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    chip = (Path(__file__).parent.parent / "hardware_profiles" / "h200.yaml").read_text()
+    (folder / "h200.yaml").write_text(chip)
+    profiles.add_profile_dir(folder)
+    out = tmp_path / "r.csv"
+    first = run_sweep(S.parse_spec(SMALL), out)
+    assert (first.evaluated, first.reused) == (2, 0)
+    (folder / "h200.yaml").write_text(chip.replace("hbm_tb_s: 4.8", "hbm_tb_s: 2.4"))
+    profiles.reset_profile_dirs()
+    profiles.add_profile_dir(folder)
+    again = run_sweep(S.parse_spec(SMALL), out)
+    assert (again.evaluated, again.reused, again.recomputed) == (2, 0, 2)
+    assert [r["fingerprint"] for r in again.rows] != [r["fingerprint"] for r in first.rows]
+
+
+def test_a_cut_short_or_edited_output_is_refused(tmp_path):
+    out = tmp_path / "r.csv"
+    run_sweep(S.parse_spec(SMALL), out)
+    text = out.read_text()
+    out.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])   # the last row cut in half
+    with pytest.raises(PlanError, match=r"r.csv:3: .* cells where the header has"):
+        run_sweep(S.parse_spec(SMALL), out)
+    out.write_text(text.replace(",10G,", ",10G,", 1).replace("\n", "\n", 1))
+    lines = text.splitlines()
+    cells = lines[1].split(",")
+    i = lines[0].split(",").index("throughput_rps")
+    cells[i] = str(float(cells[i]) * 2)
+    out.write_text("\n".join([lines[0], ",".join(cells)] + lines[2:]) + "\n")
+    with pytest.raises(PlanError, match="row 2: does not match its row_check"):
+        run_sweep(S.parse_spec(SMALL), out)
+
+
+def test_a_forged_journal_row_is_refused(tmp_path):
+    out = tmp_path / "r.csv"
+    spec = S.parse_spec(SMALL)
+    point = S.points(spec)[0]
+    forged = S.evaluate(point)
+    forged["fingerprint"] = sweep_run.fingerprints([point])[point.key]
+    forged["throughput_rps"] = 99.0          # a made-up figure, without a matching row_check
+    Journal(journal_path(out)).append([forged])
+    with pytest.raises(PlanError, match="journal row 1: does not match its row_check"):
+        run_sweep(spec, out)
+
+
+def test_a_second_writer_refuses_with_one_line(tmp_path):
+    out = tmp_path / "r.csv"
+    with sweep_run.output_lock(out):
+        with pytest.raises(PlanError, match="another sweep .* is writing this file"):
+            run_sweep(S.parse_spec(SMALL), out)
+    assert not sweep_run.lock_path(out).exists() and not out.exists()
+    run_sweep(S.parse_spec(SMALL), out)                    # the lock is released on exit
+    assert not sweep_run.lock_path(out).exists()
+
+
+def test_caps_refuse_with_the_estimate(tmp_path, cli):
+    big = _spec(tmp_path, "grid: {link: [" + ",".join(f"{i}G" for i in range(1, 401)) + "], rtt: ["
+                + ",".join(f"{i}ms" for i in range(1, 401)) + "]}")
+    code, out, err = cli("sweep", big, "--output", str(tmp_path / "r.csv"), "--no-progress")
+    assert code == 2 and "160,000 points (about" in err and "GiB of rows" in err and len(err.splitlines()) == 1
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--workers", str(10**20))
+    assert code == 2 and "more than 4 per core" in err and not (tmp_path / "r.csv").exists()
+    code, out, err = cli("sweep", str(EXAMPLE), "--output", str(tmp_path / "r.csv"), "--no-progress", "--max-points", "3")
+    assert code == 2 and "6 points" in err
+
+
+def test_kill_9_of_the_parent_takes_its_workers_with_it(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec = _spec(tmp_path, "grid: {link: [" + ",".join(f"{i}G" for i in range(1, 201)) + "]}")
+    proc = subprocess.Popen([sys.executable, "-m", "prfaas_plan", "sweep", spec, "--output", str(tmp_path / "r.csv"),
+                             "--workers", "2", "--chunk-size", "1", "--no-progress"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=tmp_path)
+    children: list[int] = []
+    deadline = time.time() + 60
+    while time.time() < deadline and len(children) < 2:
+        time.sleep(0.2)
+        try:
+            children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        except OSError:
+            break
+    assert len(children) >= 2, "the workers did not start"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    deadline = time.time() + 10
+    while time.time() < deadline and any(alive(c) for c in children):
+        time.sleep(0.1)
+    assert not any(alive(c) for c in children)

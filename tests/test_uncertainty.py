@@ -36,13 +36,13 @@ TS = threshold_candidates(GRID)
 def test_error_bar_sources():
     m = get_model("qwen3-235b")
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    loo = get_hardware("h20").calibration.loo_error["busy"]
-    assert h20.sigma == pytest.approx(np.log1p(loo) / 0.6745, rel=1e-3)  # the LOO median h20.yaml records
-    assert "leave-one-out" in h20.source
+    lomo = get_hardware("h20").calibration.lomo_error["busy"]
+    assert h20.sigma == pytest.approx(np.log1p(lomo) / 0.6745, rel=1e-3)  # the LOMO median h20.yaml records
+    assert "leave-one-model-out" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
     assert decode_error_bar(PAPER.sites["local"].decode, "h20").sigma == 0            # back-solved: given
     table = prefill_error_bar(PAPER.remote_prefill, "h200")                            # measured table
-    assert 0 < table.sigma < h20.sigma and "measured table" in table.source
+    assert table.sigma == pytest.approx(0.05) and "measured table" in table.source
     assert decode_error_bar(decode_capacity(m, "8xH20", 0.025, 4096), "h20").sigma > 0
 
 
@@ -172,10 +172,13 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
 
     pm = prefill_model(get_model("qwen3-235b"), "8xH20")
     calibrated = prefill_error_bar(pm, "h20")
-    assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-out" in calibrated.source
+    assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-model-out" in calibrated.source
+    loo_only = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, lomo_error={}), "calibrated"))
+    assert "calibration leave-one-out" in prefill_error_bar(loo_only, "h20").source   # the fallback
     default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
     assert prefill_error_bar(default, "h20").sigma == GEMM_PRIOR_SIGMA
-    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={}),
+    unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={},
+                                                                   lomo_error={}),
                                                      "calibrated"))
     bar = prefill_error_bar(unrecorded, "h20")
     assert bar.sigma == GEMM_PRIOR_SIGMA and "records no leave-one-out" in bar.source

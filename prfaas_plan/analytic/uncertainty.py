@@ -9,7 +9,7 @@ Method (``docs/methods.md``, "Error bars"):
 - Where ``sigma`` comes from (`prefill_error_bar`, `decode_error_bar`): a performance source may state
   its own -- an ``error_bar`` attribute holding an `ErrorBar`, the interface the performance layer fills
   from its calibration (key ``prefill:<chip>`` / ``decode:<chip>`` to share draws as below); otherwise a roofline
-  prefill takes its chip calibration's leave-one-out error (median absolute relative error ``m`` of the
+  prefill takes its chip calibration's leave-one-model-out error where its calibration records one (else leave-one-out) (median absolute relative error ``m`` of the
   leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
   deviation) on TTFT (or saturated prefill busy time); a roofline decode capacity the chip's TPOT
   leave-one-out error; an uncalibrated chip the width of the calibration prior (`performance/calibrate.py`); a measured
@@ -65,22 +65,29 @@ def _given(key: str) -> ErrorBar:
     return ErrorBar(0.0, key, "given, no error bar")
 
 
-def _loo_of(calibration, quantities: tuple[str, ...]) -> float | None:
-    """The leave-one-out median |error| (a fraction) a chip's calibration records for the first of
-    ``quantities`` (``ttft``, ``busy``, ``tpot``) it has, or None."""
-    return next((calibration.loo_error[q] for q in quantities if q in calibration.loo_error), None)
+def _loo_of(calibration, quantities: tuple[str, ...]) -> tuple[float, str] | None:
+    """The honest median |error| (a fraction) a chip's calibration records for the first of ``quantities``
+    (``ttft``, ``busy``, ``tpot``) it has, and its kind: leave-one-model-out where recorded (what a model the
+    fit has not seen should expect), else leave-one-out; None when it records neither."""
+    for errors, kind in ((getattr(calibration, "lomo_error", {}), "leave-one-model-out"),
+                         (calibration.loo_error, "leave-one-out")):
+        m = next((errors[q] for q in quantities if q in errors), None)
+        if m is not None:
+            return m, kind
+    return None
 
 
 def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str) -> tuple[float, str]:
     """Log-width from a chip's calibration: its leave-one-out median error on ``quantities``, or the
     calibration prior's width (``prior``) when the chip is uncalibrated or its source records none."""
-    m = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
-    if m is None:
+    found = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
+    if found is None:
         why = ("no calibration on serving data" if constants.origin != "calibrated"
                else "its calibration records no leave-one-out error")
         return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})"
+    m, kind = found
     sigma = math.log1p(m) / _MAD_TO_SIGMA
-    return sigma, f"calibration leave-one-out median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}"
+    return sigma, f"calibration {kind} median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}"
 
 
 def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:

@@ -6,18 +6,24 @@ failed internal check (`InternalError`) into one line and exit code 3.
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 
 from ..errors import InternalError, PlanError
 
 # Each module registers its commands on `app` when imported.
 from . import (
+    check_cmds,  # noqa: E402,F401
+    export_cmds,  # noqa: E402,F401
     import_cmds,  # noqa: E402,F401
     kv_cmds,  # noqa: E402,F401
     perf_cmds,  # noqa: E402,F401
     plan_cmds,  # noqa: E402,F401
     profile_cmds,  # noqa: E402,F401
     report_cmds,  # noqa: E402,F401
+    schema_cmds,  # noqa: E402,F401
     sim_cmds,  # noqa: E402,F401
     sweep_cmds,  # noqa: E402,F401
     validate_cmds,  # noqa: E402,F401
@@ -25,6 +31,26 @@ from . import (
 )
 from ._coerce import install as install_direct_coercion
 from .app import app
+
+
+# errno values that mean the output could not be written, not that an input could not be read
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EPIPE, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit has nowhere to fail a second time."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def _stdout_failed(why: str) -> int:
+    _discard_stdout()
+    print(f"error: cannot write the output to stdout ({why}); nothing was written elsewhere", file=sys.stderr)
+    return 1
 
 
 def main() -> None:
@@ -45,6 +71,19 @@ def run(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
+        sys.stdout.flush()   # a full device or closed pipe shows here, while the error can still be said
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:   # an output name (inputs are opened under their own checks)
+            print(f"error: {exc.filename}: cannot write ({exc.strerror})", file=sys.stderr)
+            return 1
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        return _stdout_failed(exc.strerror or str(exc))
+    except SystemExit as exc:
+        # click answers a closed pipe on stdout with sys.exit(1) after wrapping the streams; say it in one line
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return _stdout_failed(os.strerror(errno.EPIPE))
+        raise
     except PlanError as exc:
         from .flags import as_flags
 
@@ -66,16 +105,16 @@ def run(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *abort_types):
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     if result == 130:  # click returns typer's Exit(130) for a Ctrl-C inside a command
         print("error: interrupted", file=sys.stderr)
         return 130
-    from ..profiles.store import broken_profiles
+    from ..profiles.notes import shadowing_files, skipped_files
 
-    for line in broken_profiles():  # user profiles this command did not need: say once they were skipped
-        from .flags import as_flags
+    from .flags import as_flags
 
+    for line in skipped_files():  # user profiles this command did not need: say once they were skipped
         print(f"warning: skipped profile {as_flags(line)}", file=sys.stderr)
+    for line in shadowing_files():  # a user file that replaces a bundled profile of its name
+        print(f"note: {line}", file=sys.stderr)
     return result if isinstance(result, int) else 0
 

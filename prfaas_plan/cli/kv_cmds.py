@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from ..units import MAX_CHIPS, parse_lengths
+from ..units import parse_lengths
 from .app import app
 from .envelope import emit
-from .options import FormatOpt, Lengths, Models
+from .options import FormatOpt, Lengths, Models, Tp
 
 
 @app.command("kv")
 def kv_cmd(
     model: Models,
     length: Lengths = ["1k", "8k", "32k", "128k"],
-    tp: int = typer.Option(1, "--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks: >1 gives the bytes a "
-                           "TP transfer moves when KV heads are replicated across ranks."),
+    tp: Tp = 1,
     fmt: FormatOpt = "table",
 ) -> None:
     """S_kv(l) and its parts per length, against a dense model of the same depth."""

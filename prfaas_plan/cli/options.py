@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..planning.scenario import DEFAULTS
+from ..units import MAX_CHIPS
 from ..vocabulary import Baseline, Format, InputLevel, Mode, MoeSplit, PrefillSource, TransferPolicy
 from ..vocabulary import BasisWord as Basis
 
@@ -39,6 +40,11 @@ Output = Annotated[str, _OUTPUT]
 OptOutput = Annotated[Optional[str], _OUTPUT]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="No progress bar (it goes to stderr when that "
                                                                 "is a terminal).")]
+MaxPoints = Annotated[Optional[int], typer.Option(
+    "--max-points", help="Refuse a spec of more points than this (default 100,000; the refusal gives the size "
+                         "estimate).")]
+AllowOversubscribe = Annotated[bool, typer.Option(
+    "--allow-oversubscribe", help="Allow more than 4 local workers per core.")]
 
 # --- what is planned
 _MODEL = typer.Option("--model", "-m", help="Model profile name or alias (repeatable where a command takes "
@@ -150,6 +156,33 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of the random draws (err
 RowStack = Annotated[Optional[str], typer.Option("--row-stack", help="Stack of user rows without a 'stack' column.")]
 RowWeightDtype = Annotated[Optional[str], typer.Option(
     "--row-weight-dtype", help="Weight dtype of user rows without a 'weight_dtype' column.")]
+# benchmark files (check, calibrate --measurements): what a file does not record about its runs
+Chip = Annotated[Optional[str], typer.Option("--chip", help="Instance the benchmark runs measured, COUNTxCHIP "
+                                             "(e.g. 8xH20), for files that do not record it.")]
+_TP = typer.Option("--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks. kv: >1 gives the bytes a TP transfer "
+                   "moves when KV heads are replicated across ranks; check/calibrate: the runs' TP (must equal "
+                   "the instance's chips).")
+Tp = Annotated[int, _TP]
+OptTp = Annotated[Optional[int], _TP]
+OptModel = Annotated[Optional[str], _MODEL]
+Concurrency = Annotated[Optional[int], typer.Option(
+    "--concurrency", min=1, help="Closed-loop benchmark concurrency. rates: also predict mean TTFT and TPOT at it "
+                                 "(input --len, output --output-len); check/calibrate: of benchmark files that do "
+                                 "not record it.")]
+Measurements = Annotated[Optional[list[str]], typer.Option(
+    "--measurements", help="Measurement CSV(s) (tagged model,instance,stack,len_tokens,ttft_s/tpot_s/busy_s...), "
+                           "benchmark outputs (vLLM bench serve JSON, SGLang bench_serving JSONL, aiperf/genai-perf "
+                           "exports, NVIDIA silicon-sample CSV) or bundled reference file names; default: every "
+                           "bundled set.")]
+# export
+ExportTarget = Annotated[str, typer.Option("--to", help="What to write: sglang, vllm, dynamo, llm-d or k8s.")]
+ExportEngine = Annotated[Optional[str], typer.Option(
+    "--engine", help="Engine the Kubernetes Deployments run: sglang (default) or vllm (export --to k8s only).")]
+KvBackend = Annotated[Optional[str], typer.Option(
+    "--kv-backend", help="KV transfer backend: mooncake or nixl (default: mooncake for sglang and k8s, nixl for "
+                         "vllm, llm-d and dynamo).")]
+ModelPath = Annotated[Optional[str], typer.Option(
+    "--model-path", help="Checkpoint to serve (default: the Hugging Face repository the model profile names).")]
 PrefillInstances = Annotated[Optional[int], typer.Option(
     "--prefill-instances", help="Local instances that prefill; the rest decode (default: grid search).")]
 

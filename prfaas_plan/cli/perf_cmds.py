@@ -12,12 +12,17 @@ from ..units import parse_length, parse_lengths, parse_tpot_s
 from .app import app
 from .envelope import emit
 from .options import (
+    Chip,
+    Concurrency,
     FormatOpt,
     Instance,
     Lengths,
     Model,
     Moe,
+    Measurements,
+    OptModel,
     OptModels,
+    OptTp,
     OptOutput,
     OptTpot,
     RowStack,
@@ -52,9 +57,7 @@ def rates_cmd(
                                         "capacity batch at the SLO)."),
     context: Optional[str] = typer.Option(None, "--context", help="Decode step: context tokens per request "
                                           "(default input + output / 2)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Also predict mean TTFT and "
-                                              "TPOT of a closed-loop benchmark at this concurrency (input "
-                                              "--len, output --output-len)."),
+    concurrency: Concurrency = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Prefill latency and busy time per length, the bound of each operator class, a decode step, and
@@ -94,13 +97,16 @@ def kv_throughput_cmd(
 
 @app.command("calibrate")
 def calibrate_cmd(
-    measurements: Optional[list[str]] = typer.Option(None, "--measurements", help="Measurement CSV(s) (tagged "
-                                                     "model,instance,stack,len_tokens,ttft_s/tpot_s/busy_s...) or "
-                                                     "bundled reference file names; default: every bundled set."),
+    measurements: Measurements = None,
     output: OptOutput = None,
     stack: RowStack = None,
     moe: Moe = "tp",
     weight_dtype: RowWeightDtype = None,
+    chip: Chip = None,
+    bench_stack: Stack = None,
+    tp: OptTp = None,
+    model: OptModel = None,
+    concurrency: Concurrency = None,
     loo: bool = typer.Option(True, "--loo/--no-loo", help="Leave-one-out refits (one per row; slow on big sets)."),
     fmt: FormatOpt = "table",
 ) -> None:
@@ -109,4 +115,7 @@ def calibrate_cmd(
     from ..output.perf_report import calibrate_report
     from ..planning.rates import answer_calibrate
 
-    emit(calibrate_report(answer_calibrate(measurements, output, stack, moe, weight_dtype, loo)), fmt)
+    from ..planning.check import bench_tags
+
+    tags = bench_tags(chip, bench_stack, tp, model, concurrency, moe if moe != "tp" else None, weight_dtype)
+    emit(calibrate_report(answer_calibrate(measurements, output, stack, moe, weight_dtype, loo, tags)), fmt)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import NoProgress, Output, Plot, Stack
+from .options import AllowOversubscribe, MaxPoints, NoProgress, Output, Plot, Stack
 
 
 @contextmanager
@@ -58,6 +58,8 @@ def sweep_cmd(
                                          "e.g. cost_per_mtok_usd,ttft_unloaded_p90_s (directions: docs/sweep.md)."),
     plot: Plot = None,
     no_progress: NoProgress = False,
+    max_points: MaxPoints = None,
+    allow_oversubscribe: AllowOversubscribe = False,
     stack: Stack = None,
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
@@ -75,7 +77,8 @@ def sweep_cmd(
     try:
         with _progress(no_progress) as (on_start, on_rows):
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,
-                            on_start=on_start, on_rows=on_rows)
+                            on_start=on_start, on_rows=on_rows, max_points=max_points,
+                            allow_oversubscribe=allow_oversubscribe)
     except KeyboardInterrupt:
         print(f"interrupted: the finished points are kept; run the same command again to resume into {output}",
               file=sys.stderr)
@@ -83,6 +86,9 @@ def sweep_cmd(
     errors = sum(1 for r in res.rows if r["error"])
     line = (f"wrote {len(res.rows)} rows to {output}: {res.evaluated} evaluated, {res.reused} reused from an "
             f"earlier run, {errors} could not be planned (see the error column)")
+    if res.recomputed:
+        line += (f"; {res.recomputed} earlier rows were recomputed because their fingerprint changed (a profile "
+                 "file or the tool version)")
     if res.dropped:
         line += f"; {res.dropped} earlier rows not in this spec were dropped"
     if metrics:

@@ -39,9 +39,11 @@ h3 { font-size: 1.0em; margin: 1.2em 0 0.4em; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 6px 0 12px; }
 th, td { border: 1px solid #dde1e7; padding: 3px 7px; text-align: right; white-space: nowrap; }
-th { background: #f0f2f5; text-align: center; }
-td.t { text-align: left; }
-tr.hl td { background: #fdecec; font-weight: 600; }
+th { background: #f0f2f5; text-align: center; white-space: normal; min-width: 3.5em; max-width: 9em; }
+th.row { text-align: left; max-width: 16em; }
+td.t { text-align: left; white-space: normal; min-width: 5em; }
+table.kv td { white-space: normal; overflow-wrap: anywhere; max-width: 60em; }
+tr.hl td, td.hl, th.hl { background: #fdecec; font-weight: 600; }
 ul.notes li { margin: 3px 0; }
 figure { margin: 12px 0; }
 figure svg { max-width: 100%; height: auto; }
@@ -61,7 +63,7 @@ def _is_fraction(key: str) -> bool:
 class Result:
     """What a page shows, whatever the result's shape."""
 
-    kind: str                              # size | compare | reproduce | sweep | result
+    kind: str                              # size | layout | compare | reproduce | simulate | fit | sweep | result
     sections: dict[str, list[dict]]
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -69,10 +71,22 @@ class Result:
     source: str = ""
 
 
+FIT_COMMANDS = ("calibrate", "check")  # predicted vs measured per point
+
+
 def _kind(sections: dict, meta: dict) -> str:
+    """The page to build: from ``meta.command`` when present, else from the sections' names."""
     command = meta.get("command") if isinstance(meta, dict) else None
-    if command in ("size", "compare", "reproduce", "sweep"):
+    if "sites" in sections and "plan" not in sections:  # size (or compare, simulate) --layout FILE
+        return "layout"
+    if command in ("size", "compare", "reproduce", "sweep", "simulate"):
         return command
+    if command in FIT_COMMANDS:
+        return "fit"
+    if "summary" in sections and "timeline" in sections:
+        return "simulate"
+    if any(measured_pairs(rows) for rows in sections.values()):
+        return "fit"
     if "figures" in sections:
         return "reproduce"
     if "compare" in sections:
@@ -80,6 +94,23 @@ def _kind(sections: dict, meta: dict) -> str:
     if "plan" in sections:
         return "size"
     return "result"
+
+
+MEASURED, PREDICTED = "_measured", "_predicted"
+
+
+def measured_pairs(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """``(quantity, measured key, predicted key)`` for every ``<q>_measured<unit>`` column with a
+    ``<q>_predicted<unit>`` beside it (``ttft_measured_s``/``ttft_predicted_s``: calibrate's, check's)."""
+    keys = list(dict.fromkeys(k for r in rows[:50] for k in r))
+    out = []
+    for k in keys:
+        if MEASURED in k:
+            q, unit = k.split(MEASURED, 1)
+            other = f"{q}{PREDICTED}{unit}"
+            if other in keys:
+                out.append((q, k, other))
+    return out
 
 
 def _as_sections(body) -> dict[str, list[dict]]:
@@ -145,17 +176,27 @@ def load_result(path: str, sweep_schema=None) -> Result:
     from .rowfile import read_metadata, read_table
 
     p = Path(path)
+    from .result_checks import check_json, check_sweep_rows
+
     if p.suffix.lower() in (".parquet", ".csv"):
-        rows = read_table(p, sweep_schema.typed if sweep_schema else None)
-        return result_from_rows(rows, p.name, read_metadata(p) if rows else None)
+        rows = read_table(p, sweep_schema.typed if sweep_schema else None, strict=True)
+        res = result_from_rows(rows, p.name, read_metadata(p) if rows else None)
+        checked = [n for n, _ in (sweep_schema.typed if sweep_schema else [])
+                   if n not in ("point_index", "row_check", "pareto", "pareto_metrics")]
+        res.warnings += check_sweep_rows(rows, res.meta, p.name, checked)
+        return res
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise PlanError(f"{path}: nested too deeply; not the output of a prfaas-plan command") from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanError(f"{path}: not JSON ({exc}); give the `format` json output of size, compare or "
                         "reproduce, or a sweep's .parquet/.csv") from None
-    return result_from_json(doc, p.name)
+    res = result_from_json(doc, p.name)
+    check_json(doc, res.sections, res.meta, p.name)
+    return res
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -225,24 +266,38 @@ def cell_value(row: dict, key: str):
     return v
 
 
-def table(rows: list[dict], columns: list[str] | None = None, highlight=None) -> str:
-    """Rows as an HTML table (every key when ``columns`` is None); ``highlight(row)`` marks rows."""
+def _cell_html(r: dict, c: str, extra: str = "") -> str:
+    v = cell_value(r, c)
+    cls = " ".join(x for x in ("t" if isinstance(v, str) else "", extra) if x)
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{e(fmt(v, c))}</td>"
+
+
+def table(rows: list[dict], columns: list[str] | None = None, highlight=None, transpose: bool = False) -> str:
+    """Rows as an HTML table (every key when ``columns`` is None); ``highlight(row)`` marks rows.
+    ``transpose`` shows one column per row (the first column's values as headers), for a few records
+    with many fields, such as layouts side by side."""
     if not rows:
         return "<p>(no rows)</p>"
     cols = columns or [k for k in dict.fromkeys(k for r in rows for k in r) if not k.endswith(NONFINITE)]
-    head = "".join(f"<th>{e(header(c))}</th>" for c in cols)
-    body = []
-    for r in rows:
-        cls = ' class="hl"' if highlight and highlight(r) else ""
-        cells = "".join(f'<td{" class=t" if isinstance(r.get(c), str) else ""}>{e(fmt(cell_value(r, c), c))}</td>'
-                        for c in cols)
-        body.append(f"<tr{cls}>{cells}</tr>")
+    marked = [bool(highlight and highlight(r)) for r in rows]
+    if transpose:
+        head = f'<th class="row">{e(header(cols[0]))}</th>' + "".join(
+            f'<th{" class=hl" if m else ""}>{e(fmt(cell_value(r, cols[0]), cols[0]))}</th>'
+            for r, m in zip(rows, marked))
+        body = [f'<tr><th class="row">{e(header(c))}</th>'
+                + "".join(_cell_html(r, c, "hl" if m else "") for r, m in zip(rows, marked)) + "</tr>"
+                for c in cols[1:]]
+    else:
+        head = "".join(f"<th>{e(header(c))}</th>" for c in cols)
+        body = [f'<tr{" class=hl" if m else ""}>' + "".join(_cell_html(r, c) for c in cols) + "</tr>"
+                for r, m in zip(rows, marked)]
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def key_value_table(pairs) -> str:
     body = "".join(f'<tr><td class="t">{e(k)}</td><td class="t">{e(v)}</td></tr>' for k, v in pairs)
-    return f'<div class="scroll"><table><tbody>{body}</tbody></table></div>'
+    return f'<div class="scroll"><table class="kv"><tbody>{body}</tbody></table></div>'
 
 
 def card(label: str, value: str, bar=None) -> str:

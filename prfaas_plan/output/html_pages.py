@@ -9,94 +9,22 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .html import (
-    NONFINITE,
-    Result,
-    card,
-    card_for,
-    cell_value,
-    e,
-    figure,
-    fmt,
-    key_value_table,
-    notes_list,
-    page,
-    table,
+from .html import Result, card, card_for, e, figure, fmt, key_value_table, notes_list, page, table
+from .html_blocks import (
+    assumptions_block,
+    bars,
+    defaults_and_rest,
+    inputs_block,
+    mpl,
+    other_sections,
+    section_html,
+    warnings_block,
 )
 from .plots import figure_svg
 
-WIDE = 6  # a one-row section with more columns than this reads better as quantity | value
-
-
-def _mpl():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _section_html(name: str, rows: list[dict], highlight=None) -> str:
-    from .html import header
-
-    title = f"<h3>{e(name.replace('_', ' ').capitalize())}</h3>"
-    if len(rows) == 1 and len(rows[0]) > WIDE:
-        row = rows[0]
-        return title + key_value_table((header(k), fmt(cell_value(row, k), k))
-                                       for k in row if not k.endswith(NONFINITE))
-    return title + table(rows, highlight=highlight)
-
-
-def _defaults_and_rest(notes: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
-    defaults, rest = [], []
-    for n in notes:
-        m = re.match(r"default ([\w-]+): (.*)", n)
-        (defaults.append((m.group(1), m.group(2))) if m else rest.append(n))
-    return defaults, rest
-
-
-OUTPUT_OPTIONS = ("fmt", "format", "plot", "output", "quiet")  # how to print, not what was asked
-
-
-def _inputs_block(res: Result) -> str:
-    """The inputs in effect (the envelope's ``meta.inputs`` {name: {value, default}}, else the
-    ``default X: Y`` notes), then the result's other scalar facts."""
-    inputs = res.meta.get("inputs") if isinstance(res.meta.get("inputs"), dict) else {}  # today: the input level
-    pairs = [(k, fmt(v["value"], k) + (" (default)" if v.get("default") else ""))
-             for k, v in inputs.items() if isinstance(v, dict) and "value" in v and k not in OUTPUT_OPTIONS
-             and not (v["value"] in (None, False) and v.get("default"))]  # options not asked for
-    if not pairs:
-        pairs = [(k, f"{v} (default)") for k, v in _defaults_and_rest(res.notes)[0]]
-    facts = [(k + (" (profile)" if k == "model" else ""), fmt(v, k)) for k, v in res.meta.items()
-             if not isinstance(v, (dict, list)) and v is not None]
-    out = ("<h3>Inputs in effect</h3>" + key_value_table(pairs)) if pairs else ""
-    return out + (("<h3>About this result</h3>" + key_value_table(facts)) if facts else "")
-
-
-def _warnings_block(warnings: list[str]) -> str:
-    if not warnings:
-        return "<h2>Warnings</h2><p>None.</p>"
-    return f'<h2>Warnings ({len(warnings)})</h2><div class="warn">{notes_list(warnings, "w")}</div>'
-
-
-def _assumptions_block(res: Result) -> str:
-    """Every note, less the ``default X: Y`` ones when the inputs table already shows them."""
-    rest = list(res.notes) if isinstance(res.meta.get("inputs"), dict) else _defaults_and_rest(res.notes)[1]
-    sources = res.meta.get("data_sources") or {}
-    rest += [f"data source ({k}): {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sources.items()]
-    return "<h2>Assumptions and data sources</h2>" + (notes_list(rest) if rest else "<p>None recorded.</p>")
-
-
-def _other_sections(res: Result, shown: set[str]) -> list[str]:
-    return [_section_html(n, rows) for n, rows in res.sections.items() if n not in shown]
-
-
-# ---------------------------------------------------------------------------------------------------
-
 
 def _stage_plot(stages: list[dict]) -> str:
-    plt = _mpl()
+    plt = mpl()
     finite = [s for s in stages if s.get("bound_rps") is not None]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(finite)), dpi=100)
     names = [s["stage"].replace("_", " ") for s in finite]
@@ -113,70 +41,143 @@ def _stage_plot(stages: list[dict]) -> str:
                   "Stages without a bound (e.g. no remote site) are left out.")
 
 
+def model_name(res: Result) -> str:
+    """The model profile the result is for, from its meta or its ``default model`` note."""
+    return res.meta.get("model") or dict(defaults_and_rest(res.notes)[0]).get("model", "the model")
+
+
+def _hardware_phrase(plan: dict) -> str:
+    """``4 remote prefill instances of 8xH200 and 8 local PD instances of 8xH20`` from a plan row; only
+    what the row has (no remote site, no instance shape: left out)."""
+    r, p, d = (plan.get(k) for k in ("remote_prefill_instances", "local_prefill_instances", "local_decode_instances"))
+    local = f"{(p or 0) + (d or 0)} local PD instances" + (f" of {plan['local_instance']}"
+                                                           if plan.get("local_instance") else "")
+    if not r:
+        return local + " (no remote prefill site)"
+    return f"{r} remote prefill instances" + (f" of {plan['remote_instance']}" if plan.get("remote_instance")
+                                              else "") + " and " + local
+
+
 def _size_page(res: Result) -> list[str]:
     plan = res.sections.get("plan", [{}])[0]
-    model = res.meta.get("model") or dict(_defaults_and_rest(res.notes)[0]).get("model", "the model")
-    r, p, d = (plan.get(k) for k in ("remote_prefill_instances", "local_prefill_instances", "local_decode_instances"))
-    local_n = (p or 0) + (d or 0)
-    question = (f"How should {model} be served with {r} remote prefill instances of {plan.get('remote_instance')} "
-                f"and {local_n} local PD instances of {plan.get('local_instance')}: which routing threshold and "
-                "prefill/decode split, how many requests per second, at what link load, latency and cost?")
+    question = (f"How should {model_name(res)} be served with {_hardware_phrase(plan)}: which routing threshold "
+                "and prefill/decode split, how many requests per second, at what link load, latency and cost?")
     cards = [card_for(plan, k, label) for k, label in (
         ("throughput_rps", "requests/s (Lambda_max)"), ("output_tokens_per_s", "output tokens/s"),
         ("threshold_tokens", "threshold t (tokens)"), ("offloaded_share", "requests offloaded"),
         ("instances", "instances (R remote + P/D local)"), ("binding_stage", "binding stage"),
         ("egress_gbps", "link egress (Gbps)"), ("link_utilization", "link utilization (of line rate)"),
         ("ttft_unloaded_p90_s", "unloaded TTFT P90 (s)"), ("capex_usd", "capex (USD)"),
-        ("cloud_usd_per_hour", "cloud cost (USD/h)"))]
-    verdict = (f"PrfaaS-PD serves {fmt(plan.get('throughput_rps'))} requests/s with {plan.get('instances')}; "
-               f"prompts longer than {fmt(plan.get('threshold_tokens'))} uncached tokens are prefilled remotely; "
-               f"the {plan.get('binding_stage', '?').replace('_', ' ')} stage binds.")
+        ("cloud_usd_per_hour", "cloud cost (USD/h)")) if plan.get(k) is not None]
+    verdict = f"PrfaaS-PD serves {fmt(plan.get('throughput_rps'))} requests/s"
+    verdict += f" with {plan['instances']}" if plan.get("instances") else ""
+    if plan.get("threshold_tokens") is not None:
+        verdict += f"; prompts longer than {fmt(plan['threshold_tokens'])} uncached tokens are prefilled remotely"
+    if plan.get("binding_stage"):
+        verdict += f"; the {plan['binding_stage'].replace('_', ' ')} stage binds"
     stages = res.sections.get("stages", [])
-    body = [f'<h2>The question</h2><p class="question">{e(question)}</p>', _inputs_block(res),
-            f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
-            _warnings_block(res.warnings)]
+    body = [f'<h2>The question</h2><p class="question">{e(question)}</p>', inputs_block(res),
+            f'<h2>The answer</h2><p class="verdict">{e(verdict)}.</p><div class="cards">{"".join(cards)}</div>',
+            warnings_block(res.warnings)]
     if stages:
         body += ["<h2>Stage table</h2>", table(stages, highlight=lambda s: s.get("binding")), _stage_plot(stages)]
-    body += ["<h2>Details</h2>"] + [_section_html("plan", [plan])] + _other_sections(res, {"plan", "stages"})
+    body += ["<h2>Details</h2>"] + [section_html("plan", [plan])] + other_sections(res, {"plan", "stages"})
     return body
 
 
-def _bars(labels, values, xlabel: str, ref=None, caption: str = "") -> str:
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(labels)), dpi=100)
-    ax.barh(labels, values, color=["crimson" if i == 0 else "tab:blue" for i in range(len(labels))])
-    for i, v in enumerate(values):
-        ax.text(v, i, f" {v:.3g}", va="center", fontsize=8)
-    if ref is not None:
-        ax.axvline(ref, color="0.3", ls="--", lw=0.8)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.set_xlim(0, max(values) * 1.18 if values else 1)
-    ax.grid(axis="x", alpha=0.3)
-    return figure(figure_svg(fig), caption)
+BASIS_WORDS = {"capex": "purchase price (capex)", "rental": "cloud rental cost", "instances": "instance count"}
+BAR_VERDICTS = {"pays": "beats it", "does not pay": "does not beat it", "cannot tell": "cannot be told apart from it"}
+
+
+def _basis_baseline(rows: list[dict], basis: str) -> dict | None:
+    """The homogeneous baseline held at the comparison basis: ``homogeneous-equal-<basis>``, or
+    ``homogeneous-pd`` (equal instance count) when the basis is instances or that row is absent."""
+    by = {r.get("layout"): r for r in rows}
+    return by.get(f"homogeneous-equal-{basis}") or by.get("homogeneous-pd")
+
+
+def _error_bar_baseline(res: Result) -> str | None:
+    """The layout the error bars' gain is against (the ``verdict vs X`` note), None without error bars."""
+    for n in res.notes:
+        m = re.match(r"verdict vs ([\w-]+)", n)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _compare_answer(res: Result, rows: list[dict], basis: str) -> tuple[str, list[str]]:
+    """One answer on one basis: the gain over the homogeneous baseline at that basis (with its error
+    bars when they are for that baseline), then the gains over the other layouts, each named with what
+    it holds equal (the ``baselines:`` note). Returns (sentence, extra cards)."""
+    prf = next((r for r in rows if r.get("layout") == "prfaas-pd"), rows[0])
+    ref = _basis_baseline(rows, basis)
+    cards = []
+    if ref is None or ref.get("prfaas_speedup_x") is None:
+        return f"PrfaaS-PD serves {fmt(prf.get('throughput_rps'))} requests/s.", cards
+    gain = float(ref["prfaas_speedup_x"])
+    held = BASIS_WORDS.get(basis if ref["layout"] != "homogeneous-pd" else "instances", basis)
+    text = (f"At equal {held}, PrfaaS-PD serves {fmt(prf.get('throughput_rps'))} requests/s against "
+            f"{fmt(ref.get('throughput_rps'))} for homogeneous PD ({ref['layout']}, {ref.get('instances', '')}): "
+            f"{gain:.2f}x, so it {'beats' if gain > 1 else 'does not beat'} it")
+    bars = {r.get("quantity"): r for r in res.sections.get("error_bars", [])}
+    g = bars.get("prfaas_gain_x")
+    bar_ref = _error_bar_baseline(res)
+    verdict_row = next((r for q, r in bars.items() if str(q).startswith("verdict")), None)
+    if g and bar_ref == ref["layout"] and verdict_row:
+        text += (f"; with the calibration error bars it {BAR_VERDICTS.get(verdict_row.get('point'), 'is undecided')}"
+                 f" at 90% confidence (gain P10 {fmt(g.get('p10'))}, P90 {fmt(g.get('p90'))})")
+        cards.append(card(f"gain vs {ref['layout']} P10 - P90", f"{fmt(g.get('p10'))} - {fmt(g.get('p90'))}"))
+    others = [r for r in rows if r is not prf and r is not ref and r.get("prfaas_speedup_x") is not None]
+    if others:
+        text += ". Against the other layouts it is " + ", ".join(
+            f"{float(r['prfaas_speedup_x']):.2f}x {r['layout']}" for r in others)
+    if g and bar_ref and bar_ref != ref["layout"]:
+        text += (f" (its error bars are for the gain over {bar_ref}: P10 {fmt(g.get('p10'))}, "
+                 f"P90 {fmt(g.get('p90'))})")
+    return text + ".", cards
+
+
+def _error_bars_rows(res: Result) -> list[dict]:
+    """The error-bar rows with the verdict row naming the layout it is against."""
+    bar_ref = _error_bar_baseline(res)
+    out = []
+    for r in res.sections.get("error_bars", []):
+        if str(r.get("quantity", "")).startswith("verdict") and bar_ref:
+            r = {**r, "quantity": f"verdict vs {bar_ref} (90% confidence)"}
+        elif r.get("quantity") == "prfaas_gain_x" and bar_ref:
+            r = {**r, "quantity": f"gain vs {bar_ref} (x)"}
+        out.append(r)
+    return out
+
+
+COMPARE_ROWS = ("layout", "instances", "throughput_rps", "prfaas_speedup_x", "threshold_tokens", "offloaded_share",
+                "binding_stage", "egress_gbps", "link_utilization", "ttft_unloaded_p50_s", "ttft_unloaded_p90_s",
+                "ttft_unloaded_p99_s", "capex_usd", "cloud_usd_per_hour", "rps_per_musd",
+                "output_tokens_per_usd_cloud", "remote_instance", "local_instance")
 
 
 def _compare_page(res: Result) -> list[str]:
     rows = res.sections["compare"]
-    model = res.meta.get("model") or dict(_defaults_and_rest(res.notes)[0]).get("model", "the model")
-    basis = next((n.split(":", 1)[1].strip() for n in res.notes if n.startswith("comparison basis:")), "instances")
+    basis = res.meta.get("basis") or next((n.split(":", 1)[1].strip() for n in res.notes
+                                           if n.startswith("comparison basis:")), "instances")
     question = (f"Does PrfaaS-PD (remote prefill over the link) serve more requests per second than homogeneous PD "
-                f"and naive heterogeneous serving for {model}, on the same budget (basis: {basis})?")
-    prf = next((r for r in rows if r.get("layout") == "prfaas-pd"), rows[0])
-    cards = [card_for(r, "throughput_rps", f"{r.get('layout')} requests/s") for r in rows]
-    others = [r for r in rows if r is not prf]
-    gains = [(r.get("layout"), r.get("prfaas_speedup_x")) for r in others if r.get("prfaas_speedup_x") is not None]
-    cards += [card(f"PrfaaS-PD gain vs {name}", f"{g:.2f}x") for name, g in gains]
-    if gains and all(g > 1 for _, g in gains):
-        verdict = "PrfaaS-PD beats both baselines: " + "; ".join(f"{g:.2f}x {n}" for n, g in gains) + "."
-    else:
-        verdict = ("PrfaaS-PD does not beat " + ", ".join(n for n, g in gains if g <= 1) + " here.") if gains else ""
-    plot = _bars([r.get("layout", "?") for r in rows], [float(r.get("throughput_rps") or 0) for r in rows],
-                 "Lambda_max (requests/s)", caption="Maximum request rate of each layout (PrfaaS-PD in red).")
-    return [f'<h2>The question</h2><p class="question">{e(question)}</p>', _inputs_block(res),
-            f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
-            _warnings_block(res.warnings), "<h2>Layouts</h2>", table(rows), plot,
-            *_other_sections(res, {"compare"})]
+                f"and naive heterogeneous serving for {model_name(res)}, at equal "
+                f"{BASIS_WORDS.get(basis, basis)}?")
+    answer, extra = _compare_answer(res, rows, basis)
+    ref = _basis_baseline(rows, basis)
+    cards = [card_for(r, "throughput_rps", f"{r.get('layout')} requests/s") for r in rows] + extra
+    plot = bars([r.get("layout", "") for r in rows], [float(r.get("throughput_rps") or 0) for r in rows],
+                "Lambda_max (requests/s)", caption="Maximum request rate of each layout (PrfaaS-PD in red; the "
+                f"dashed line is {ref['layout'] if ref else 'PrfaaS-PD'}, the baseline at the comparison basis).",
+                ref=float(ref.get("throughput_rps") or 0) if ref else None)
+    cols = [c for c in COMPARE_ROWS if any(r.get(c) is not None for r in rows)]
+    body = [f'<h2>The question</h2><p class="question">{e(question)}</p>', inputs_block(res),
+            f'<h2>The answer</h2><p class="verdict">{e(answer)}</p><div class="cards">{"".join(cards)}</div>',
+            warnings_block(res.warnings), "<h2>Layouts</h2>",
+            table(rows, cols, highlight=lambda r: r is ref, transpose=True), plot]
+    if res.sections.get("error_bars"):
+        body += [section_html("error_bars", _error_bars_rows(res))]
+    return body + other_sections(res, {"compare", "error_bars"})
 
 
 def _reproduce_page(res: Result) -> list[str]:
@@ -186,7 +187,7 @@ def _reproduce_page(res: Result) -> list[str]:
     setup = res.meta.get("reproduction") or next((n for n in res.notes if n.startswith("inputs:")), "")
     question = ("Does the planner, from its models, reproduce the figures the PrfaaS paper publishes for its "
                 f"case study, each within a stated tolerance? ({setup})")
-    plt = _mpl()
+    plt = mpl()
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.42 * len(figs)), dpi=100)
     z = [float(f["difference"]) / float(f["tolerance"]) if f.get("tolerance") else 0.0 for f in figs]
     ax.barh([f.get("label", f.get("figure")) for f in figs], z,
@@ -202,8 +203,10 @@ def _reproduce_page(res: Result) -> list[str]:
     cards = [card("figures within tolerance", f"{sum(bool(f.get('within')) for f in figs)} of {len(figs)}")]
     return [f'<h2>The question</h2><p class="question">{e(question)}</p>',
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
-            _warnings_block(res.warnings), "<h2>Published vs ours</h2>",
-            table(figs, highlight=lambda f: not f.get("within")), plot, *_other_sections(res, {"figures"})]
+            warnings_block(res.warnings), "<h2>Published vs ours</h2>",
+            table(figs, highlight=lambda f: not f.get("within")), plot,
+            *([section_html("layouts", res.sections["layouts"])] if res.sections.get("layouts") else []),
+            *other_sections(res, {"figures", "layouts"})]
 
 
 SWEEP_TABLE = ("instances", "threshold_tokens", "throughput_rps", "gain_vs_homogeneous", "gain_vs_naive",
@@ -252,7 +255,7 @@ def _sweep_page(res: Result, schema) -> list[str]:
     body = [f'<h2>The question</h2><p class="question">{e(question)}</p>',
             "<h3>Inputs held fixed</h3>", key_value_table((k, fmt(v, k)) for k, v in fixed),
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}</p><div class="cards">{"".join(cards)}</div>',
-            _warnings_block(warnings)]
+            warnings_block(warnings)]
     if metrics:
         front = [r for r in rows if r.get("pareto")]
         dirs = ", ".join(f"{m} ({'lower' if schema.directions.get(m) == 'min' else 'higher'} is better)"
@@ -280,23 +283,29 @@ def _sweep_page(res: Result, schema) -> list[str]:
 
 
 def _generic_page(res: Result) -> list[str]:
-    return ([_inputs_block(res), _warnings_block(res.warnings), "<h2>Results</h2>"]
-            + _other_sections(res, set()) + [_assumptions_block(res)])
+    return ([inputs_block(res), warnings_block(res.warnings), "<h2>Results</h2>"]
+            + other_sections(res, set()) + [assumptions_block(res)])
 
 
 TITLES = {"size": "Sizing a PrfaaS-PD deployment", "compare": "PrfaaS-PD against its baselines",
+          "layout": "A layout of PD sites sharing remote prefill", "simulate": "Simulated serving",
+          "fit": "Predicted against measured",
           "reproduce": "Reproducing the PrfaaS paper's case study", "sweep": "Design-space sweep",
           "result": "prfaas-plan result"}
 
 
 def build_html(res: Result, sweep_schema=None) -> str:
     """The report page for a `Result`; a sweep's needs the `rowfile.TableSchema` of its rows."""
+    from .html_runs import fit_page, layout_page, simulate_page
+
     builders = {"size": _size_page, "compare": _compare_page, "reproduce": _reproduce_page,
+                "layout": layout_page, "simulate": simulate_page, "fit": fit_page,
                 "sweep": lambda r: _sweep_page(r, sweep_schema)}
     body = builders.get(res.kind, _generic_page)(res)
-    if res.kind in ("size", "compare", "reproduce"):
-        body.append(_assumptions_block(res))
-    return page(TITLES[res.kind], f"from {res.source} ({res.kind} result)", body)
+    if res.kind in ("size", "compare", "reproduce", "layout", "simulate", "fit"):
+        body.append(assumptions_block(res))
+    command = res.meta.get("command") or res.kind
+    return page(TITLES[res.kind], f"from {res.source} (prfaas-plan {command})", body)
 
 
 def write_html_report(source: str, output: str, sweep_schema=None) -> None:

@@ -75,6 +75,8 @@ def calibrate_report(a) -> Report:
                 a.by_chip, [Column("chip", "chip"), Column("quantity", "quantity")] + err_cols),
         Section("by_stack", "|error| per stack", a.by_stack,
                 [Column("stack", "stack"), Column("quantity", "quantity")] + err_cols),
+        Section("by_version", "|error| per stack and engine version", a.by_version,
+                [Column("version", "stack@version"), Column("quantity", "quantity")] + err_cols),
         Section("chips", "Fitted chip constants (fractions of the chip's peaks)", a.chips,
                 [Column("chip", "chip")] + [Column(k, k.replace("gemm_", "GEMM "), ".3f") for k in a.gemm_classes]
                 + [Column("memory", "HBM", ".3f"), Column("comm", "scale-up", ".3f")]),

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from ..vocabulary import Format, values
 
 FORMATS = values(Format)
@@ -255,16 +255,17 @@ def emit(report: Report, fmt: str, out=None, quiet: bool = False) -> None:
 def write_atomic(path: str | Path, data: bytes | str) -> None:
     """Write a file via a temporary sibling and rename, so no half-written file is ever left.
 
-    Any failure (missing or unwritable folder, full disk, the target being a folder) is a `PlanError`
-    naming ``path``; the temporary sibling is removed.
+    Any failure (missing or unwritable folder, full disk, a name too long, the target being a folder) is
+    an `OutputError` naming ``path``; the temporary sibling is removed.
     """
     path = Path(path)
     if not path.parent.exists():
-        raise PlanError(f"{path}: folder {str(path.parent)!r} does not exist")
+        raise OutputError(f"{path}: folder {str(path.parent)!r} does not exist")
     mode = "wb" if isinstance(data, bytes) else "w"
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # the temporary name is the target's, shortened so that it is never the one too long for the folder
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:100]}.", suffix=".tmp")
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
         umask = os.umask(0)
@@ -275,5 +276,57 @@ def write_atomic(path: str | Path, data: bytes | str) -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise PlanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+            raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
         raise
+
+
+def write_files(folder: str | Path, texts: dict[str, str | bytes]) -> None:
+    """Write several files into ``folder`` as one step: all of them or none. A new folder is filled under
+    a temporary name and renamed into place; in an existing folder each file is written atomically and,
+    should one fail, the files this call created are removed again. Failures are `OutputError`s."""
+    import shutil
+
+    folder = Path(folder)
+    try:
+        exists = folder.exists()
+    except OSError as exc:   # e.g. a name too long for the file system
+        raise OutputError(f"{folder}: cannot write ({exc.strerror or exc})") from None
+    if not folder.parent.exists():
+        raise OutputError(f"{folder}: folder {str(folder.parent)!r} does not exist")
+    if exists and not folder.is_dir():
+        raise OutputError(f"{folder}: exists and is not a folder")
+    if not exists:
+        tmp = None
+        try:
+            tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name[:100]}.", suffix=".tmp"))
+            for name, data in texts.items():
+                write_atomic(tmp / name, data)
+            os.chmod(tmp, 0o777 & ~_umask())
+            os.rename(tmp, folder)
+        except BaseException as exc:
+            if tmp is not None and tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise OutputError(f"{folder}: cannot write ({exc.strerror or exc})") from None
+            if isinstance(exc, OutputError):
+                raise OutputError(f"{folder}: cannot write ({str(exc).rsplit('(', 1)[-1]}") from None
+            raise
+        return
+    created = []
+    try:
+        for name, data in texts.items():
+            target = folder / name
+            if not target.exists():
+                created.append(target)
+            write_atomic(target, data)
+    except BaseException:
+        for target in created:
+            if target.exists():
+                target.unlink()
+        raise
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

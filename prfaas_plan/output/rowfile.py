@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from .report import write_atomic
 
 SUFFIXES = (".parquet", ".csv")
@@ -115,9 +115,11 @@ def _from_text(text: str, kind: str):
     return text
 
 
-def read_table(path: str | Path, columns=None) -> list[dict]:
+def read_table(path: str | Path, columns=None, strict: bool = False) -> list[dict]:
     """Rows of a Parquet or CSV table. With ``columns`` CSV cells are converted to their types (unknown
-    columns stay text); without, numbers are recognized where they parse."""
+    columns stay text); without, numbers are recognized where they parse. A CSV row with too few or too
+    many cells (a file cut short mid-row) and a cell that is not of its column's type are `PlanError`s
+    naming the file and line; with ``strict`` a Parquet column of the wrong type is one too."""
     path = Path(path)
     fmt = table_format(path)
     if not path.is_file():
@@ -127,19 +129,37 @@ def read_table(path: str | Path, columns=None) -> list[dict]:
         import pyarrow.parquet as pq
 
         try:
-            return pq.read_table(path).to_pylist()
+            table = pq.read_table(path)
         except (pa.ArrowException, OSError) as exc:
             raise PlanError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+        if strict and columns:
+            want = _arrow_schema([c for c in columns if c[0] in table.schema.names])
+            for f in want:
+                got = table.schema.field(f.name).type
+                if got != f.type and not (pa.types.is_null(got)):
+                    raise PlanError(f"{path}: column {f.name!r} holds {got}, expected {f.type}")
+        return table.to_pylist()
     kinds = dict(columns or [])
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            body = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise PlanError(f"{path}: not a readable CSV file ({exc})") from None
     out = []
-    for r in rows:
-        out.append({k: _from_text(v or "", kinds[k]) if k in kinds else _guess(v or "") for k, v in r.items()})
+    for i, cells in enumerate(body):
+        line = i + 2
+        if len(cells) != len(header):
+            raise PlanError(f"{path}:{line}: {len(cells)} cells where the header has {len(header)} (a row cut "
+                            "short or run together)")
+        row = {}
+        for k, v in zip(header, cells):
+            try:
+                row[k] = _from_text(v, kinds[k]) if k in kinds else _guess(v)
+            except PlanError as exc:
+                raise PlanError(f"{path}:{line}: column {k!r}: {exc}") from None
+        out.append(row)
     return out
 
 
@@ -183,13 +203,19 @@ class Journal:
             try:
                 self._fh = open(self.path, "a", encoding="utf-8")
             except OSError as exc:
-                raise PlanError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
-        self._fh.write("".join(json.dumps(r) + "\n" for r in rows))
-        self._fh.flush()
+                raise OutputError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
+        try:
+            self._fh.write("".join(json.dumps(r) + "\n" for r in rows))
+            self._fh.flush()
+        except OSError as exc:   # a full disk: the journal goes (its caller removes it), the error is one line
+            raise OutputError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:   # a full disk at the last flush: the journal is removed next anyway
+                pass
             self._fh = None
 
     def remove(self) -> None:

@@ -24,6 +24,7 @@ from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
 from ..profiles.efficiency import KERNEL_DEFAULTS
 from .base import parse_instance
+from .kernel_curves import plateau_efficiency
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
@@ -34,9 +35,15 @@ EXACT_LOO_POINTS = 40     # up to this many rows, leave-one-out refits; beyond, 
 LOSS = "soft_l1"          # robust: a point tens of sigmas off (an overloaded run) pulls like a few sigmas
 RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention", "w4a16")
 KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are held loosely
+# kernel classes whose prior is the chip's measured large-shape efficiency (kernel_curves.csv) where it has one:
+# flash attention by the context-attention benchmarks, W4A16 by the fused-MoE int4/mxfp4 weight-only ones
+KERNEL_PRIOR_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16")}
+CURVE_PRIOR_WIDTH = 0.3   # measured on the chip, but by other engine versions and shapes than the serving runs
 QUANTITIES = ("ttft", "tpot", "busy")
 # name: (prior centre or None = the chip's seed, log-width, lower bound, upper bound)
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
+POOL = "engines"          # owner of the pooled stack terms every stack deviates from
+STACK_DEVIATION_WIDTH = 1.0  # log-width of one stack's deviation from the pooled term (a factor e), assumed
 STACK_PRIORS = {"latency_s": (0.1, 2.0, 1e-4, 5.0), "forward_overhead_s": (0.003, 1.5, 1e-5, 0.5),
                 "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0),
                 "request_overhead_s": (0.001, 2.0, 1e-6, 0.1), "ep_forward_overhead_s": (0.001, 2.0, 1e-6, 1.0)}
@@ -52,9 +59,21 @@ class _Params:
     width: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    pooled: int = 0   # index of the first stack deviation (entries before it are chip and pooled terms)
 
     def index(self, owner: str, name: str) -> int:
         return self.keys.index((owner, name))
+
+    def effective(self, x: np.ndarray) -> np.ndarray:
+        """Log-values in effect: a stack's entry is the pooled term plus its deviation, held inside the
+        pooled term's bounds; chip and pooled entries as they are."""
+        if not hasattr(self, "_pool_of"):
+            pool_of = np.array([self.keys.index((POOL, name)) for _, name in self.keys[self.pooled:]], dtype=int)
+            object.__setattr__(self, "_pool_of", pool_of)
+        out = x.copy()
+        pool = self._pool_of
+        out[self.pooled:] = np.clip(x[self.pooled:] + x[pool], self.lower[pool], self.upper[pool])
+        return out
 
 
 def _params(chips: list[str], stacks: list[str]) -> _Params:
@@ -65,16 +84,25 @@ def _params(chips: list[str], stacks: list[str]) -> _Params:
             kind = name.split(":")[0]
             c, w, l, h = CHIP_PRIORS[kind]
             cls = name.split(":")[1] if kind == "gemm" else ""
-            if cls in KERNEL_DEFAULTS:
+            measured = plateau_efficiency(chip, *KERNEL_PRIOR_OP[cls]) if cls in KERNEL_PRIOR_OP else None
+            if measured is not None:
+                c, w = measured, CURVE_PRIOR_WIDTH
+            elif cls in KERNEL_DEFAULTS:
                 c, w = KERNEL_DEFAULTS[cls], KERNEL_PRIOR_WIDTH
             elif c is None:
                 c = seed[cls or "comm"]
             keys.append((chip, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    for name, (c, w, l, h) in STACK_PRIORS.items():
+        keys.append((POOL, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    pooled = len(keys)
+    # Each stack's term is the pooled term times exp(deviation); the deviation's prior is centred on 0 (a
+    # factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say.
     for stack in stacks:
-        for name, (c, w, l, h) in STACK_PRIORS.items():
-            keys.append((stack, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+        for name in STACK_PRIORS:
+            keys.append((stack, name)), centre.append(1.0), width.append(STACK_DEVIATION_WIDTH)
+            lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
     arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
-    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi))
+    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled)
 
 
 class _Problem:
@@ -124,6 +152,7 @@ class _Problem:
             values = (m.concurrency, max(m.output_tokens, 2), shape.per_forward, shape.busy_per_prompt, shape.alone[3])
             for k, value in zip(columns, values):
                 self.shape[k][i] = float(value)
+        self.params = params
         self.idx = idx
         self.u = {k: np.stack(v) for k, v in rows.items()}
         self.cls = np.asarray(cls)
@@ -135,7 +164,7 @@ class _Problem:
         self.mask = {q: np.isfinite(self.measured[q]) for q in QUANTITIES}
 
     def predict(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        v = np.append(np.exp(x), 0.0)
+        v = np.append(np.exp(self.params.effective(x)), 0.0)
         gemm = v[self.term_chip[:, None] + self.cls]                   # terms x ops
         memory = v[self.term_chip + len(RATE_CLASSES)][:, None]
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
@@ -190,6 +219,41 @@ def _approximate_loo(problem: _Problem, res, owner: np.ndarray, n: int) -> list[
 
 
 @dataclass(frozen=True)
+class TermReport:
+    """One stack term after the fit: ``owner`` (a stack, or `POOL` for the term the stacks share), its
+    ``value`` in effect (seconds, or a fraction for ``wave_fraction``), the ``prior`` centre it was shrunk
+    toward (the pooled value for a stack's term), how many distinct model x configuration groups
+    (model, instance, parallelism, stack) move it (``configurations``), and ``shift``: how far the data moved
+    it, in prior widths (``(log value - log prior) / width``)."""
+
+    owner: str
+    name: str
+    value: float
+    prior: float
+    configurations: int
+    shift: float
+
+
+def _term_reports(res, owner: np.ndarray, params: _Params, points: list) -> tuple[TermReport, ...]:
+    data = owner >= 0
+    groups = np.array([f"{m.model}|{m.instance}|{m.moe}|{m.stack}" for m in points])
+    x_eff = params.effective(res.x)
+    out = []
+    for j, (who, name) in enumerate(params.keys):
+        if who != POOL and j < params.pooled:
+            continue
+        rows = data & (np.abs(res.jac[:, j]) > 1e-6)
+        n = len(set(groups[owner[rows]])) if rows.any() else 0
+        if who == POOL:
+            prior, shift = float(np.exp(params.centre[j])), float((res.x[j] - params.centre[j]) / params.width[j])
+        else:
+            pool = params.index(POOL, name)
+            prior, shift = float(np.exp(x_eff[pool])), float(res.x[j] / params.width[j])
+        out.append(TermReport(who, name, float(np.exp(x_eff[j])), prior, n, shift))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class FitPoint:
     """A measured point with its in-sample, leave-one-out and leave-one-model-out predictions
     (``{quantity: seconds}``, only for the quantities measured)."""
@@ -219,13 +283,17 @@ class JointFit:
     unidentified: tuple[str, ...]
     loo_done: bool
     loo_exact: bool = False
+    terms: tuple = ()   # `TermReport` per pooled and per-stack term
+
 
     def summary(self, by: str) -> list[dict]:
-        """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack`` or ``model``):
-        in-sample, leave-one-out and leave-one-model-out, as fractions."""
+        """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack``, ``version`` =
+        stack@engine version, or ``model``): in-sample, leave-one-out and leave-one-model-out, as fractions."""
         groups: dict[str, list[FitPoint]] = {}
         for p in self.points:
-            key = p.measurement.chip if by == "chip" else getattr(p.measurement, by)
+            m = p.measurement
+            key = (m.chip if by == "chip" else f"{m.stack}@{m.stack_version or 'unrecorded'}" if by == "version"
+                   else getattr(m, by))
             groups.setdefault(key, []).append(p)
         out = []
         for key, pts in sorted(groups.items()):
@@ -289,10 +357,11 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     identified = _identified(res, owner, params)
     unidentified = tuple(f"{o} {k}" for o, k in params.keys if (o, k) not in identified)
     draft = JointFit({}, {}, fit_points, tuple(excluded), unidentified, loo, loo and n <= EXACT_LOO_POINTS)
-    v = dict(zip(params.keys, np.exp(x)))
+    v = dict(zip(params.keys, np.exp(params.effective(x))))
     chip_fits = {c: _chip_calibration(c, v, identified, draft, data_name) for c in chips}
     stack_fits = {s: _stack_profile(get_stack(s), v, identified, draft, data_name) for s in stacks}
-    return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact)
+    return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact,
+                    _term_reports(res, owner, params, points))
 
 
 def _error_note(fit: JointFit, by: str, key: str) -> str:
@@ -319,8 +388,10 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
               + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
     loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in fit.summary("chip")
            if row["chip"] == chip and fit.loo_done and "loo_median" in row}
+    lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in fit.summary("chip")
+            if row["chip"] == chip and "lomo_median" in row and np.isfinite(row["lomo_median"])}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
-                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo)
+                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo)
 
 
 def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit, data_name: str) -> StackProfile:
@@ -330,5 +401,6 @@ def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit,
         values[name] = float(f"{v[(stack.name, name)]:.4g}")
         sources[name] = (f"fitted by prfaas-plan calibrate on {data_name} ({note})"
                          if (stack.name, name) in identified else
-                         "assumed: prior centre, not identified by the calibration data")
+                         f"pooled: the term shared by the stacks fitted on {data_name} (this stack's data do not "
+                         "identify it; its deviation stays at its prior, a factor 1)")
     return dataclasses.replace(stack, sources=sources, **values)

@@ -86,6 +86,7 @@ class Measurement:
     tpot_s: float | None = None
     busy_s: float | None = None
     derived: str = ""
+    stack_version: str = ""   # the engine version the row was measured on, where its file records one
 
     @property
     def chip(self) -> str:
@@ -180,6 +181,10 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
 
 def _nvidia(row: dict, where: str) -> Measurement:
     int4 = row["precision"] == "int4"
+    return dataclasses.replace(_nvidia_row(row, int4, where), stack_version=row["backend_version"])
+
+
+def _nvidia_row(row: dict, int4: bool, where: str) -> Measurement:
     return _generic({"model": row["prfaas_model"], "instance": f"{row['gpus']}x{row['chip']}",
                      "stack": row["backend"], "len_tokens": row["isl"], "output_tokens": row["osl"],
                      "concurrency": row["concurrency"], "moe": "ep" if int(row["moe_ep"]) > 1 else "tp",

@@ -74,7 +74,9 @@ class OpWork:
     ``flops`` (FLOPs) run at the chip's peak for ``dtype``, the dtype the operator's weights are stored in
     (`HardwareProfile.flops` maps it to a tensor-core rate); ``hbm_bytes`` (bytes) move between HBM and the
     chip; ``link_bytes`` (bytes) leave the chip on the scale-up link (per direction) in ``link_calls``
-    collectives, each paying a latency. Values are floats or arrays shaped like the pass.
+    collectives, each paying a latency. Values are floats or arrays shaped like the pass. ``shape`` is the
+    variable its kernel's efficiency moves with (`prfaas_plan.performance.kernel_curves`: tokens per GEMM,
+    tokens per routed expert, keys attended), None when it has none.
     """
 
     name: str
@@ -83,6 +85,7 @@ class OpWork:
     dtype: str = CORE_DTYPE
     link_bytes: object = 0.0
     link_calls: object = 0.0
+    shape: object = None
 
 
 def _weight_bytes(model: ModelProfile) -> float:
@@ -116,8 +119,8 @@ class _Terms:
         self.flops[base] = self.flops.get(base, 0.0) + flops
         self.bytes[base] = self.bytes.get(base, 0.0) + nbytes
 
-    def work(self, name: str, bases: dict, dtype: str) -> OpWork:
-        return OpWork(name, _combine(self.flops, bases), _combine(self.bytes, bases), dtype)
+    def work(self, name: str, bases: dict, dtype: str, shape=None) -> OpWork:
+        return OpWork(name, _combine(self.flops, bases), _combine(self.bytes, bases), dtype, shape=shape)
 
 
 def _combine(coeffs: dict[str, float], bases: dict):
@@ -219,7 +222,7 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         inter = 3.0 * m.expert_intermediate / tp
         flops = T * (n * 2.0 * expert * m.top_k / tp)
         nbytes = p_touched * (n * m.num_experts * expert * eb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
-        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype)]
+        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype, shape=T * (m.top_k / m.num_experts))]
     else:
         # Whole experts on each chip; the busiest chip sets the pace. Counts per chip are sums over its
         # E/tp experts of uniform routing: mean plus sqrt(2 ln tp) standard deviations (expected maximum
@@ -235,12 +238,13 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         nbytes = chip_experts * (n * expert * eb) + chip_assign * (n * ab * (2 * width + inter))
         # Dispatch and combine: each chip sends its 1/tp share of the token copies, (tp-1)/tp of them remote.
         link = mean_a * (n * 2.0 * (tp - 1) / tp * width * ab)
-        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype),
+        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
+                      shape=chip_assign / np.maximum(chip_experts, 1e-9)),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
     p = A.param_counts(model)
     shared = (p.moe_shared + p.router) / n
     ops.insert(1, OpWork("moe_shared", T * (n * 2.0 * shared / tp),
-                         n * shared * wb / tp + T * (n * ab * 4 * h), model.weight_dtype))
+                         n * shared * wb / tp + T * (n * ab * 4 * h), model.weight_dtype, shape=T))
     return ops
 
 
@@ -263,7 +267,10 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
     wb = _weight_bytes(model)
     terms = _attention_terms(model, par, phase, bases)
-    ops = [t.work(name, bases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE)
+    windows = [g.window for g in model.attention if g.rule.cache == "window"]
+    shapes = {"attn_proj": T, "attn_full": c + q, "attn_linear": T,
+              "attn_swa": np.minimum(c + q, max(windows)) if windows else None}
+    ops = [t.work(name, bases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE, shapes[name])
            for name, t in terms.items() if t.flops or t.bytes]
     dense = model.dense_layers
     if dense:
@@ -271,12 +278,12 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
         p = mats * h * model.dense_intermediate
         ops.append(OpWork("dense_ffn", T * (len(dense) * 2.0 * p / tp),
                           len(dense) * p * wb / tp + T * (len(dense) * ab * (2 * h + mats * model.dense_intermediate / tp)),
-                          model.weight_dtype))
+                          model.weight_dtype, shape=T))
     if model.moe is not None:
         ops += _moe_ops(model, par, bases)
     head = float(model.vocab_size * h)
     ops.append(OpWork("lm_head", R * (2.0 * head / tp), head * wb / tp + R * (ab * (h + model.vocab_size / tp)),
-                      model.weight_dtype))
+                      model.weight_dtype, shape=R))
     ops.append(OpWork("elementwise", 0.0, T * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
     if tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second

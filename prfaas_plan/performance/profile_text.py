@@ -33,6 +33,7 @@ def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
     block = {"calibration": {"gemm_efficiency": dict(sorted(cal.gemm.items())), "memory_efficiency": cal.memory,
                              "comm_efficiency": cal.comm,
                              **({"loo_error": dict(sorted(cal.loo_error.items()))} if cal.loo_error else {}),
+                             **({"lomo_error": dict(sorted(cal.lomo_error.items()))} if cal.lomo_error else {}),
                              "source": cal.source}}
     text = "\n".join(kept).rstrip("\n") + "\n" + yaml.safe_dump(block, sort_keys=False, width=110, allow_unicode=True)
     hardware_from_dict(yaml.safe_load(text), chip.path)

@@ -3,7 +3,9 @@
 Each operator class takes ``max(FLOPs / achieved FLOP/s, HBM bytes / achieved HBM bandwidth)`` seconds on
 the busiest chip; collectives take ``bytes / achieved scale-up bandwidth + calls x latency``. Operators run
 one after another (no overlap). Achieved rates are the chip's peaks times its constants
-(`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency.
+(`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency; on chips
+with kernel micro-benchmarks the compute rate also follows the operator's shape
+(`prfaas_plan.performance.kernel_curves`: tokens per GEMM, tokens per expert, keys attended).
 
 The serving stack (`prfaas_plan.profiles.stack`) adds what the chip does not: a fixed per-request latency
 (TTFT only, the GPU is free meanwhile), a busy overhead per prefill forward, and how prompts are packed into
@@ -27,6 +29,7 @@ from ..profiles import (
 )
 from .base import Instance
 from .constants import ChipConstants, chip_constants
+from .kernel_curves import relative_efficiency
 from .operators import OpWork, Parallel, pass_work
 
 LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
@@ -88,7 +91,8 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     for w in works:
         i = OP_CLASSES.index(w.name)
         classes[i] = efficiency_class(chip, w)
-        arrays["compute"][i] = np.asarray(w.flops) / chip.flops(w.dtype)
+        arrays["compute"][i] = (np.asarray(w.flops) / chip.flops(w.dtype)
+                                / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
         arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9)
         arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
@@ -106,7 +110,8 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     total = 0.0
     for w in works:
         if np.any(w.flops) or np.any(w.hbm_bytes):
-            rate = chip.flops(w.dtype) * cal.gemm_efficiency(efficiency_class(chip, w))
+            cls = efficiency_class(chip, w)
+            rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if np.any(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)

@@ -103,6 +103,9 @@ def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, war
     modes = mode_verdicts(sc, plan, baseline)
     if modes.warning():
         warnings.append(PlanWarning("modes-disagree", modes.warning()))
+    from .confidence import check_sampler
+
+    check_sampler(samples, seed, len(plan.surface.thresholds))
     if samples == 0:
         return None
     return replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])

@@ -14,6 +14,7 @@ from ..analytic.search import grid_search
 from ..analytic.throughput import MODES
 from ..analytic.uncertainty import DEFAULT_SAMPLES, DEFAULT_SEED, ErrorBars, error_bars
 from ..layout import Layout
+from ..errors import PlanError
 from .plans import Plan, Scenario, homogeneous_baseline
 
 
@@ -27,7 +28,48 @@ def plan_error_bars(sc: Scenario, plan: Plan, baseline: Layout | None = None, sa
     """P10/P50/P90 of the plan's Lambda, gain over ``baseline`` (default: `equal_instances_baseline`),
     threshold and egress, and the verdict, from ``samples`` seeded draws of its inputs' errors."""
     base = baseline if baseline is not None else equal_instances_baseline(sc)
+    check_sampler(samples, seed, len(plan.surface.thresholds))
     return error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, samples, seed)
+
+
+# Peak bytes of the error-bar sampler per sample and coarse threshold: about 12 float64 arrays of
+# (samples x thresholds) alive at once in `analytic.uncertainty.sample_layout`. Measured: `size --samples
+# 100000` (default inputs) peaks at 2.18 GiB RSS, the estimate says 2.31 GiB.
+BYTES_PER_SAMPLE_THRESHOLD = 12 * 8
+
+
+def sampler_bytes(samples: int, thresholds: int) -> int:
+    """Estimated peak memory of `plan_error_bars`, bytes: samples x (the coarse thresholds, at least the
+    2 x 8 + 1 refined ones) x `BYTES_PER_SAMPLE_THRESHOLD`."""
+    from ..analytic.uncertainty import COARSE_STEP
+
+    return samples * max(thresholds // COARSE_STEP + 2, 2 * COARSE_STEP + 1) * BYTES_PER_SAMPLE_THRESHOLD
+
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_sampler(samples: int, seed: int, thresholds: int) -> None:
+    """Refuse a negative seed, and a sample count whose estimated memory (`sampler_bytes`) exceeds half
+    the memory available now (issue 23: 1,000,000 samples reached 21 GiB), naming how many would fit."""
+    if seed < 0:
+        raise PlanError(f"seed {seed}: must be a whole number >= 0")
+    if samples < 0:
+        raise PlanError(f"samples {samples}: must be >= 0")
+    need = sampler_bytes(samples, thresholds)
+    have = _available_bytes()
+    if have is not None and need > have / 2:
+        fit = max(int(samples * (have / 2) / need), 0)
+        raise PlanError(f"samples {samples:,}: the error-bar sampler would need about {need / 2**30:.1f} GiB, more "
+                        f"than half the {have / 2**30:.1f} GiB available; at most about {fit:,} samples fit")
 
 
 @dataclass(frozen=True)

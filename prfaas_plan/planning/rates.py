@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from ..vocabulary import MoeSplit, values
 
 MOE_SPLITS = values(MoeSplit)
@@ -250,32 +250,34 @@ class CalibrateAnswer:
     gemm_classes: list[str]
     stacks: list[dict]
     notes: list[str]
+    by_version: list[dict] = dataclasses.field(default_factory=list)
 
 
 def answer_calibrate(measurements: list[str] | None = None, output: str | None = None, stack: str | None = None,
-                     moe: str = "tp", weight_dtype: str | None = None, loo: bool = True) -> CalibrateAnswer:
-    """Fit chip efficiencies and stack overheads jointly on ``measurements`` (CSV paths or bundled file
-    names; default every bundled set); ``stack``, ``moe`` and ``weight_dtype`` fill user rows that lack
-    those columns. With ``output``, the calibrated chip and stack profiles are written into that folder."""
-    from ..output.report import write_atomic
+                     moe: str = "tp", weight_dtype: str | None = None, loo: bool = True,
+                     tags=None) -> CalibrateAnswer:
+    """Fit chip efficiencies and stack overheads jointly on ``measurements`` (CSV paths, benchmark outputs
+    `performance.bench_import` reads, or bundled file names; default every bundled set); ``stack``, ``moe``
+    and ``weight_dtype`` fill user rows that lack those columns, ``tags`` (`bench_import.Tags`) what a
+    benchmark file does not record. With ``output``, the calibrated chip and stack profiles are written into
+    that folder."""
+    from ..output.report import write_files
     from ..performance.calibrate import fit_joint
-    from ..performance.measurements import BUNDLED_FILES, load_measurements, merge_repeats, resolve_path
+    from ..performance.bench_import import Tags, load_any
+    from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
     from ..profiles import dtype_bytes, get_hardware, get_stack
 
     if output is not None and Path(output).exists() and not Path(output).is_dir():
-        raise PlanError(f"`output` {output!r}: exists and is not a folder")
+        raise OutputError(f"`output` {output!r}: exists and is not a folder")
     if weight_dtype:
         dtype_bytes(weight_dtype, "`row_weight_dtype`")
+    tags = tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "", weight_dtype=weight_dtype or "")
     defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
-    points, excluded = [], []
-    for path in files:
-        got, dropped = load_measurements(path, defaults)
-        points += got
-        excluded += dropped
-    points, repeats = merge_repeats(points)
+    runs, excluded = load_any(files, tags, defaults)
+    points, repeats = merge_repeats([r.measurement for r in runs])
     data_name = ", ".join(p.name for p in files)
     fit = fit_joint(points, excluded, data_name, loo=loo)
     rows = []
@@ -306,6 +308,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     if repeats:
         notes.append(f"counted once: {repeats} rows repeat an earlier row exactly (same tags and measured values: "
                      "one run recorded twice)")
+    notes += [f"term {t.owner} {t.name}: {t.value:.4g} (prior {t.prior:.4g}; moved {t.shift:+.1f} prior widths; "
+              f"identified by {t.configurations} model x configuration group(s))" for t in fit.terms]
     notes += [f"excluded: {e}" for e in fit.excluded]
     if fit.unidentified:
         notes.append("not identified by these data, left at their priors: " + ", ".join(fit.unidentified))
@@ -317,12 +321,11 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         texts = {Path(get_hardware(c).path).name: calibrated_profile_text(get_hardware(c), cal)
                  for c, cal in fit.chips.items()}
         texts.update({f"{name}.yaml": stack_profile_text(st) for name, st in fit.stacks.items()})
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            for name, text in texts.items():
-                write_atomic(out / name, text)
-        except OSError as exc:
-            raise PlanError(f"`output` {output!r}: cannot write ({exc.strerror})") from None
+        write_files(out, texts)   # all the profiles or none, never an empty or half-filled folder
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
+    headline = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['lomo_median']:.0%}" for r in fit.summary("chip")
+                         if "lomo_median" in r and r["quantity"] in ("ttft", "tpot"))
+    notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
+                 + headline)
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
-                           stack_rows, notes)
+                           stack_rows, notes, fit.summary("version"))

@@ -220,19 +220,20 @@ def stack_notes(spec: SweepSpec) -> list[str]:
 
 
 def load_spec(path: str) -> SweepSpec:
-    """Read and validate a YAML spec file."""
-    import yaml
+    """Read and validate a YAML spec file, through the reader every YAML input shares
+    (`prfaas_plan.profiles.read_yaml`: a key given twice, binary data or an oversized file is refused)."""
+    from pathlib import Path
 
+    from ..profiles import read_yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"{path}: no such file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a text file") from None
-    return parse_spec(doc)
+        return parse_spec(read_yaml(p))
+    except PlanError as exc:
+        text = str(exc)
+        raise PlanError(text if text.startswith(str(p)) else f"{p}: {text}") from None
 
 
 def points(spec: SweepSpec) -> list[Point]:
@@ -419,7 +420,8 @@ OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
 ]
 ROW_COLUMNS: list[tuple[str, str]] = ([("point_key", "str"), ("point_index", "int")]
                                       + [(k, i.kind) for k, i in INPUTS.items()]
-                                      + [(k, t) for k, t, _ in OUTPUT_COLUMNS])
+                                      + [(k, t) for k, t, _ in OUTPUT_COLUMNS]
+                                      + [("fingerprint", "str"), ("row_check", "str")])
 
 
 def _finite_or_none(v):
@@ -517,9 +519,11 @@ def _schema():
     inputs = [(k, i.kind, i.help) for k, i in INPUTS.items()]
     keys = [("point_key", "str", "hash of the point's inputs (the resume key)"),
             ("point_index", "int", "position in the spec's order")]
+    keys_out = [("fingerprint", "str", "hash of the inputs, the resolved profile files' bytes and the tool version"),
+                ("row_check", "str", "hash of the row's values: an edited or cut-short row does not match it")]
     pareto = [("pareto", "bool", "on the Pareto front of pareto_metrics"),
               ("pareto_metrics", "str", "the metrics of the front")]
-    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + pareto), tuple(INPUTS), dict(DIRECTIONS))
+    return TableSchema(tuple(keys + inputs + OUTPUT_COLUMNS + keys_out + pareto), tuple(INPUTS), dict(DIRECTIONS))
 
 
 def parse_metrics(text: str) -> list[str]:

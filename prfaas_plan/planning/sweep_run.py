@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Iterator
+import hashlib
+import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import PlanError
+from ..errors import OutputError, PlanError
 from ..output.rowfile import Journal, read_table, table_format, write_table
 from .sweep import ROW_COLUMNS, Point, SweepSpec, evaluate_chunk, pareto_mask, points
+
+# The columns a row's check covers: everything but its position and the Pareto flags (which depend on
+# the whole set) and the check itself.
+CHECKED = [k for k, _ in ROW_COLUMNS if k not in ("point_index", "row_check")]
 
 CHUNK_SIZE = 50
 
@@ -35,6 +43,7 @@ class SweepResult:
     evaluated: int
     reused: int
     dropped: int  # rows of the earlier output whose points are not in this spec
+    recomputed: int = 0  # earlier rows of this spec's points whose fingerprint differed (profiles, version)
 
 
 def batches(pts: list[Point], chunk_size: int) -> list[list[Point]]:
@@ -48,11 +57,28 @@ def _serial(chunks) -> Iterator[list[dict]]:
         yield evaluate_chunk(chunk)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: on Linux ask the kernel to SIGKILL this worker when its parent dies
+    (``PR_SET_PDEATHSIG``), so kill -9 of a sweep leaves no orphans; if the parent is already gone, exit."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass   # not Linux: the pool's own shutdown still ends the workers on every ordinary exit
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _processes(chunks, workers: int) -> Iterator[list[dict]]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(evaluate_chunk, c) for c in chunks]
         try:
             for fut in as_completed(futures):
@@ -107,22 +133,122 @@ def journal_path(output: Path) -> Path:
     return output.parent / f".{output.name}.journal"
 
 
+def lock_path(output: Path) -> Path:
+    return output.parent / f".{output.name}.lock"
+
+
+@contextmanager
+def output_lock(output: Path):
+    """An exclusive lock on ``output`` for one sweep (``flock`` on a lock file beside it): a second sweep
+    writing the same file refuses at once with one line instead of overwriting the first one's rows."""
+    import fcntl
+
+    path = lock_path(output)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise PlanError(f"{output}: another sweep (pid {holder or '?'}) is writing this file; wait for it or "
+                            "choose another output") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)   # the holder removed the file after we opened it: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _file_digest(path: str, cache: dict) -> str:
+    if path not in cache:
+        try:
+            cache[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            cache[path] = "unreadable"
+    return cache[path]
+
+
+def fingerprints(pts: list[Point]) -> dict[str, str]:
+    """Each point's fingerprint: 16 hex digits of SHA-256 over everything its row depends on -- the point's
+    inputs (its key), the bytes of the model, chip and stack profile files they resolve to, the bytes of a
+    trace file it names, and the tool's version. A resumed sweep reuses a row only under the same
+    fingerprint, so an edited profile or a new version recomputes it (issue 23)."""
+    from .. import __version__
+    from ..profiles import get_hardware, get_model, get_stack
+    from ..units import parse_chip_count
+
+    digests: dict[str, str] = {}
+    out = {}
+    for p in pts:
+        v = p.values
+        files = [get_model(v["model"]).path, get_stack(v["stack"]).path]
+        files += [get_hardware(parse_chip_count(v[k], k).chip).path for k in ("remote", "local")]
+        parts = [p.key, __version__] + [_file_digest(f, digests) for f in files if f]
+        if Path(str(v["workload"])).is_file():
+            parts.append(_file_digest(str(v["workload"]), digests))
+        out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return out
+
+
+def _row_check(row: dict) -> str:
+    """16 hex digits of SHA-256 over a row's values (not its position or Pareto flags): a row edited or
+    damaged after it was written no longer matches it. It detects damage and hand edits, not a forger who
+    recomputes it."""
+    text = json.dumps([row.get(k) for k in CHECKED], separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _refuse(output: Path, where: str, why: str):
+    raise PlanError(f"{where}: {why}; the results cannot be trusted to resume from: move {output} away (and its "
+                    f"journal {journal_path(output).name}) or choose another output")
+
+
+def _checked(rows: list[dict], output: Path, where: str, line0: int) -> list[dict]:
+    for i, r in enumerate(rows):
+        if r.get("point_key") is None or r.get("row_check") != _row_check(r):
+            _refuse(output, f"{where} row {i + line0}", "does not match its row_check (cut short, edited or "
+                                                        "not written by a sweep)")
+    return rows
+
+
 def _earlier_rows(output: Path) -> list[dict]:
     rows = []
     if output.exists():
         try:
-            rows = read_table(output, ROW_COLUMNS)
+            rows = read_table(output, ROW_COLUMNS, strict=True)
         except PlanError as exc:
             raise PlanError(f"cannot resume from {exc}; move it away or choose another `output`") from None
         if rows and "point_key" not in rows[0]:
             raise PlanError(f"{output}: not a sweep output (no point_key column); choose another `output`")
-    return rows + Journal(journal_path(output)).read()
+        if rows and "row_check" not in rows[0]:
+            raise PlanError(f"{output}: written by an older prfaas-plan (no row_check column); move it away or "
+                            "choose another `output`")
+        _checked(rows, output, str(output), 2 if table_format(output) == "csv" else 1)
+    journal = Journal(journal_path(output))
+    return rows + _checked(journal.read(), output, str(journal.path), 1)
 
 
 def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: str | None = None, client=None,
               chunk_size: int = CHUNK_SIZE, pareto: list[str] | None = None,
               on_start: Callable[[int, int], None] | None = None,
-              on_rows: Callable[[int], None] | None = None) -> SweepResult:
+              on_rows: Callable[[int], None] | None = None, max_points: int | None = None,
+              allow_oversubscribe: bool = False) -> SweepResult:
     """Evaluate every point of ``spec`` not already in ``output`` and write all rows to ``output``.
 
     ``on_start(total, already_done)`` and ``on_rows(n)`` report progress; ``pareto`` adds a ``pareto``
@@ -130,27 +256,56 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
     """
     output = Path(output)
     table_format(output)
-    if not output.parent.exists():
-        raise PlanError(f"{output}: folder {str(output.parent)!r} does not exist")
+    if not output.parent.is_dir():
+        raise OutputError(f"{output}: folder {str(output.parent)!r} does not exist")
+    check_size(spec, max_points)
     pts = points(spec)  # validates every point before anything runs
-    wanted = {p.key for p in pts}
+    with output_lock(output):
+        check_workers(workers, allow_oversubscribe, dask is not None or client is not None)
+        return _run_locked(spec, pts, output, workers, dask, client, chunk_size, pareto, on_start, on_rows)
+
+
+def _run_locked(spec, pts, output, workers, dask, client, chunk_size, pareto, on_start, on_rows) -> SweepResult:
+    fps = fingerprints(pts)
     done = {}
     earlier = _earlier_rows(output)
+    stale = set()
     for r in earlier:
-        if r.get("point_key") in wanted:
-            done[r["point_key"]] = {k: r.get(k) for k, _ in ROW_COLUMNS}
-    dropped = len({r.get("point_key") for r in earlier} - wanted)
+        key = r.get("point_key")
+        if key in fps:
+            if r.get("fingerprint") == fps[key]:
+                done[key] = {k: r.get(k) for k, _ in ROW_COLUMNS}
+            else:
+                stale.add(key)
+    stale -= set(done)
+    dropped = len({r.get("point_key") for r in earlier} - set(fps))
     pending = [p for p in pts if p.key not in done]
     if on_start:
         on_start(len(pts), len(pts) - len(pending))
     journal = Journal(journal_path(output))
+    columns = list(ROW_COLUMNS)
+    meta = {"description": spec.description, "axes": ",".join(spec.axes), "points": str(len(pts))}
     try:
-        for rows in backend_results(batches(pending, chunk_size), workers, dask, client):
-            journal.append(rows)
-            for r in rows:
-                done[r["point_key"]] = r
-            if on_rows:
-                on_rows(len(rows))
+        with _sigterm_as_interrupt():
+            for rows in backend_results(batches(pending, chunk_size), workers, dask, client):
+                for r in rows:
+                    r["fingerprint"] = fps[r["point_key"]]
+                    r["row_check"] = _row_check(r)
+                journal.append(rows)
+                for r in rows:
+                    done[r["point_key"]] = r
+                if on_rows:
+                    on_rows(len(rows))
+    except BaseException as exc:
+        if not isinstance(exc, OutputError) and done:
+            # keep the finished rows in the output itself (marked incomplete), so the journal can go
+            partial = [dict(done[p.key], point_index=p.index) for p in pts if p.key in done]
+            try:
+                write_table(output, partial, columns, {**meta, "complete": "false"})
+            except PlanError:
+                pass
+        journal.remove()   # the journal goes on every exit path that runs code (kill -9 is the one that cannot)
+        raise
     finally:
         journal.close()
     rows = []
@@ -158,12 +313,61 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
         row = dict(done[p.key])
         row["point_index"] = p.index
         rows.append(row)
-    columns = list(ROW_COLUMNS)
     if pareto:
         for row, on_front in zip(rows, pareto_mask(rows, pareto)):
             row["pareto"] = on_front
             row["pareto_metrics"] = ",".join(pareto)
         columns += [("pareto", "bool"), ("pareto_metrics", "str")]
-    write_table(output, rows, columns, {"description": spec.description, "axes": ",".join(spec.axes)})
-    journal.remove()
-    return SweepResult(rows, columns, len(pending), len(pts) - len(pending), dropped)
+    try:
+        write_table(output, rows, columns, {**meta, "complete": "true"})
+    finally:
+        journal.remove()
+    return SweepResult(rows, columns, len(pending), len(pts) - len(pending), dropped, len(stale))
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the sweep runs (main thread only), so a terminated sweep
+    keeps its finished rows and removes its journal as Ctrl-C does."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_workers(workers: int, allow_oversubscribe: bool, remote: bool) -> None:
+    """Local workers are at most 4 per usable core unless oversubscription is allowed (a Dask cluster
+    brings its own cores)."""
+    if workers < 1:
+        raise PlanError(f"workers {workers}: expected at least 1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not remote and workers > 4 * cores and not allow_oversubscribe:
+        raise PlanError(f"workers {workers}: more than 4 per core ({cores} cores here, at most {4 * cores}); "
+                        "allow oversubscription to run that many anyway")
+
+
+DEFAULT_MAX_POINTS = 100_000
+BYTES_PER_ROW = 1_500   # a row in memory and on disk, measured on the bundled example (order of magnitude)
+
+
+def check_size(spec: SweepSpec, max_points: int | None) -> None:
+    """Refuse a spec of more than ``max_points`` points (default `DEFAULT_MAX_POINTS`) before expanding it,
+    with its size estimate; a larger cap runs it."""
+    cap = DEFAULT_MAX_POINTS if max_points is None else max_points
+    if cap < 1:
+        raise PlanError(f"max points {cap}: expected at least 1")
+    n = spec.size
+    if n > cap:
+        raise PlanError(f"the spec has {n:,} points (about {n * BYTES_PER_ROW / 2**30:.3g} GiB of rows), more than "
+                        f"the cap of {cap:,}; raise the cap (max points) to run it anyway")

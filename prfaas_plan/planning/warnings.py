@@ -56,7 +56,41 @@ def plan_warnings(plan, sc) -> list[PlanWarning]:
                 f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' calibrations come "
                 "from different measurement setups (fixed overheads differ); treat the remote/local comparison "
                 "with caution (see `prfaas-plan rates`)"))
+        elif remote_s > local_s and not _weaker(r_chip, l_chip):
+            why = _efficiency_mismatch(sc.model, r_chip, l_chip)
+            if why:
+                out.append(PlanWarning(
+                    "kernel-efficiency-mismatch",
+                    f"{ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower ({remote_s:.2f} s) "
+                    f"than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) although no peak of it is lower: "
+                    f"{why}; the ranking of the two chips follows from that difference, not from the chips"))
     return out
+
+
+def _weaker(a, b) -> bool:
+    """True when chip ``a`` has a lower bf16 peak, HBM bandwidth or scale-up bandwidth than ``b``."""
+    return (a.flops("bf16") < b.flops("bf16") or a.hbm_tb_s < b.hbm_tb_s or a.scaleup_gb_s < b.scaleup_gb_s)
+
+
+def _efficiency_mismatch(model, a, b) -> str | None:
+    """Why chips ``a`` and ``b`` run ``model``'s 4-bit-weight GEMMs (the w4a16 kernel class) at different
+    efficiencies when one was fitted and the other assumed (issue 23: kimi-k3 and prfaas-1t on 8xH200 vs
+    8xH100, H200's fitted 0.17 against H100's assumed 0.40), or None."""
+    from ..performance.constants import default_calibration
+    from ..performance.roofline import FOUR_BIT
+
+    if getattr(model, "expert_dtype", None) not in FOUR_BIT and getattr(model, "weight_dtype", None) not in FOUR_BIT:
+        return None
+    if a.rate_class(model.expert_dtype) != "bf16" or b.rate_class(model.expert_dtype) != "bf16":
+        return None   # a chip with a native 4-bit rate runs no dequantizing kernel
+    cal = {c.name: c.calibration or default_calibration(c) for c in (a, b)}
+    eff = {n: c.gemm_efficiency("w4a16") for n, c in cal.items()}
+    fitted = {n: "w4a16" in c.gemm for n, c in cal.items()}
+    if fitted[a.name] == fitted[b.name] or abs(eff[a.name] - eff[b.name]) < 0.05:
+        return None
+    said = {n: f"{n} {eff[n]:.2f} ({'fitted' if fitted[n] else 'assumed, never calibrated'})" for n in eff}
+    return (f"{model.name}'s {model.expert_dtype} experts run as dequantizing w4a16 GEMMs at {said[a.name]} vs "
+            f"{said[b.name]} of the bf16 peak")
 
 
 def beaten_warning(gains: dict[str, float | None]) -> list[PlanWarning]:

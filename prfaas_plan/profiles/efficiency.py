@@ -7,6 +7,7 @@
       memory_efficiency: 0.85                    # achieved / peak HBM bandwidth
       comm_efficiency: 0.8                       # all-reduce bus bandwidth / scale-up bandwidth per direction
       loo_error: {ttft: 0.18, tpot: 0.09}        # optional: leave-one-out median |error| of the fit, per quantity
+      lomo_error: {ttft: 0.36, tpot: 0.14}       # optional: leave-one-model-out median |error| (the error bars')
       source: "where the numbers come from"
 
 ``gemm_efficiency`` is the achieved fraction of the tensor-core peak per efficiency class: GEMMs by the rate
@@ -35,13 +36,15 @@ class Calibration:
     """Chip efficiencies (fractions): ``gemm`` per rate class (``bf16``, ``fp8``, ``fp4``), ``memory``
     (HBM), ``comm`` (scale-up collectives; may exceed 1 where the switch reduces in-network, NVLink
     SHARP); ``source`` says where they come from; ``loo_error`` the fit's leave-one-out median |error|
-    (fraction) per measured quantity (``ttft``, ``tpot``, ``busy``), empty when not fitted."""
+    (fraction) per measured quantity (``ttft``, ``tpot``, ``busy``), empty when not fitted; ``lomo_error`` the
+    same leave-one-model-out, what a model the fit has not seen should expect (the planner's error bars)."""
 
     gemm: dict[str, float] = field(hash=False)
     memory: float
     comm: float
     source: str
     loo_error: dict[str, float] = field(default_factory=dict, hash=False)
+    lomo_error: dict[str, float] = field(default_factory=dict, hash=False)
 
     def gemm_efficiency(self, efficiency_class: str) -> float:
         """Efficiency of ``efficiency_class``; a class never calibrated falls back to its default (kernel

@@ -293,6 +293,7 @@ def _hardware_schema():
         memory_efficiency: Efficiency
         comm_efficiency: bounded(2.0)   # may exceed 1 where the switch reduces in-network (NVLink SHARP)
         loo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
+        lomo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
         source: Text
 
     class HardwareDoc(Strict):
@@ -339,7 +340,8 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
             raise PlanError(f"{path}: calibration.gemm_efficiency: missing field 'bf16'")
         calibration = Calibration(gemm=gemm, memory=doc.calibration.memory_efficiency,
                                   comm=doc.calibration.comm_efficiency, source=doc.calibration.source,
-                                  loo_error=dict(doc.calibration.loo_error))
+                                  loo_error=dict(doc.calibration.loo_error),
+                                  lomo_error=dict(doc.calibration.lomo_error))
     name = doc.name.lower()
     return HardwareProfile(
         name=name,

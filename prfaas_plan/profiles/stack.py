@@ -36,6 +36,17 @@ from ..errors import PlanError, closest_names
 DEFAULT_STACK = "sglang"
 NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "prefill_token_budget", "wave_fraction")
 OPTIONAL_NUMBERS = ("request_overhead_s", "ep_forward_overhead_s")   # 0 when a profile leaves them out
+# Upper bounds with their reason: a value beyond one is a unit slip or a typo, and would make busy time
+# infinite or a batch impossible (issue 23). Seconds for times, tokens for the budget.
+LIMITS = {
+    "latency_s": (60.0, "a fixed per-request latency above a minute is not an engine's (check the unit: seconds)"),
+    "forward_overhead_s": (10.0, "an overhead above 10 s per prefill forward is not an engine's (seconds)"),
+    "step_overhead_s": (10.0, "an overhead above 10 s per decode step is not an engine's (seconds)"),
+    "request_overhead_s": (10.0, "an admission time above 10 s per request is not an engine's (seconds)"),
+    "ep_forward_overhead_s": (10.0, "an overhead above 10 s per prefill forward is not an engine's (seconds)"),
+    "wave_fraction": (1.0, "it is a share of the in-flight requests"),
+}
+MAX_PREFILL_TOKEN_BUDGET = 2**30   # the planner's token cap (`prfaas_plan.units.MAX_TOKENS`)
 KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources") + NUMBERS + OPTIONAL_NUMBERS
 
 
@@ -97,12 +108,15 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
             raise PlanError(f"{path}: {key} must be a finite number >= 0, not {v!r}")
         if not str(sources.get(key, "")).strip():
             raise PlanError(f"{path}: sources.{key} missing (say where the number comes from, or 'assumed: why')")
+        if key in LIMITS and v > LIMITS[key][0]:
+            raise PlanError(f"{path}: {key} must be at most {LIMITS[key][0]:g}, not {v!r}: {LIMITS[key][1]}")
         values[key] = float(v)
     values = {**dict.fromkeys(OPTIONAL_NUMBERS, 0.0), **values}
-    if values["wave_fraction"] > 1:
-        raise PlanError(f"{path}: wave_fraction must be between 0 and 1")
-    if values["prefill_token_budget"] < 1:
-        raise PlanError(f"{path}: prefill_token_budget must be at least 1 token")
+    budget = data["prefill_token_budget"]
+    if budget != int(budget) or not 1 <= budget <= MAX_PREFILL_TOKEN_BUDGET:
+        raise PlanError(f"{path}: prefill_token_budget must be a whole number of tokens from 1 to "
+                        f"{MAX_PREFILL_TOKEN_BUDGET:,}, not {budget!r}: one forward carries whole tokens, and a "
+                        "budget beyond any context is a typo")
     chunked = data.get("chunked_prefill", True)
     if not isinstance(chunked, bool):
         raise PlanError(f"{path}: chunked_prefill must be true or false")
@@ -155,19 +169,66 @@ def _stack_file(path: Path) -> StackProfile | None:
 
 
 @lru_cache(maxsize=None)
-def _load_stacks(dirs: tuple[Path, ...]) -> dict[str, StackProfile]:
+def _load_stacks(dirs: tuple[Path, ...]) -> tuple[dict[str, StackProfile], dict[str, str], dict[str, str]]:
+    """(stacks by name, {name: why its user file is broken}, {name: note that a user file shadows a
+    bundled stack}). A broken bundled file is an error (the tests validate them); a broken user file
+    breaks only the commands that look its name up (its stem or declared name), as for models and chips."""
     out: dict[str, StackProfile] = {}
+    broken: dict[str, str] = {}
+    shadowed: dict[str, str] = {}
+    bundled = set(bundled_stack_dirs())
     for folder in dirs:
         for path in stack_files(folder):
-            prof = _stack_file(path)
+            if folder in bundled:
+                prof = _stack_file(path)
+            else:
+                from .store import read_yaml
+
+                try:
+                    data = read_yaml(path)
+                except PlanError as exc:   # unreadable, of unknown kind: looking its stem up as a stack says why
+                    broken.setdefault(path.stem.lower(), str(exc))
+                    continue
+                if not is_stack_file(data, path):
+                    continue
+                try:
+                    prof = stack_from_dict(data, str(path))
+                except PlanError as exc:
+                    declared = data.get("name")
+                    for key in {path.stem.lower(), declared.strip().lower() if isinstance(declared, str) else ""}:
+                        if key:   # even a bundled name: the user meant to replace it, not to get the bundled one
+                            broken[key] = str(exc)
+                    continue
+                if prof.name in out and Path(out[prof.name].path).parent in bundled:
+                    shadowed[prof.name] = (f"stack {prof.name!r} from {path} is used instead of the bundled "
+                                           f"{out[prof.name].path}")
             if prof is not None:
                 out[prof.name] = prof
-    return out
+                broken.pop(prof.name, None)
+    return out, broken, shadowed
+
+
+def _register() -> None:
+    from .store import forget_with_folders
+
+    forget_with_folders(_load_stacks)
+
+
+_register()
+
+
+def stack_notes_of_loading() -> tuple[list[str], list[str]]:
+    """(broken user stack files, user stacks shadowing bundled ones), one line each, for the CLI to say
+    once; empty when no stack was loaded."""
+    if _load_stacks.cache_info().currsize == 0:
+        return [], []
+    _, broken, shadowed = _load_stacks(tuple(_stack_dirs()))
+    return sorted(set(broken.values())), sorted(shadowed.values())
 
 
 def all_stacks() -> dict[str, StackProfile]:
     """Every known serving-stack profile by name (bundled, then user folders; later folders win)."""
-    return _load_stacks(tuple(_stack_dirs()))
+    return _load_stacks(tuple(_stack_dirs()))[0]
 
 
 def get_stack(name: str | StackProfile | None) -> StackProfile:
@@ -175,7 +236,9 @@ def get_stack(name: str | StackProfile | None) -> StackProfile:
     if isinstance(name, StackProfile):
         return name
     key = str(name or DEFAULT_STACK).strip().lower()
-    stacks = all_stacks()
+    stacks, broken, _ = _load_stacks(tuple(_stack_dirs()))
+    if key in broken:
+        raise PlanError(broken[key])
     if key not in stacks:
         raise PlanError(f"`stack` {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
     return stacks[key]

@@ -50,8 +50,17 @@ def reset_profile_dirs() -> None:
     _forget()
 
 
+_other_caches: list = []   # caches of other profile kinds (stacks) that depend on the user folders
+
+
+def forget_with_folders(cached) -> None:
+    """Clear ``cached`` (an ``lru_cache``) whenever the user folders change (`profiles.stack` registers its
+    loader here: this module must not import it, it imports this one)."""
+    _other_caches.append(cached)
+
+
 def _forget() -> None:
-    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled):
+    for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled, *_other_caches):
         cached.cache_clear()
 
 
@@ -75,11 +84,33 @@ def _loader():
     class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         pass
 
+    def construct_mapping(loader, node, deep=False):
+        # YAML keeps the last of two equal keys without a word; a file that says a thing twice is refused
+        lines: dict = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                if key in lines:
+                    raise DuplicateKey(key, key_node.start_mark.line + 1, lines[key])
+                lines[key] = key_node.start_mark.line + 1
+            except TypeError:   # an unhashable key: the constructor below reports it
+                continue
+        return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
+
+    Loader.construct_mapping = construct_mapping
     Loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
         re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
         list("-+0123456789"))
     return Loader
+
+
+class DuplicateKey(Exception):
+    """A YAML mapping that gives one key twice (raised by `_loader`'s constructor, reported by `read_yaml`)."""
+
+    def __init__(self, key, line: int, first_line: int):
+        super().__init__(key, line, first_line)
+        self.key, self.line, self.first_line = key, line, first_line
 
 
 MAX_PROFILE_BYTES = 4 * 2**20  # a profile is a few kB; anything beyond 4 MiB is not one
@@ -109,6 +140,9 @@ def read_yaml(path: Path) -> dict:
         raise PlanError(f"{path}: not a text file (expected UTF-8 YAML)")
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKey as exc:
+        raise PlanError(f"{path}:{exc.line}: key {exc.key!r} is given twice (first on line {exc.first_line}); "
+                        "give it once") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -174,13 +208,19 @@ def _bundled_files(from_snapshot: bool = True) -> list[tuple[Path, str]]:
 
 
 @lru_cache(maxsize=None)
-def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], dict[str, str]]:
+def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], dict[str, str], dict[str, str]]:
+    """(models, chips, {name: why its user file is broken}, {name: note that a user file shadows a
+    bundled profile of that name})."""
     models: dict[str, ModelProfile] = {}
     hardware: dict[str, HardwareProfile] = {}
     for path, kind in _bundled_files():  # a broken bundled profile is an error: the tests validate them all
         prof = _validated_bundled(path, kind)
         (models if kind == "model" else hardware)[prof.name] = prof
     broken: dict[str, str] = {}
+    shadowed: dict[str, str] = {}
+    # every name and alias a bundled profile answers to: a user profile taking one of them shadows it
+    bundled = {kind: {key: p for p in table.values() for key in (p.name, *p.aliases)}
+               for kind, table in (("model", models), ("hardware", hardware))}
     for folder in _user_dirs():
         for path in sorted(folder.rglob("*.yaml")) + sorted(folder.rglob("*.yml")):
             data = None
@@ -189,12 +229,12 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
                 kind = _profile_kind(data, path, "model")
                 if kind == "stack":
                     continue  # serving stacks are loaded by profiles/stack.py
-                if kind == "model":
-                    prof = model_from_dict(data, str(path))
-                    models[prof.name] = prof
-                else:
-                    hw = hardware_from_dict(data, str(path))
-                    hardware[hw.name] = hw
+                prof = model_from_dict(data, str(path)) if kind == "model" else hardware_from_dict(data, str(path))
+                (models if kind == "model" else hardware)[prof.name] = prof
+                hit = next((bundled[kind][k] for k in (prof.name, *prof.aliases) if k in bundled[kind]), None)
+                if hit is not None:
+                    shadowed[prof.name] = (f"{'model' if kind == 'model' else 'chip'} {prof.name!r} from {path} "
+                                           f"is used instead of the bundled {hit.path}")
             except PlanError as exc:
                 # A broken user file must not break commands that do not use it: remember why, warn
                 # once, and make a lookup of its name (the file's stem) fail with the reason.
@@ -202,7 +242,7 @@ def _load_all() -> tuple[dict[str, ModelProfile], dict[str, HardwareProfile], di
                 for key in {path.stem.lower(), str(declared).strip().lower() if isinstance(declared, str) else ""}:
                     if key and key not in models and key not in hardware:
                         broken[key] = str(exc)
-    return models, hardware, broken
+    return models, hardware, broken, shadowed
 
 
 def _declared(value) -> str | None:
@@ -251,11 +291,15 @@ def _lazy_lookup(key: str, kind: str):
 
 
 def broken_profiles() -> list[str]:
-    """One line per user profile file that failed validation and was skipped (the CLI warns with
-    these after a command that did not need them; looking such a profile up raises its error)."""
-    if _load_all.cache_info().currsize == 0:
-        return []  # nothing was loaded, so nothing was skipped
-    return sorted(set(_load_all()[2].values()))
+    """One line per user model or chip profile file that failed validation and was skipped (looking
+    such a profile up raises its error); `prfaas_plan.profiles.notes` adds the stacks."""
+    return [] if _load_all.cache_info().currsize == 0 else sorted(set(_load_all()[2].values()))
+
+
+def shadowing_profiles() -> list[str]:
+    """One line per user model or chip profile used instead of a bundled one it shares a name or alias
+    with (empty when nothing was loaded from user folders)."""
+    return [] if _load_all.cache_info().currsize == 0 else sorted(_load_all()[3].values())
 
 
 def all_models() -> dict[str, ModelProfile]:

@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
 from ..errors import PlanError, closest_names
 
@@ -27,6 +27,26 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]   # so
 LowerName = Annotated[str, StringConstraints(to_lower=True)]                # dtype names
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+def with_unit(parse, pattern: str, description: str):
+    """A text field holding a quantity with its unit, parsed by ``parse(text, what)`` (a
+    `prfaas_plan.units` parser) into its value in SI units. A bare number is refused as on the command line
+    (``rtt: 20`` -> "did you mean 20ms?"), not read as seconds or bit/s; JSON Schema gets ``pattern``."""
+
+    def parsed(text: str):
+        try:
+            return parse(text, "")
+        except PlanError as exc:
+            raise ValueError(str(exc).strip()) from None
+
+    def refuse_numbers(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parsed(f"{value:g}" if isinstance(value, float) else str(value))  # the parser's "give a unit" hint
+        return value
+
+    return Annotated[str, BeforeValidator(refuse_numbers), AfterValidator(parsed),
+                     Field(pattern=None, description=description, json_schema_extra={"pattern": pattern})]
 
 
 class Strict(BaseModel):
@@ -117,6 +137,8 @@ def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix
         rest = len(errors) - len(missing)
         more = f" (and {rest} more problem{'s' if rest > 1 else ''})" if rest else ""
         return f"{where}: missing field{'s' if len(missing) > 1 else ''} {names}{more}"
+    if first["type"] == "value_error":   # a parser's own message (`with_unit`): it names the value already
+        return f"{where}: {_loc_text(loc) or 'file'} {_phrase(first)}{more}"
     return f"{where}: {_loc_text(loc) or 'file'} {_phrase(first)}, not {_value_text(first.get('input'))}{more}"
 
 

@@ -1,0 +1,262 @@
+"""Launch files for a plan (``prfaas-plan export``): engine commands per site and role, the router rule in
+the form each router takes, and Kubernetes manifests. Pure text from a `planning.export.Deployment`; no
+figure is computed here (the threshold, instance counts and batch come from the plan).
+
+Every engine flag written is one of the engine's server arguments for the chosen version, listed in
+``prfaas_plan/data/engine_args/ENGINE-VERSION.txt`` (each file names its upstream source); `flags_in`
+extracts the flags of a written command so the check is made on the text itself.
+
+Engines and routers (versions of the bundled lists):
+
+- SGLang 0.5.9 ``python -m sglang.launch_server``: ``--disaggregation-mode prefill|decode``,
+  ``--disaggregation-transfer-backend mooncake|nixl``, ``--disaggregation-bootstrap-port``; its router
+  (sglang_router) has no prompt-length rule, so the rule is written as ``router-rule.json`` for a gateway;
+- vLLM 0.16.0 ``vllm serve``: ``--kv-transfer-config`` with ``NixlConnector`` or ``MooncakeConnector``; the
+  side-channel address by ``VLLM_NIXL_SIDE_CHANNEL_HOST``/``_PORT`` or ``VLLM_MOONCAKE_BOOTSTRAP_PORT``;
+- llm-d: vLLM pods plus the endpoint picker's ``prefix-based-pd-decider`` (``nonCachedTokens``: the minimum
+  uncached prompt tokens that send a request through a prefill pod) under ``pd-profile-handler``;
+- Dynamo 1.6.1: ``python -m dynamo.frontend --router-mode kv --router-conditional-disagg
+  --router-conditional-disagg-config '{"policy": "isl_bounding", "eff_isl_threshold": N}'`` (marked
+  experimental upstream: a request whose effective, i.e. uncached, prompt is within the threshold skips the
+  remote prefill) and ``python -m dynamo.sglang`` workers taking SGLang's arguments;
+- Kubernetes: one apps/v1 Deployment per site and role (replicas = instances, ``nvidia.com/gpu`` = chips
+  per instance) and a ConfigMap holding the router rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from functools import lru_cache
+
+from .._data import PACKAGE_DIR
+
+ARGS_DIR = PACKAGE_DIR / "data" / "engine_args"
+ENGINE_VERSIONS = {"sglang": "0.5.9", "vllm": "0.16.0", "dynamo": "1.6.1"}
+IMAGES = {"sglang": "lmsysorg/sglang:v0.5.9-cu129", "vllm": "vllm/vllm-openai:v0.16.0"}
+PORTS = {"sglang": 30000, "vllm": 8000}
+BOOTSTRAP_PORT = 8998       # SGLang's and vLLM-Mooncake's default bootstrap port
+NIXL_PORT = 5600            # vLLM's default NIXL side-channel port (vllm/envs.py)
+TARGETS = ("sglang", "vllm", "dynamo", "llm-d", "k8s")
+SHELL_VARS = {"${IB_DEVICE}": '"${IB_DEVICE:?set IB_DEVICE to the RDMA device for Mooncake, e.g. mlx5_0}"'}
+
+
+@lru_cache(maxsize=None)
+def engine_args(engine: str, version: str) -> frozenset[str]:
+    """The bundled list of ``engine``'s server arguments at ``version`` (``--flag`` strings)."""
+    path = ARGS_DIR / f"{engine}-{version}.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(ln.strip() for ln in lines if ln.strip().startswith("--"))
+
+
+def flags_in(command: list[str]) -> list[str]:
+    """The ``--flag`` tokens of a command (``--flag=value`` counts as ``--flag``)."""
+    return [t.split("=", 1)[0] for t in command if t.startswith("--")]
+
+
+def _comment(lines: list[str], mark: str = "#") -> str:
+    return "".join(f"{mark} {ln}\n" if ln else f"{mark}\n" for ln in lines)
+
+
+def _quant(dtype: str, engine: str) -> list[str]:
+    return ["--quantization", "fp8"] if dtype == "fp8" else []
+
+
+def _kv_dtype(dtype: str, engine: str) -> list[str]:
+    if dtype != "fp8":
+        return []
+    return ["--kv-cache-dtype", "fp8_e4m3" if engine == "sglang" else "fp8"]
+
+
+def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") -> list[str]:
+    """``python3 -m sglang.launch_server`` (or a Dynamo worker module) for one role."""
+    cmd = ["python3", "-m", module, "--model-path", d.model_path, "--tp-size", str(role.tp)]
+    if role.ep > 1:
+        cmd += ["--ep-size", str(role.ep)]
+    if role.dp_attention:
+        cmd += ["--enable-dp-attention", "--dp-size", str(role.tp)]
+    cmd += ["--chunked-prefill-size", str(d.chunk_tokens)]
+    if role.batch:
+        cmd += ["--max-running-requests", str(role.batch)]
+    cmd += _quant(role.weight_dtype, "sglang") + _kv_dtype(role.kv_dtype, "sglang")
+    cmd += ["--disaggregation-mode", role.role, "--disaggregation-transfer-backend", backend]
+    if role.role == "prefill":
+        cmd += ["--disaggregation-bootstrap-port", str(BOOTSTRAP_PORT)]
+    if backend == "mooncake":
+        cmd += ["--disaggregation-ib-device", "${IB_DEVICE}"]
+    if module == "sglang.launch_server":
+        cmd += ["--host", "0.0.0.0", "--port", str(PORTS["sglang"])]
+    return cmd
+
+
+def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
+    """``vllm serve`` for one role, and the environment its KV connector reads its address from."""
+    cmd = ["vllm", "serve", d.model_path]
+    if role.dp_attention:
+        cmd += ["--tensor-parallel-size", "1", "--data-parallel-size", str(role.tp)]
+    else:
+        cmd += ["--tensor-parallel-size", str(role.tp)]
+    if role.ep > 1 or role.dp_attention:
+        cmd += ["--enable-expert-parallel"]
+    cmd += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(d.chunk_tokens)]
+    if role.batch:
+        cmd += ["--max-num-seqs", str(role.batch)]
+    cmd += _quant(role.weight_dtype, "vllm") + _kv_dtype(role.kv_dtype, "vllm")
+    if backend == "nixl":
+        config = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        env = {"VLLM_NIXL_SIDE_CHANNEL_HOST": "${POD_IP:?set POD_IP to this host's address}",
+               "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_PORT)}
+    else:
+        config = {"kv_connector": "MooncakeConnector",
+                  "kv_role": "kv_producer" if role.role == "prefill" else "kv_consumer"}
+        env = {"VLLM_MOONCAKE_BOOTSTRAP_PORT": str(BOOTSTRAP_PORT)}
+    cmd += ["--kv-transfer-config", json.dumps(config, separators=(",", ":")),
+            "--host", "0.0.0.0", "--port", str(PORTS["vllm"])]
+    return cmd, env
+
+
+def rule(d) -> dict:
+    """The router rule as data: threshold ``t`` in uncached prompt tokens, and the degraded-link one."""
+    out = {"uncached_tokens_threshold": d.threshold_tokens,
+           "long_requests": "uncached prompt tokens > threshold: prefill on the remote site's prefill pool, "
+                            "KV shipped over the cross-datacenter link",
+           "short_requests": "otherwise: prefill on the local site's prefill pool",
+           "from_plan": d.plan_name}
+    if d.degraded is not None:
+        out["degraded_link"] = {"link_gbps": d.degraded[0], "uncached_tokens_threshold": d.degraded[1],
+                                "when": "the link runs at or below this rate: switch to this threshold"}
+    return out
+
+
+def min_uncached_tokens(threshold: float) -> int:
+    """The smallest whole number of uncached tokens the plan sends remote (> t): floor(t) + 1."""
+    return int(threshold // 1) + 1
+
+
+def _shell(header: list[str], cmd: list[str], env: dict[str, str] | None = None) -> str:
+    lines = ["#!/bin/sh", _comment(header).rstrip("\n"), "set -eu"]
+    for k, v in (env or {}).items():
+        lines.append(f'export {k}="{v}"')
+    lines.append(" ".join(SHELL_VARS.get(c, shlex.quote(c)) for c in cmd))
+    return "\n".join(lines) + "\n"
+
+
+def _role_header(d, role, engine: str) -> list[str]:
+    return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
+                       f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
+                       f"{', DP attention' if role.dp_attention else ''}); run this on each instance",
+                       f"{role.basis}",
+                       f"flags checked against prfaas_plan/data/engine_args/{engine}-{ENGINE_VERSIONS[engine]}.txt"]
+
+
+def engine_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[list[str]]]:
+    """Per role a launch script for ``engine`` (sglang or vllm), and the commands written (for checking)."""
+    files, commands = {}, []
+    for role in d.roles:
+        name = f"{role.site}-{role.role}.sh"
+        if engine == "sglang":
+            cmd, env = sglang_command(d, role, backend), None
+        else:
+            cmd, env = vllm_command(d, role, backend)
+        files[name] = _shell(_role_header(d, role, engine), cmd, env)
+        commands.append(cmd)
+    return files, commands
+
+
+def rule_file(d, router_note: str) -> str:
+    return json.dumps({"comment": d.header + [router_note], **rule(d)}, indent=2) + "\n"
+
+
+def llmd_config(d, threshold: float, label: str) -> str:
+    """An llm-d EndpointPickerConfig whose P/D decider takes the plan's threshold."""
+    n = min_uncached_tokens(threshold)
+    head = d.header + [f"llm-d endpoint picker: {label}: nonCachedTokens {n} = floor(t) + 1 with t = {threshold:,.1f} "
+                       "tokens (the plan sends a request remote when its uncached prompt exceeds t)",
+                       "prefill pods = the remote site's prefill instances; decode pods = the local decode "
+                       "instances. llm-d's decider has two outcomes (P/D or decode-only): the plan's local "
+                       "prefill pool has no place in it, so short prompts prefill on the decode pods here."]
+    body = {"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "EndpointPickerConfig",
+            "plugins": [{"type": "prefill-header-handler"}, {"type": "prefix-cache-scorer"},
+                        {"type": "queue-scorer"}, {"type": "prefill-filter"}, {"type": "decode-filter"},
+                        {"type": "max-score-picker"},
+                        {"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": n}},
+                        {"type": "pd-profile-handler", "parameters": {"deciderPluginName": "prefix-based-pd-decider"}}],
+            "schedulingProfiles": [
+                {"name": "prefill", "plugins": [{"pluginRef": "prefill-filter"}, {"pluginRef": "max-score-picker"},
+                                                {"pluginRef": "prefix-cache-scorer", "weight": 2},
+                                                {"pluginRef": "queue-scorer", "weight": 1}]},
+                {"name": "decode", "plugins": [{"pluginRef": "decode-filter"}, {"pluginRef": "max-score-picker"},
+                                               {"pluginRef": "prefix-cache-scorer", "weight": 2},
+                                               {"pluginRef": "queue-scorer", "weight": 1}]}]}
+    import yaml
+
+    return _comment(head) + yaml.safe_dump(body, sort_keys=False)
+
+
+def dynamo_frontend(d, threshold: float) -> list[str]:
+    config = {"policy": "isl_bounding", "eff_isl_threshold": int(threshold // 1)}
+    return ["python3", "-m", "dynamo.frontend", "--http-port", "8000", "--router-mode", "kv", "--router-kv-events",
+            "--router-conditional-disagg", "--router-conditional-disagg-config",
+            json.dumps(config, separators=(",", ":"))]
+
+
+DYNAMO_NOTE = ("Dynamo 1.6.1's conditional disaggregation (experimental) chooses between remote prefill and "
+               "prefill on the decode worker; it has no setting that picks between two prefill pools (the plan's "
+               "remote and local prefill), so the local prefill instances are not given a role by the router "
+               "and short prompts prefill on the decode workers. eff_isl_threshold = floor(t); whether the "
+               "boundary is < or <= is Dynamo's (a one-token difference).")
+
+
+def dynamo_files(d, backend: str) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
+    files, checks = {}, []
+    for label, t, name in [("planned link", d.threshold_tokens, "frontend.sh")] + (
+            [(f"degraded link ({d.degraded[0]:g} Gbps)", d.degraded[1], "frontend-degraded-link.sh")]
+            if d.degraded else []):
+        cmd = dynamo_frontend(d, t)
+        files[name] = _shell(d.header + [f"Dynamo frontend, {label}: t = {t:,.1f} uncached tokens", DYNAMO_NOTE], cmd)
+        checks.append(("dynamo", cmd))
+    for role in d.roles:
+        cmd = sglang_command(d, role, backend, module="dynamo.sglang")
+        files[f"{role.site}-{role.role}.sh"] = _shell(_role_header(d, role, "sglang") + [
+            "worker: python3 -m dynamo.sglang takes SGLang's server arguments"], cmd)
+        checks.append(("dynamo+sglang", cmd))
+    return files, checks
+
+
+def k8s_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[list[str]], list[dict]]:
+    """Deployments (one per site and role) running ``engine``, and the router rule as a ConfigMap."""
+    import yaml
+
+    docs, commands = [], []
+    for role in d.roles:
+        if engine == "sglang":
+            cmd, env = sglang_command(d, role, backend), {}
+        else:
+            cmd, env = vllm_command(d, role, backend)
+        commands.append(cmd)
+        name = f"{d.slug}-{role.site}-{role.role}"
+        labels = {"app.kubernetes.io/name": name, "prfaas-plan/site": role.site, "prfaas-plan/role": role.role}
+        env_list = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+        env_list += [{"name": k, "value": re.sub(r"\$\{POD_IP[^}]*\}", "$(POD_IP)", v)} for k, v in env.items()]
+        if backend == "mooncake" and engine == "sglang":
+            env_list.append({"name": "IB_DEVICE", "value": "mlx5_0"})
+        args = [c.replace("${IB_DEVICE}", "$(IB_DEVICE)") for c in cmd]
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": name, "labels": labels},
+                     "spec": {"replicas": role.instances, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                              "template": {"metadata": {"labels": labels},
+                                           "spec": {"nodeSelector": {"prfaas-plan/site": role.site},
+                                                    "containers": [{"name": "engine", "image": IMAGES[engine],
+                                                                    "command": args[:1], "args": args[1:],
+                                                                    "env": env_list,
+                                                                    "ports": [{"containerPort": PORTS[engine]}],
+                                                                    "resources": {"limits": {
+                                                                        "nvidia.com/gpu": role.chips}}}]}}}})
+    docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{d.slug}-router-rule"},
+                 "data": {"router-rule.json": json.dumps(rule(d), indent=2)}})
+    head = d.header + [f"Kubernetes: {engine} {ENGINE_VERSIONS[engine]} Deployments, one per site and role; label "
+                       "each site's GPU nodes prfaas-plan/site=<site>; the ConfigMap holds the router rule",
+                       *sorted({r.basis for r in d.roles})]
+    text = _comment(head) + yaml.safe_dump_all(docs, sort_keys=False)
+    return {"deployments.yaml": text}, commands, docs

@@ -1,0 +1,71 @@
+"""What ``report`` checks in a result file before drawing a page from it (issue 23): a page must not
+answer from a damaged, duplicated or mislabelled file.
+
+- JSON: nested at most `MAX_DEPTH` levels; when ``meta.command`` names a command, the section that
+  command always writes is there (``size`` -> ``plan``, ``compare`` -> ``compare``, ``reproduce`` ->
+  ``figures``).
+- sweep tables: typed columns (text in a numeric column is refused by `rowfile.read_table`, as is a CSV
+  row cut short), one row per ``point_key``, and each row matching its ``row_check`` when it has one; a
+  table a sweep left incomplete (interrupted) is drawn with a warning saying how many points it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..errors import PlanError
+
+MAX_DEPTH = 64
+SECTION_OF = {"size": "plan", "compare": "compare", "reproduce": "figures"}
+
+
+def depth(doc) -> int:
+    """Nesting depth of a JSON value, counted without recursion."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, d)
+            if d > MAX_DEPTH:
+                return d
+            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def check_json(doc, sections: dict, meta: dict, source: str) -> None:
+    """Refuse a JSON result nested too deeply or whose ``meta.command`` does not match its sections."""
+    if depth(doc) > MAX_DEPTH:
+        raise PlanError(f"{source}: nested more than {MAX_DEPTH} levels deep; not the output of a prfaas-plan command")
+    command = meta.get("command") if isinstance(meta, dict) else None
+    if command is not None and not isinstance(command, str):
+        raise PlanError(f"{source}: meta.command must be text, not {command!r}")
+    need = SECTION_OF.get(command)
+    if need is not None and need not in sections:
+        raise PlanError(f"{source}: meta.command is {command!r} but there is no {need!r} section (sections: "
+                        f"{', '.join(map(str, sections)) or 'none'}); the file was edited or is of another command")
+
+
+def row_check(row: dict, checked: list[str]) -> str:
+    """The sweep's row check (`prfaas_plan.planning.sweep_run`) over ``checked`` columns."""
+    text = json.dumps([row.get(k) for k in checked], separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_sweep_rows(rows: list[dict], meta: dict, source: str, checked: list[str]) -> list[str]:
+    """Refuse duplicated or altered sweep rows; return warnings for the page (an incomplete sweep)."""
+    seen: dict = {}
+    for i, r in enumerate(rows):
+        key = r.get("point_key")
+        if key in seen:
+            raise PlanError(f"{source}: point_key {key} is in rows {seen[key] + 1} and {i + 1}; a sweep writes "
+                            "each point once (two files joined, or a row copied)")
+        seen[key] = i
+        if "row_check" in r and r["row_check"] is not None and r["row_check"] != row_check(r, checked):
+            raise PlanError(f"{source}: row {i + 1} does not match its row_check (edited or damaged)")
+    warnings = []
+    if meta.get("complete") == "false":
+        total = meta.get("points", "?")
+        warnings.append(f"WARNING: this sweep was interrupted: {len(rows)} of {total} points are in the file "
+                        "(run the same sweep again to finish it)")
+    return warnings
