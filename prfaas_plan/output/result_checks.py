@@ -2,8 +2,8 @@
 answer from a damaged, duplicated or mislabelled file.
 
 - JSON: nested at most `MAX_DEPTH` levels; when ``meta.command`` names a command, the section that
-  command always writes is there (``size`` -> ``plan``, ``compare`` -> ``compare``, ``reproduce`` ->
-  ``figures``).
+  command always writes is there (``size`` -> ``plan``, or ``sites`` for ``size --layout``;
+  ``compare`` -> ``compare``, ``reproduce`` -> ``figures``).
 - sweep tables: typed columns (text in a numeric column is refused by `rowfile.read_table`, as is a CSV
   row cut short), one row per ``point_key``, and each row matching its ``row_check`` when it has one; a
   table a sweep left incomplete (interrupted) is drawn with a warning saying how many points it holds.
@@ -17,7 +17,7 @@ import json
 from ..errors import PlanError
 
 MAX_DEPTH = 64
-SECTION_OF = {"size": "plan", "compare": "compare", "reproduce": "figures"}
+SECTION_OF = {"size": ("plan", "sites"), "compare": ("compare",), "reproduce": ("figures",)}
 
 
 def depth(doc) -> int:
@@ -41,8 +41,9 @@ def check_json(doc, sections: dict, meta: dict, source: str) -> None:
     if command is not None and not isinstance(command, str):
         raise PlanError(f"{source}: meta.command must be text, not {command!r}")
     need = SECTION_OF.get(command)
-    if need is not None and need not in sections:
-        raise PlanError(f"{source}: meta.command is {command!r} but there is no {need!r} section (sections: "
+    if need is not None and not any(n in sections for n in need):
+        raise PlanError(f"{source}: meta.command is {command!r} but there is no {' or '.join(map(repr, need))} "
+                        f"section (sections: "
                         f"{', '.join(map(str, sections)) or 'none'}); the file was edited or is of another command")
 
 
