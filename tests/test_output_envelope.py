@@ -47,7 +47,10 @@ def _check_finite(value, where="") -> None:
 def test_json_envelope(cli, name):
     code, out, err = cli(*COMMANDS[name], "--format", "json")
     assert code == 0, err
-    doc = json.loads(out)
+    _check_envelope(json.loads(out), name)
+
+
+def _check_envelope(doc: dict, name: str) -> None:
     assert list(doc) == ["meta", "warnings", "sections", "notes"]
     meta = doc["meta"]
     assert meta["tool"] == "prfaas-plan" and meta["version"] == __version__
@@ -161,3 +164,157 @@ def test_json_rows_are_finite_and_flag_every_non_finite_value(values):
     for k, v in row.items():
         if isinstance(v, float) and not math.isfinite(v):
             assert out[k] is None and out[f"{k}_nonfinite"] in ("inf", "-inf", "nan")
+
+
+def test_a_warning_message_carries_no_prefix_of_its_own():
+    """The renderer writes ``WARNING [code]:``; a message that began with its own ``WARNING:`` read
+    ``WARNING [modes-disagree]: WARNING: ...`` (issue 24)."""
+    from prfaas_plan.planning.confidence import ModeVerdicts
+
+    text = ModeVerdicts({"exact": 0.9, "representative": 1.2}, "homogeneous-pd").warning()
+    assert text and not text.upper().startswith("WARNING")
+    from prfaas_plan.output.report import Report, Section, render
+    from prfaas_plan.planning.warnings import PlanWarning
+
+    table = render(Report([Section("s", "t", [{"a": 1}])], warnings=[PlanWarning("modes-disagree", text)]), "table")
+    assert table.count("WARNING") == 1 and "WARNING [modes-disagree]: the throughput modes" in table
+
+
+def test_rates_weights_that_do_not_fit_are_a_warning_not_a_note(cli):
+    code, out, err = cli("rates", "-m", "kimi-k2", "-i", "8xH20", "--len", "32k", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [w["code"] for w in doc["warnings"]] == ["weights-do-not-fit"]
+    assert not any("WARNING" in n.upper()[:10] for n in doc["notes"])
+    assert not any(w["message"].upper().startswith("WARNING") for w in doc["warnings"])
+
+
+def _leaf_commands():
+    """(path, click command) of every command a user can run, walking the typer app."""
+    import typer.main
+
+    from prfaas_plan.cli.app import app
+
+    stack, out = [((), typer.main.get_command(app))], []
+    while stack:
+        path, command = stack.pop()
+        subs = getattr(command, "commands", None)
+        if subs:
+            stack += [((*path, name), c) for name, c in subs.items()]
+        else:
+            out.append((" ".join(path), command))
+    return sorted(out, key=lambda pc: pc[0])
+
+
+def test_every_command_takes_format():
+    commands = _leaf_commands()
+    assert len(commands) >= 15 and "model import" in dict(commands)   # the walk sees nested commands
+    lacking = [path for path, c in commands
+               if not any("--format" in getattr(p, "opts", ()) for p in c.params)]
+    assert lacking == []
+
+
+def _file_commands(tmp_path) -> dict[str, tuple]:
+    """Commands that read or write files, with inputs made in ``tmp_path``."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("base: {model: kimi-linear}\ngrid: {link: [10G, 100G]}\n")
+    plan = tmp_path / "plan.json"
+    config = repo / "tests" / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json"
+    return {
+        "schema": (("schema", "layout"), None),
+        "sweep": (("sweep", str(spec), "-o", str(tmp_path / "r.csv"), "--no-progress"), None),
+        "model import": (("model", "import", str(config), "--name", "mimo-test"), None),
+        "model import -o": (("model", "import", str(config), "--name", "mimo-test", "-o",
+                             str(tmp_path / "m.yaml")), None),
+        "report": (("report", str(plan), "-o", str(tmp_path / "p.html")), plan),
+    }
+
+
+@pytest.mark.parametrize("name", ["schema", "sweep", "model import", "model import -o", "report"])
+def test_file_commands_write_the_envelope_in_json_and_keep_their_table_text(cli, tmp_path, name):
+    args, plan = _file_commands(tmp_path)[name]
+    if plan is not None:
+        code, out, err = cli("size", *PAPER, "--samples", "0", "--format", "json")
+        plan.write_text(out)
+    code, table, err = cli(*args)
+    assert code == 0, err
+    code, out, err = cli(*args, "--format", "json")
+    assert code == 0, err
+    _check_envelope(json.loads(out), name.removesuffix(" -o"))
+    if name == "schema":   # the table form is the schema document itself; json carries it as a row
+        assert json.loads(out)["sections"]["schema"] == [json.loads(table)]
+    elif name == "model import":
+        import yaml
+
+        assert json.loads(out)["sections"]["profile"] == [yaml.safe_load(table)]
+    else:
+        assert "wrote " in table
+    if name != "model import":
+        code, csv_out, err = cli(*args, "--format", "csv")
+        assert code == 0 and csv_out.startswith("# prfaas-plan "), err
+
+
+def test_model_import_refuses_csv_without_a_file(cli, tmp_path):
+    args, _ = _file_commands(tmp_path)["model import"]
+    code, out, err = cli(*args, "--format", "csv")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--format csv" in err
+
+
+BAD_INPUT = {   # one bad input per command: what it reads is wrong, not how it was called
+    "calibrate": ("calibrate", "--measurements", "no-such.csv"),
+    "check": ("check", "no-such.json"),
+    "compare": ("compare", "--link", "10X"),
+    "export": ("export", "no-such.json", "--to", "sglang", "-o", "never-written"),
+    "hardware": ("hardware", "extra"),
+    "kv": ("kv", "--model", "no-such-model"),
+    "kv-throughput": ("kv-throughput", "--len", "x"),
+    "model import": ("model", "import", "no-such.config.json"),
+    "models": ("models", "--no-such-flag"),
+    "rates": ("rates", "--model", "kimi-linear", "--instance", "8xNOPE"),
+    "report": ("report", "no-such.json", "-o", "never-written.html"),
+    "reproduce": ("reproduce", "--mode", "fast"),
+    "schema": ("schema", "no-such-kind"),
+    "show": ("show", "no-such-model"),
+    "simulate": ("simulate", "--duration", "5q"),
+    "size": ("size", "--tpot", "-3ms"),
+    "sweep": ("sweep", "no-such.yaml", "-o", "never-written.csv"),
+    "validate": ("validate", "--model", "no-such-model"),
+    "workload describe": ("workload", "describe", "--workload", "no-such.jsonl"),
+}
+
+
+def test_every_command_has_a_bad_input_case():
+    assert sorted(BAD_INPUT) == [path for path, _ in _leaf_commands()]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+@pytest.mark.parametrize("name", list(BAD_INPUT))
+def test_an_error_is_one_line_on_stderr_whatever_the_format(cli, tmp_path, monkeypatch, name, fmt):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*BAD_INPUT[name], "--format", fmt)
+    assert code == 2 and out == "", (name, out)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []   # nothing half-written
+
+
+@pytest.mark.parametrize("name", ["size", "compare"])
+def test_meta_verdict_is_a_word_and_absent_error_bars_leave_it_null(cli, name):
+    code, out, err = cli(*COMMANDS[name], "--samples", "50", "--format", "json")
+    assert code == 0, err
+    meta = json.loads(out)["meta"]
+    assert meta["verdict"] in ("pays", "does not pay", "cannot tell")
+    assert meta["verdict_vs"] and meta["verdict_line"] in json.loads(out)["notes"]
+    code, out, err = cli(*COMMANDS[name], "--samples", "0", "--format", "json")
+    meta = json.loads(out)["meta"]
+    assert meta["verdict"] is None and meta["verdict_line"] is None
+
+
+def test_reproduce_names_its_within_column_as_its_json_key(cli):
+    code, table, _ = cli("reproduce", "--format", "table")
+    code, out, _ = cli("reproduce", "--format", "json")
+    header = next(l for l in table.splitlines() if l.startswith("┃") and "published" in l)
+    assert "within" in [c.strip() for c in header.strip("┃").split("┃")] and " ok " not in header
+    assert all("within" in r for r in json.loads(out)["sections"]["figures"])

@@ -106,6 +106,24 @@ def test_a_miss_without_a_named_cause_exits_1_and_a_named_one_exits_0(cli, monke
     assert code == 0 and meta["verdict"] == "pass-with-known-gaps" and meta["known_gaps"] == ["egress_gbps"]
     code, out, _ = cli("reproduce", "--inputs", "predicted", "--strict", "--format", "json")
     assert code == 1 and json.loads(out)["meta"]["failed"] == ["egress_gbps"]
+    # CI spells the rule: --fail-on any is --strict; --fail-on unexplained (the default) passes a known gap
+    code, out, _ = cli("reproduce", "--inputs", "predicted", "--fail-on", "any", "--format", "json")
+    meta = json.loads(out)["meta"]
+    assert code == 1 and meta["failed"] == ["egress_gbps"] and meta["fail_on"] == "any" and meta["strict"]
+    code, out, _ = cli("reproduce", "--inputs", "predicted", "--fail-on", "unexplained", "--format", "json")
+    meta = json.loads(out)["meta"]
+    assert code == 0 and meta["failed"] == [] and meta["fail_on"] == "unexplained"
+    monkeypatch.setattr(paper, "KNOWN_GAPS", {})   # unexplained now: both rules fail
+    for rule in ("unexplained", "any"):
+        code, out, _ = cli("reproduce", "--inputs", "predicted", "--fail-on", rule, "--format", "json")
+        assert code == 1 and json.loads(out)["meta"]["failed"] == ["egress_gbps"], rule
+
+
+def test_strict_and_fail_on_unexplained_contradict(cli):
+    code, out, err = cli("reproduce", "--strict", "--fail-on", "unexplained")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--fail-on any" in err
+    code, out, err = cli("reproduce", "--fail-on", "sometimes")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
 
 
 def test_a_cause_that_does_not_hold_names_no_gap(monkeypatch, paper_study):

@@ -201,7 +201,7 @@ def screen(layout: Layout, grid: LengthGrid, perf: PerfInputs, grid_plan: Evalua
     g = grid_plan.lambda_max
     if g <= 0 or bound <= g * (1 + BAND[1]):
         return None
-    return (f"WARNING: routing by length may not be optimal here: some routing of requests to the remote site "
+    return (f"routing by length may not be optimal here: some routing of requests to the remote site "
             f"could carry up to {bound:.4g} req/s ({bound / g - 1:+.0%}, {n_p} local prefill instances) against "
             f"the best threshold's {g:.4g} req/s (exact mode); --verify gives the linear program's plan")
 

@@ -78,3 +78,13 @@ def emit(report: Report, fmt: str, out=None, replaced: tuple[str, ...] = ()) -> 
     stream = out or sys.stdout
     text = render(report, str(fmt), quiet=STATE["quiet"], width=table_width(stream))
     stream.write(text)
+
+
+def emit_or_text(report: Report, fmt: str, text: str, out=None) -> None:
+    """For a command whose human answer is a document or a sentence (``schema``'s JSON Schema, ``model
+    import``'s YAML, ``sweep``'s and ``report``'s "wrote ..."): ``text`` as it is in the table format,
+    ``report`` in the envelope otherwise, so ``--format json|csv`` reads like every other command."""
+    if str(fmt) == "table":
+        (out or sys.stdout).write(text)
+    else:
+        emit(report, fmt, out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -10,7 +9,8 @@ import typer
 
 from ..errors import PlanError
 from .app import model_app
-from .options import OptOutput
+from .envelope import emit_or_text
+from .options import FormatOpt, OptOutput
 
 if TYPE_CHECKING:
     import yaml
@@ -40,8 +40,11 @@ def import_cmd(
     output: OptOutput = None,
     output_dir: Optional[str] = typer.Option(None, "--output-dir", help="Write NAME.yaml into this folder "
                                              "(usable with --profiles)."),
+    fmt: FormatOpt = "table",
 ) -> None:
-    """Import a Hugging Face config.json as a model profile (YAML to stdout, or to a file)."""
+    """Import a Hugging Face config.json as a model profile (YAML to stdout, or to a file). With --format
+    json the envelope carries the summary and, without a file to write, the profile as the one row of
+    ``profile``; csv gives the summary only, so it needs -o or --output-dir (a profile is nested)."""
     import yaml
 
     from ..output.report import write_atomic
@@ -55,18 +58,26 @@ def import_cmd(
         raise PlanError(f"--output-dir {output_dir!r}: not a folder")
     if output is not None and Path(output).is_dir():
         raise PlanError(f"--output {output!r}: is a folder; give a file name or use --output-dir")
+    if str(fmt) == "csv" and output is None and output_dir is None:
+        raise PlanError("--format csv: a profile is nested and has no CSV form; give -o/--output-dir, or use "
+                        "--format json or table")
     profile = import_hf_config(read_hf_config(config), name, source=config)
     model = model_from_dict(profile, config)
     summary = import_summary(model)
     header = [f"Imported by `prfaas-plan model import` from {Path(config).name}."] + summary
     text = "".join(f"# {line}\n" for line in header) + yaml.dump(
         profile, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=100)
+    from ..output.report import Report, Section
+
+    facts = Section("summary", f"Imported {model.name}", [{"fact": line} for line in summary])
     if output is None and output_dir is None:
-        sys.stdout.write(text)
+        emit_or_text(Report([facts, Section("profile", "Profile", [profile])], meta={"model": model.name}),
+                     fmt, text)
         return
     path = Path(output) if output else Path(output_dir) / f"{model.name}.yaml"
     try:
         write_atomic(path, text)
     except OSError as exc:
         raise PlanError(f"{path}: cannot write ({exc.strerror})") from None
-    print("\n".join(summary + [f"wrote {path}"]))
+    emit_or_text(Report([facts, Section("files", "Files written", [{"file": str(path), "kind": "model-profile"}])],
+                        meta={"model": model.name}), fmt, "\n".join(summary + [f"wrote {path}"]) + "\n")

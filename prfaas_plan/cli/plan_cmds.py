@@ -33,6 +33,7 @@ from .options import (
     Seed,
     Stack,
     SizeLink,
+    FailOn,
     Strict,
     TargetRate,
     Threshold,
@@ -191,6 +192,7 @@ def reproduce_cmd(
     weight_dtype: WeightDtype = None,
     kv_dtype: KvDtype = None,
     strict: Strict = False,
+    fail_on: FailOn = None,
     plot: Plot = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -199,10 +201,15 @@ def reproduce_cmd(
     Both sites run the paper's own engine (--inputs predicted: its stack profile, named in the notes;
     --inputs paper: its measured and back-solved inputs), so there is no --stack: on another stack the
     figures would no longer be the paper's to check against (compare --model prfaas-1t --stack NAME asks that).
-    Exit code 1 when a figure is out of its band without a named known gap (with --strict: any miss).
+    Exit code 1 when a figure is out of its band without a named known gap (--fail-on unexplained, the
+    default); with --fail-on any or --strict, on any miss.
     """
     from ..output.plan_report import reproduce_report
     from ..planning import answer_reproduce
+
+    if strict and fail_on == "unexplained":
+        raise PlanError("--strict and --fail-on unexplained contradict each other: --strict is --fail-on any")
+    strict = strict or fail_on == "any"
 
     answer = answer_reproduce(str(inputs), str(mode), instance_chips=instance_chips,
                               remote_instance_chips=remote_instance_chips, local_instance_chips=local_instance_chips,

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import AllowOversubscribe, MaxPoints, NoProgress, Output, Plot, Stack
+from .envelope import emit_or_text
+from .options import AllowOversubscribe, FormatOpt, MaxPoints, NoProgress, Output, Plot, Stack
 
 
 @contextmanager
@@ -61,6 +62,7 @@ def sweep_cmd(
     max_points: MaxPoints = None,
     allow_oversubscribe: AllowOversubscribe = False,
     stack: Stack = None,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
     from ..output.plots import figure_format
@@ -93,9 +95,13 @@ def sweep_cmd(
         line += f"; {res.dropped} earlier rows not in this spec were dropped"
     if metrics:
         line += f"; {sum(r['pareto'] for r in res.rows)} on the Pareto front of {', '.join(metrics)}"
-    print(line)
-    for note in stack_notes(spec):
-        print(f"note: {note}")
+    from ..output.report import Report, Section
+
+    notes = stack_notes(spec)
     if plot:
         plot_sweep(res.rows, SCHEMA, metrics, plot, spec.description, spec.axes)
-        print(f"wrote {plot}")
+    text = "".join([f"{line}\n"] + [f"note: {n}\n" for n in notes] + ([f"wrote {plot}\n"] if plot else []))
+    summary = {"output": output, "rows": len(res.rows), "evaluated": res.evaluated, "reused": res.reused,
+               "errors": errors, "recomputed": res.recomputed, "dropped": res.dropped,
+               "pareto_rows": sum(r["pareto"] for r in res.rows) if metrics else None, "plot": plot}
+    emit_or_text(Report([Section("sweep", "Sweep", [summary])], notes), fmt, text)

@@ -122,9 +122,11 @@ def _compare_answer(res: Result, rows: list[dict], basis: str) -> tuple[str, lis
     bars = {r.get("quantity"): r for r in res.sections.get("error_bars", [])}
     g = bars.get("prfaas_gain_x")
     bar_ref = _error_bar_baseline(res)
-    verdict_row = next((r for q, r in bars.items() if str(q).startswith("verdict")), None)
-    if g and bar_ref == ref["layout"] and verdict_row:
-        text += (f"; with the calibration error bars it {BAR_VERDICTS.get(verdict_row.get('point'), 'is undecided')}"
+    # meta.verdict since issue 24; a results file written before it has the verdict as an error-bar row
+    verdict_row = next((r for q, r in bars.items() if str(q).startswith("verdict")), {})
+    said = res.meta.get("verdict") or verdict_row.get("point")
+    if g and bar_ref == ref["layout"] and said:
+        text += (f"; with the calibration error bars it {BAR_VERDICTS.get(said, 'is undecided')}"
                  f" at 90% confidence (gain P10 {fmt(g.get('p10'))}, P90 {fmt(g.get('p90'))})")
         cards.append(card(f"gain vs {ref['layout']} P10 - P90", f"{fmt(g.get('p10'))} - {fmt(g.get('p90'))}"))
     others = [r for r in rows if r is not prf and r is not ref and r.get("prfaas_speedup_x") is not None]

@@ -42,7 +42,8 @@ def rates_report(a) -> Report:
                 a.decode_step, step_cols),
         Section("decode", f"Decode capacity at TPOT {a.tpot_s * 1e3:g} ms", a.decode, decode_cols),
     ]
-    return Report(sections, list(a.notes), meta={"model": a.model, "instance": a.instance, "stack": a.stack})
+    return Report(sections, list(a.notes), meta={"model": a.model, "instance": a.instance, "stack": a.stack},
+                  warnings=list(a.warnings))
 
 
 def kv_throughput_report(a) -> Report:

@@ -193,15 +193,24 @@ BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v
                 Column("p10", "P10", num), Column("p50", "P50", num), Column("p90", "P90", num)]
 
 
+def verdict_meta(eb) -> dict:
+    """``meta`` keys of the error bars' verdict (docs/output.md): ``verdict`` (``pays``, ``does not pay``,
+    ``cannot tell``; None without error bars, ``--samples 0``), the layout it is against and its line. The
+    verdict is a word, so it lives here rather than in the numeric ``point`` column of ``error_bars``."""
+    if eb is None:
+        return {"verdict": None, "verdict_vs": None, "verdict_line": None}
+    return {"verdict": eb.verdict, "verdict_vs": eb.baseline, "verdict_line": eb.verdict_line()}
+
+
 def _error_bars_section(eb, plan, mode: str) -> Section:
-    """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures, and the verdict."""
+    """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures (the verdict: `verdict_meta`
+    and the section's first note)."""
     ev = plan.best
     point = {"throughput_rps": ev.lambda_max, "prfaas_gain_x": eb.point_gain, "threshold_tokens": ev.threshold,
              "egress_gbps": ev.egress_bps / 1e9}
     bands = {"throughput_rps": eb.lambda_rps, "prfaas_gain_x": eb.gain, "threshold_tokens": eb.threshold_tokens,
              "egress_gbps": eb.egress_gbps}
     rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
-    rows.append({"quantity": "verdict (90% confidence)", "point": eb.verdict})
     notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
         "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
         "binding ones speed up (docs/methods.md, error bars)"]
@@ -263,7 +272,8 @@ def size_report(a) -> Report:
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
-                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "stack": _stack(sc)})
+                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "stack": _stack(sc),
+                        **verdict_meta(a.error_bars)})
 
 
 def _at_rate_row(name: str, r) -> dict:
@@ -300,7 +310,8 @@ def compare_report(a) -> Report:
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
-    meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc)}
+    meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc),
+            **verdict_meta(a.error_bars)}
     if a.at_rate is not None:
         meta.update(offered_rps=a.at_rate.rate_rps, offered_load=a.at_rate.load)
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings, meta=meta)
@@ -341,7 +352,7 @@ def reproduce_report(a) -> Report:
     cols = [Column("label", "figure"), Column("published", "published", num), Column("ours", "ours", num),
             Column("difference", "difference", lambda v: ("+" if v >= 0 else "") + num(v)),
             Column("tolerance", "band", lambda v: "±" + num(v)),
-            Column("unit", "unit"), Column("within", "ok"), Column("known_gap", "known gap", lambda v: "yes" if v else "")]
+            Column("unit", "unit"), Column("within", "within"), Column("known_gap", "known gap", lambda v: "yes" if v else "")]
     layouts = [plan_row(n, p) for n, p in a.study.plans.items()]
     title = f"PrfaaS paper case study, {a.kind}: published vs ours"
     sections = [Section("figures", title, a.figures, cols),
@@ -359,6 +370,6 @@ def reproduce_report(a) -> Report:
     return Report(sections, a.notes + [INSTANCE_NOTE, "RESULT: " + a.verdict], warnings=a.warnings,
                   meta={"model": a.study.scenario.model.name, "input_level": a.inputs, "mode": a.mode,
                         "reproduction": a.kind, "verdict": a.status, "verdict_line": a.verdict,
-                        "strict": a.strict, "within": a.within, "figures": len(a.figures), "failed": a.failed,
+                        "strict": a.strict, "fail_on": "any" if a.strict else "unexplained", "within": a.within, "figures": len(a.figures), "failed": a.failed,
                         "known_gaps": a.known_gaps, "price_ratio_h200_h20": pr.profiles,
                         "price_ratio_needed": [pr.needed_low, pr.needed_high]})

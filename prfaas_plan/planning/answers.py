@@ -412,7 +412,7 @@ class ReproduceAnswer:
         if self.known_gaps:
             out += f"; known gaps: {', '.join(self.known_gaps)}"
         if self.failed:
-            out += "; FAILED: " + ", ".join(self.failed) + (" (--strict)" if self.strict else "")
+            out += "; FAILED: " + ", ".join(self.failed) + (" (any miss fails)" if self.strict else "")
         return out
 
 

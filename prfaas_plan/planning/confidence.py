@@ -86,7 +86,7 @@ class ModeVerdicts:
             return None
         said = "; ".join(f"{m} mode: gain {g:.2f} ({'pays' if pays[m] else 'does not pay'})"
                          for m, g in self.gain.items())
-        return (f"WARNING: the throughput modes disagree on whether PrfaaS pays vs {self.baseline} ({said}); "
+        return (f"the throughput modes disagree on whether PrfaaS pays vs {self.baseline} ({said}); "
                 "exact mode takes expectations over the length distribution, representative mode evaluates "
                 "each stage at its mean length (Jensen's inequality separates them for convex prefill)")
 

@@ -136,8 +136,7 @@ def routing_screen(plan: Plan, sc: Scenario) -> str | None:
     verification band (`prfaas_plan.analytic.verify.screen`), else None."""
     from ..analytic.verify import screen
 
-    note = screen(plan.layout, sc.grid, plan.perf, plan.best)
-    return note.removeprefix("WARNING: ") if note else None
+    return screen(plan.layout, sc.grid, plan.perf, plan.best)
 
 
 @dataclass(frozen=True)

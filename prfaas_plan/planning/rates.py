@@ -9,11 +9,12 @@ Rows are named with their units (``_s`` seconds, ``_bytes``, ``_gbps`` 1e9 bit/s
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError, PlanError
 from ..vocabulary import MoeSplit, values
+from .warnings import PlanWarning
 
 MOE_SPLITS = values(MoeSplit)
 
@@ -67,6 +68,7 @@ class RatesAnswer:
     decode_step: list[dict]
     decode: list[dict]
     notes: list[str]
+    warnings: list = field(default_factory=list)   # `PlanWarning`s: the instance cannot serve the model
 
 
 def _prefill_rows(chosen, roof, measured, lengths: list[int], serving: list | None) -> list[dict]:
@@ -151,9 +153,11 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
     if concurrency:
         notes.append(f"TTFT/TPOT @{concurrency}: closed-loop benchmark model (docs/methods.md, \"Serving at a "
                      f"fixed concurrency\"), wave fraction {prof.wave_fraction:g} of stack {prof.name}")
+    warnings = []
     if mem.weight_bytes > inst.chip.hbm_gb * 1e9:
-        notes.insert(0, f"WARNING: {m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at {m.weights_summary}) do not "
-                        f"fit {inst} ({inst.hbm_bytes / 1e9:,.0f} GB HBM): the instance cannot serve it")
+        warnings.append(PlanWarning("weights-do-not-fit", f"{m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at "
+                                    f"{m.weights_summary}) do not fit {inst} ({inst.hbm_bytes / 1e9:,.0f} GB HBM): "
+                                    "the instance cannot serve it"))
     if weight_dtype:
         notes.append(f"weights, routed experts included, overridden to {m.weight_dtype} (--weight-dtype)")
     if m.reconstruction:
@@ -170,7 +174,7 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
         _prefill_rows(chosen, roof, tabulated(table) if table else None, lengths, serving),
         _operator_rows(roof, lengths),
         [{"batch": step_batch, "context_tokens": ctx, "decode_step_s": step, "tokens_per_s": step_batch / step}],
-        decode, notes)
+        decode, notes, warnings)
 
 
 @dataclass(frozen=True)
