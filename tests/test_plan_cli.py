@@ -89,7 +89,7 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
     (("size", *PAPER, "--mode", "fancy"), "'--mode': Value error, 'fancy' is not one of"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
-    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'instances', 'cost'"),
+    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'chips', 'instances', 'cost'"),
     (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),
     (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
     (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
@@ -322,16 +322,18 @@ def test_size_error_bars_and_degraded_link(cli):
 
 
 def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
-    code, out, err = cli("compare", *PAPER, "--samples", "100", "--format", "json")
+    code, out, err = cli("compare", *PAPER, "--samples", "100", "--basis", "instances", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     assert {r["quantity"] for r in doc["sections"]["error_bars"]} >= {"throughput_rps", "prfaas_gain_x"}
-    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays") for n in doc["notes"])
+    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays at equal instance count")
+               for n in doc["notes"])
 
 
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
     # minimax-m2.5 at 100G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
-    code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--format", "json")
+    code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--basis", "instances",
+                         "--format", "json")
     assert code == 0, err
     message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
     gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))

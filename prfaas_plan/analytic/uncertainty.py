@@ -261,11 +261,12 @@ class ErrorBars:
         """True when no input has an error bar (every sample equals the point estimate)."""
         return all(e.sigma == 0 for e in self.inputs)
 
-    def verdict_line(self) -> str:
-        """One line: the verdict, the gain's band and how it was obtained."""
+    def verdict_line(self, held: str = "") -> str:
+        """One line: the verdict, the gain's band and how it was obtained; ``held`` names what the baseline
+        holds equal (e.g. "at equal capex", planning/answers.py `BASIS_PHRASES`)."""
         g = self.gain
         said = {"pays": "PrfaaS pays", "does not pay": "PrfaaS does not pay",
-                "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict]
+                "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict] + (f" {held}" if held else "")
         if self.given:
             return f"verdict vs {self.baseline}: {said} (gain {g.p50:.2f}; given inputs, no error bar)"
         return (f"verdict vs {self.baseline}: {said} at 90% confidence (gain P10 {g.p10:.2f} / P50 {g.p50:.2f} / "

@@ -193,8 +193,9 @@ BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v
                 Column("p10", "P10", num), Column("p50", "P50", num), Column("p90", "P90", num)]
 
 
-def _error_bars_section(eb, plan, mode: str) -> Section:
-    """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures, and the verdict."""
+def _error_bars_section(eb, plan, mode: str, verdict: dict) -> Section:
+    """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures, and the verdict (its headline
+    sentence, naming the basis, first)."""
     ev = plan.best
     point = {"throughput_rps": ev.lambda_max, "prfaas_gain_x": eb.point_gain, "threshold_tokens": ev.threshold,
              "egress_gbps": ev.egress_bps / 1e9}
@@ -202,7 +203,7 @@ def _error_bars_section(eb, plan, mode: str) -> Section:
              "egress_gbps": eb.egress_gbps}
     rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
     rows.append({"quantity": "verdict (90% confidence)", "point": eb.verdict})
-    notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
+    notes = [verdict["sentence"]] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
         "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
         "binding ones speed up (docs/methods.md, error bars)"]
     return Section("error_bars", f"Error bars from calibration errors ({eb.samples} samples, {mode} mode)", rows,
@@ -261,9 +262,10 @@ def size_report(a) -> Report:
     if a.degraded is not None:
         sections.append(_degraded_section(a.degraded))
     if a.error_bars is not None:
-        sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode))
+        sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode, a.verdict))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
-                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "stack": _stack(sc)})
+                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
+                        "stack": _stack(sc)})
 
 
 def _at_rate_row(name: str, r) -> dict:
@@ -283,11 +285,21 @@ AT_RATE_COLUMNS = [Column("layout", "layout"), Column("served_rps", "req/s serve
                    Column("usd_per_mtok_cloud", "cloud $ per 1M output tokens", ".2f")]
 
 
+def _opt2(v) -> str:
+    """A gain band end (x) to 2 decimals; blank where the row has none (PrfaaS-PD itself; a baseline with
+    another chip or a remote site, whose inputs the sampler does not share)."""
+    return "" if v is None else f"{v:.2f}"
+
+
 def compare_report(a) -> Report:
     """The report of a `CompareAnswer`."""
     sc = a.scenario
-    rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name]) for name, p in a.plans.items()]
-    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS-PD gain over it", ".2f")]
+    bars = a.baseline_bars
+    rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name],
+                 gain_p10_x=bars[name].gain.p10 if name in bars else None,
+                 gain_p90_x=bars[name].gain.p90 if name in bars else None) for name, p in a.plans.items()]
+    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS-PD gain over it", ".2f"),
+                              Column("gain_p10_x", "gain P10", _opt2), Column("gain_p90_x", "gain P90", _opt2)]
     sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
     if a.at_rate is not None:
         r = a.at_rate
@@ -299,7 +311,7 @@ def compare_report(a) -> Report:
                                 ["a saturated layout serves only its Lambda_max (its queue grows without bound): no "
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
-        sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
+        sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode, a.verdict))
     meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc)}
     if a.at_rate is not None:
         meta.update(offered_rps=a.at_rate.rate_rps, offered_load=a.at_rate.load)
