@@ -38,8 +38,9 @@ def test_compare_csv_lists_every_baseline(cli):
     assert out.startswith("# prfaas-plan ") and "# note: baselines: local-alone = your local chips" in out
     lines = [l for l in out.strip().splitlines() if not l.startswith("#")]
     assert lines[0].startswith("section,layout,")  # several sections: compare, error_bars
+    # one homogeneous baseline: the one at the basis (capex by default: every chip has a price)
     assert [l.split(",")[1] for l in lines[1:] if l.startswith("compare,")] == [
-        "prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex", "naive-heterogeneous"]
+        "prfaas-pd", "local-alone", "homogeneous-equal-capex", "naive-heterogeneous"]
 
 
 @pytest.mark.parametrize("basis,price_key", [("capex", "capex_usd"), ("cost", "capex_usd"),
@@ -53,7 +54,19 @@ def test_compare_equal_budget_baseline_spends_the_budget(cli, basis, price_key):
     per_instance = rows["local-alone"][price_key] / 8          # the local cluster is 8 instances of 8xH20
     assert spent <= budget < spent + per_instance               # as many instances as the budget buys
     assert rows["local-alone"]["instances"].startswith("8 (=")  # 64xH20 alone, no remote
-    assert rows["homogeneous-pd"]["instances"].startswith("12 (=")  # as many instances as PrfaaS-PD
+    assert "homogeneous-pd" not in rows  # one basis per answer
+
+
+@pytest.mark.parametrize("basis,count", [("instances", 16), ("chips", 12)])
+def test_compare_count_baselines_hold_instances_or_chips(cli, basis, count):
+    # 32xH200 in 4-chip instances + 64xH20 in 8-chip ones: 16 instances but 96 chips = 12 local 8xH20 instances
+    code, out, err = cli("compare", "--model", "kimi-linear", "--remote-instance-chips", "4", "--basis", basis,
+                         "--samples", "0", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["layout"]: r for r in doc["sections"]["compare"]}
+    name = "homogeneous-pd" if basis == "instances" else "homogeneous-equal-chips"
+    assert rows[name]["instances"].startswith(f"{count} (=") and doc["meta"]["basis"] == basis
 
 
 @pytest.mark.parametrize("link", ["1k", "1M", "100M", "0.01G"])

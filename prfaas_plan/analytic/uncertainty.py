@@ -285,7 +285,8 @@ def verdict(gain: Band) -> str:
 def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
                thresholds: np.ndarray, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> ErrorBars:
     """Sample the performance inputs' errors and evaluate ``layout`` and ``baseline`` (both single-PD-site,
-    the same local chips, sharing ``perf``) in every sample."""
+    the same local chips, sharing ``perf``; a baseline's remote site, if any, on the layout's remote chip)
+    in every sample."""
     if samples < 1:
         raise ValueError("samples must be at least 1")
     site = layout.pd_sites[0]
@@ -303,7 +304,12 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
     f_remote = factor[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
     f_local, f_decode = factor[bars["local_prefill"].key], factor[bars["local_decode"].key]
     prf = sample_layout(layout, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
-    base = sample_layout(baseline, grid, perf, mode, thresholds, ones, f_local, f_decode)
+    # a baseline with a remote site (naive heterogeneous) runs PrfaaS-PD's remote chip: the same draw
+    if baseline.remote is not None and (layout.remote is None or
+                                        baseline.remote.instance.chip.name != layout.remote.instance.chip.name):
+        raise ValueError("the baseline's remote chip must be the layout's remote chip")
+    base = sample_layout(baseline, grid, perf, mode, thresholds, f_remote if baseline.remote is not None else ones,
+                         f_local, f_decode)
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = np.where(base.lam > 0, prf.lam / base.lam, np.inf)
     g = Band.of(gain)

@@ -249,7 +249,7 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
         raise PlanError("give either `load` or `rate`, not both")
     if load is not None and not 0 < load < 1:
         raise PlanError(f"`load` {load:g}: expected a fraction of PrfaaS-PD's Lambda_max in (0, 1)")
-    plans = compare(sc, basis)
+    plans = compare(sc, basis, equal_instances=False)
     prf = plans["prfaas-pd"]
     check_servable(prf)
     base = prf.best.lambda_max
@@ -273,26 +273,25 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
 
 
 def _sampleable(prf: Plan, other: Plan) -> bool:
-    """True when ``other`` is a single-PD-site layout on PrfaaS-PD's local chip, so its error bars share
-    PrfaaS-PD's sampled inputs (`analytic.uncertainty.error_bars`)."""
+    """True when ``other`` is a single-PD-site layout on PrfaaS-PD's local chip (and, if it has a remote
+    site, its remote chip), so its error bars share PrfaaS-PD's sampled inputs (`analytic.uncertainty`)."""
     lay, site = other.layout, prf.layout.pd_sites[0]
-    return lay.remote is None and len(lay.pd_sites) == 1 and lay.pd_sites[0].instance.chip.name == site.instance.chip.name \
-        and lay.pd_sites[0].name == site.name
+    remote_ok = lay.remote is None or (prf.layout.remote is not None and
+                                       lay.remote.instance.chip.name == prf.layout.remote.instance.chip.name)
+    return remote_ok and len(lay.pd_sites) == 1 and lay.pd_sites[0].name == site.name \
+        and lay.pd_sites[0].instance.chip.name == site.instance.chip.name
 
 
 def _basis_note(plans: dict[str, Plan], basis: str) -> str:
-    """What each baseline holds constant, with the budgets that size the equal-budget one."""
+    """What each baseline holds constant, with the budget that sizes the one at ``basis``."""
     prf = plans["prfaas-pd"]
-    note = ("baselines: local-alone = your local chips as homogeneous PD; homogeneous-pd = as many local-chip "
-            "instances as PrfaaS-PD has (the paper's)")
-    if basis == "chips":
-        note += "; homogeneous-equal-chips = as many local-chip instances as PrfaaS-PD's chips fill"
-    elif basis == "capex":
-        note += f"; homogeneous-equal-capex = what PrfaaS-PD's purchase price (${prf.capex_usd / 1e6:,.2f}M) buys"
-    elif basis == "rental":
-        note += (f"; homogeneous-equal-rental = what PrfaaS-PD's cloud cost (${prf.cloud_usd_per_hour:,.0f}/h, "
-                 "link included) rents at the profiles' USD per GPU-hour")
-    return note
+    held = {"instances": "homogeneous-pd = as many local-chip instances as PrfaaS-PD has (the paper's)",
+            "chips": "homogeneous-equal-chips = as many local-chip instances as PrfaaS-PD's chips fill",
+            "capex": f"homogeneous-equal-capex = what PrfaaS-PD's purchase price (${prf.capex_usd / 1e6:,.2f}M) buys",
+            "rental": f"homogeneous-equal-rental = what PrfaaS-PD's cloud cost (${prf.cloud_usd_per_hour:,.0f}/h, "
+                      "link included) rents at the profiles' USD per GPU-hour"}[basis]
+    return (f"baselines: local-alone = your local chips as homogeneous PD; {held}; naive-heterogeneous = the same "
+            "chips with every prefill remote")
 
 
 @dataclass(frozen=True)

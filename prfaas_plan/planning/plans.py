@@ -226,15 +226,19 @@ def basis_baseline(sc: Scenario, basis: str) -> Layout:
     return replace(lay, name=basis_baseline_name(basis))
 
 
-def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None) -> dict[str, Plan]:
+def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None,
+            equal_instances: bool = True) -> dict[str, Plan]:
     """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
-    ``basis`` budget (capex or rental; none for ``instances``; None: `default_basis`) and naive
+    ``basis`` (capex, rental or chips; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
-    ``homogeneous-equal-<basis>``, ``naive-heterogeneous``."""
+    ``homogeneous-equal-<basis>``, ``naive-heterogeneous``. ``equal_instances=False`` leaves out
+    ``homogeneous-pd`` unless it is the basis's baseline (one basis per answer: the ``compare`` command;
+    the paper's case study keeps both)."""
     basis = resolve_basis(sc, basis)
-    layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc),
-               "homogeneous-pd": homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
-                                                      sc.remote_instance_chips)}
+    layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc)}
+    if equal_instances or basis == "instances":
+        layouts["homogeneous-pd"] = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
+                                                         sc.remote_instance_chips)
     if basis != "instances":
         layouts[basis_baseline_name(basis)] = basis_baseline(sc, basis)
     layouts["naive-heterogeneous"] = naive_layout(sc)

@@ -488,7 +488,7 @@ def evaluate(point: Point) -> dict:
         basis = resolve_basis(sc, None if v["basis"] == AUTO_BASIS else v["basis"])
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
-            plans = compare(sc, basis, perf=perf)
+            plans = compare(sc, basis, perf=perf, equal_instances=False)
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
