@@ -602,3 +602,38 @@ def test_ctrl_c_inside_a_command_exits_130_with_one_line(monkeypatch, capsys):
     code = run(["models"])
     out, err = capsys.readouterr()
     assert code == 130 and err == "error: interrupted\n"
+
+
+NVIDIA_SUBSET = Path(__file__).parents[1] / "prfaas_plan" / "data" / "reference" / "nvidia_silicon_sample_subset.csv"
+
+
+def _nvidia_rows(tmp_path, edit) -> Path:
+    """The first rows of the bundled NVIDIA subset, header and all, with ``edit(header, rows)`` applied."""
+    lines = [l for l in NVIDIA_SUBSET.read_text().splitlines() if not l.startswith("#")][:6]
+    header, rows = lines[0].split(","), [l.split(",") for l in lines[1:]]
+    header, rows = edit(header, rows)
+    path = tmp_path / "nvidia.csv"
+    path.write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    return path
+
+
+def _drop_precision(header, rows):
+    i = header.index("precision")
+    return header[:i] + header[i + 1:], [r[:i] + r[i + 1:] for r in rows]
+
+
+def _text_in_ttft(header, rows):
+    i = header.index("ttft_ms")
+    return header, [r[:i] + ["fast"] + r[i + 1:] for r in rows]
+
+
+@pytest.mark.parametrize("command", ["calibrate", "check"])
+@pytest.mark.parametrize("edit,needle", [(_drop_precision, "without column 'precision'"),
+                                         (_text_in_ttft, "column 'ttft_ms': expected a number")])
+def test_a_broken_nvidia_layout_is_one_line_not_a_traceback(cli, tmp_path, command, edit, needle):
+    """Issue 23: a silicon-sample CSV missing a column gave KeyError: 'precision', text in ttft_ms a
+    ValueError; both now name the file's row and the column."""
+    path = _nvidia_rows(tmp_path, edit)
+    args = [command, "--measurements", str(path), "--no-loo"] if command == "calibrate" else [command, str(path)]
+    code, _, err = cli(*args)
+    assert code == 2 and needle in err and "nvidia.csv:2" in err and len(err.strip().splitlines()) == 1

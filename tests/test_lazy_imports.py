@@ -31,3 +31,17 @@ def test_cvxpy_is_loaded_only_to_solve_a_program(verify):
     modules = _imported_modules("size", "--model", "kimi-linear", "--link", "100G", *extra, "--format", "json")
     assert "prfaas_plan.analytic.throughput" in modules   # the listing is complete enough to trust
     assert ("cvxpy" in modules) is verify
+
+
+TRACE = "prfaas_plan/data/traces/mooncake_conversation_trace.jsonl"
+
+
+@pytest.mark.parametrize("args", [("simulate", "--trace", TRACE), ("size", "--workload", "trace")],
+                         ids=["simulate --trace", "size --workload trace"])
+def test_replaying_the_bundled_trace_imports_no_numba(args):
+    # 12k requests, below the size where compiled kernels pay (prefix_cache.COMPILED_FROM): the plain-Python
+    # prefix caches, FCFS queues and link serve the run, and numba's ~1 s import is never paid (issue 22 item 6)
+    modules = _imported_modules(*args, "--model", "kimi-linear", "--format", "json")
+    assert "prfaas_plan.workload.prefix_python" in modules  # the prefix caches did run
+    assert not {m for m in modules if m == "numba" or m.startswith("numba.")}
+    assert "prfaas_plan.workload.prefix_kernels" not in modules

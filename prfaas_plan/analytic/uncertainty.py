@@ -83,7 +83,7 @@ def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prio
     found = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
     if found is None:
         why = ("no calibration on serving data" if constants.origin != "calibrated"
-               else "its calibration records no leave-one-out error")
+               else "its calibration records no held-out error: calibrate records none from fewer than 5 points")
         return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})"
     m, kind = found
     sigma = math.log1p(m) / _MAD_TO_SIGMA

@@ -40,6 +40,8 @@ KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are 
 KERNEL_PRIOR_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16")}
 CURVE_PRIOR_WIDTH = 0.3   # measured on the chip, but by other engine versions and shapes than the serving runs
 QUANTITIES = ("ttft", "tpot", "busy")
+MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible about a chip's error: the
+                          # profile records no loo/lomo error then, and the error bars take the prior width
 # name: (prior centre or None = the chip's seed, log-width, lower bound, upper bound)
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
 POOL = "engines"          # owner of the pooled stack terms every stack deviates from
@@ -386,10 +388,11 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     source = (f"fitted by prfaas-plan calibrate jointly with the stacks on {data_name}, priors from {KERNEL_FILE}: "
               f"{_error_note(fit, 'chip', chip)}"
               + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
-    loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in fit.summary("chip")
-           if row["chip"] == chip and fit.loo_done and "loo_median" in row}
-    lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in fit.summary("chip")
-            if row["chip"] == chip and "lomo_median" in row and np.isfinite(row["lomo_median"])}
+    rows = [row for row in fit.summary("chip") if row["chip"] == chip and row["points"] >= MIN_ERROR_POINTS]
+    loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in rows
+           if fit.loo_done and "loo_median" in row}
+    lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows
+            if "lomo_median" in row and np.isfinite(row["lomo_median"])}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
                        comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo)
 

@@ -51,7 +51,8 @@ from .kv_throughput import with_state_dtype
 PAPER_HEADER = ("model", "attention", "seq_len_tokens", "kv_throughput_gbps")
 TABLE5_HEADER = ("seq_len_label", "kv_cache_mib", "prefill_latency_s", "kv_throughput_gbps")
 MOONCAKE_KEYS = ("prompt_len_tokens", "ttft_ms", "transfer_ms")
-NVIDIA_KEYS = ("prfaas_model", "backend", "concurrency", "ttft_ms", "tpot_ms")
+NVIDIA_KEYS = ("prfaas_model", "backend", "concurrency", "ttft_ms", "tpot_ms")     # how the layout is recognised
+NVIDIA_COLUMNS = NVIDIA_KEYS + ("system", "chip", "gpus", "backend_version", "precision", "moe_ep", "isl", "osl")
 LMSYS_KEYS = ("phase", "gpus", "parallel", "isl", "throughput_tok_s")
 PAPER_SOURCE = "arXiv 2604.15039 Table 3 (8xH200, SGLang v0.5.9)"
 MOONCAKE_SOURCE = "Mooncake SGLang PD benchmark, Qwen3-235B-A22B on 8xH20-3e (TP8, bf16, no chunked prefill)"
@@ -180,6 +181,10 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
 
 
 def _nvidia(row: dict, where: str) -> Measurement:
+    missing = [k for k in NVIDIA_COLUMNS if row.get(k) in (None, "")]
+    if missing:
+        raise PlanError(f"{where}: NVIDIA silicon-sample row without column '{missing[0]}' "
+                        f"(the layout needs {', '.join(NVIDIA_COLUMNS)})")
     int4 = row["precision"] == "int4"
     return dataclasses.replace(_nvidia_row(row, int4, where), stack_version=row["backend_version"])
 
@@ -187,10 +192,11 @@ def _nvidia(row: dict, where: str) -> Measurement:
 def _nvidia_row(row: dict, int4: bool, where: str) -> Measurement:
     return _generic({"model": row["prfaas_model"], "instance": f"{row['gpus']}x{row['chip']}",
                      "stack": row["backend"], "len_tokens": row["isl"], "output_tokens": row["osl"],
-                     "concurrency": row["concurrency"], "moe": "ep" if int(row["moe_ep"]) > 1 else "tp",
+                     "concurrency": row["concurrency"], "moe": "ep" if _number(row, "moe_ep", where, int) > 1 else "tp",
                      "weight_dtype": "bf16" if int4 else row["precision"],
                      "expert_dtype": "int4" if int4 else row["precision"],
-                     "ttft_s": repr(float(row["ttft_ms"]) / 1e3), "tpot_s": repr(float(row["tpot_ms"]) / 1e3),
+                     "ttft_s": repr(_number(row, "ttft_ms", where) / 1e3),
+                     "tpot_s": repr(_number(row, "tpot_ms", where) / 1e3),
                      "source": f"NVIDIA aiconfigurator 0.12 silicon sample ({row['backend']} "
                                f"{row['backend_version']}, {row['system']})"}, where, "")
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,30 +263,21 @@ def build_files(d: Deployment, target: str, engine: str | None, backend: str) ->
 
 
 def write_tree(files: dict[str, str], out: str) -> None:
-    """Write ``files`` into folder ``out`` all at once: into a temporary sibling, then renamed. ``out`` must
-    not exist or be empty (an export never mixes with older files)."""
+    """Write ``files`` into folder ``out`` all at once, through the one writer every command uses
+    (`output.report.write_files`: all the files or none). ``out`` must not exist or be empty (an export
+    never mixes with older files); the launch scripts (``*.sh``) are made executable."""
+    from ..output.report import write_files
+
     target = Path(out)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise PlanError(f"`output` {out!r}: exists and is not an empty folder (export writes a fresh folder)")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise PlanError(f"`output` {out!r}: folder {str(parent)!r} does not exist")
-    tmp = None
     try:
-        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
-        for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
-            if name.endswith(".sh"):
-                os.chmod(tmp / name, 0o755)
-        if target.exists():
-            target.rmdir()
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise PlanError(f"`output` {out!r}: cannot write ({exc.strerror})") from None
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise PlanError(f"`output` {out!r}: exists and is not an empty folder (export writes a fresh folder)")
+    except OSError:
+        pass  # a name the file system cannot hold: write_files says so
+    write_files(target, files)
+    for name in files:
+        if name.endswith(".sh"):
+            os.chmod(target / name, 0o755)
 
 
 DEFAULT_BACKENDS = {"sglang": "mooncake", "k8s": "mooncake", "vllm": "nixl", "llm-d": "nixl", "dynamo": "nixl"}

@@ -208,8 +208,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         read_link_profile,
         simulate,
     )
-    from ..simulator.inputs import paper_grid, paper_requests, read_trace
-    from ..simulator.scheduler import empirical_grid
+    from ..simulator.inputs import paper_grid, paper_requests, read_trace_and_source
     from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
 
     check_choice(inputs, INPUT_LEVELS, "`inputs`")
@@ -249,8 +248,8 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         if rate is None and load is None:
             notes.append(f"default in effect: --load {DEFAULT_LOAD} of Lambda_max, --duration {window:g} s")
     else:
-        requests = read_trace(trace, None if (rate or load) else duration_s)
-        grid = empirical_grid(requests.input_tokens)
+        source, requests = read_trace_and_source(trace, None if (rate or load) else duration_s)
+        grid, basis = trace_plan_grid(source)
         perf = simulation_perf(layout, model, tpot_s, inputs, float(requests.input_tokens.mean()),
                                float(requests.output_tokens.mean()), stack, transfer_bytes)
         layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
@@ -259,8 +258,8 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
             if duration_s is not None:
                 requests = requests.until(duration_s)
         workload = f"trace {trace} ({len(requests)} requests)"
-        notes.append("the plan (threshold, split, Lambda_max) and the analytic TTFT use the trace's full input "
-                     "lengths; the simulation replays prefix-cache hits, so its uncached lengths are shorter")
+        notes.append(f"the plan (threshold, split, Lambda_max) and the analytic TTFT use {basis}; the simulation "
+                     "replays each cluster's own prefix cache (2 TB per instance), so its hits can differ")
     cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)
 
     tick = None if progress is None else (lambda n: progress(n, len(requests)))
@@ -286,6 +285,22 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     in_effect = get_stack(stack).name if inputs == "predicted" else None
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, others, analytic, unloaded, scheduler,
                             len(requests), seed, in_effect, notes, warnings)
+
+
+def trace_plan_grid(trace) -> tuple[LengthGrid, str]:
+    """The lengths a trace is planned on and what they are: the same basis as ``size --workload`` of that
+    trace (`workload.from_trace`): with hash ids, each request's uncached length after replaying them
+    through one unlimited LRU prefix cache of 512-token blocks; else the full input lengths. Every
+    observed length is a grid point (`simulator.scheduler.empirical_grid`); tokens."""
+    from ..simulator.scheduler import empirical_grid
+    from ..workload import from_trace
+
+    wl = from_trace(trace)
+    if wl.cache is None:
+        return empirical_grid(trace.input_length), "the trace's full input lengths (no hash ids to replay)"
+    return (empirical_grid(wl.cache.uncached_length),
+            f"the uncached lengths after replaying the hash ids through one unlimited LRU prefix cache "
+            f"(512-token blocks; token hit rate {wl.cache.token_hit_rate:.1%}), as size --workload does")
 
 
 def compare_list(compare: str | None, scheduler: str, registered) -> list[str]:

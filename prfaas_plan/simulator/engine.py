@@ -15,6 +15,7 @@ from ..analytic.throughput import PerfInputs
 from ..errors import PlanError
 from ..layout import Layout
 from .link import LinkProfile
+from . import pipeline
 from .requests import Requests
 from .result import SimResult
 from .routing import Router
@@ -64,7 +65,9 @@ def simulate(requests: Requests, layout: Layout, perf: PerfInputs, cfg: SimConfi
     sysm = System.build(layout, perf, cfg.threshold)
     pd = rf = None
     if requests.has_blocks and cfg.cache_bytes_per_instance > 0:
-        pd, rf = sysm.caches(cfg.cache_bytes_per_instance, cfg.block_tokens)
+        # compiled pools only where numba pays (a small run imports none; the same routes either way)
+        pd, rf = sysm.caches(cfg.cache_bytes_per_instance, cfg.block_tokens,
+                             len(requests) >= pipeline.COMPILED_FROM)
         most = (int(requests.input_tokens.sum()) // cfg.block_tokens * pd.block_bytes
                 + len(requests) * pd.checkpoint_bytes)
         pd.assume_fits(most)  # when all the workload's blocks fit, recency never matters

@@ -50,14 +50,14 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                ) -> RunRecord:
     """Simulate with the decisions of ``policy`` (`policies`; None: the static one, the plan's threshold and
     roles kept); returns the `RunRecord` `SimResult.build` takes. From `pipeline.COMPILED_FROM` requests on,
-    the compiled twin of this loop runs it when the policy offers compiled parameters (`compiled_events`; the
-    same record, bit for bit)."""
+    the compiled twin of this loop runs it when the policy offers compiled parameters and the prefix caches
+    are compiled ones (`compiled_events` reads their arrays; the same record, bit for bit)."""
     n = len(requests)
     from .pipeline import COMPILED_FROM
 
     if policy is None:
         policy = StaticPolicy(StaticConfig(), sysm.threshold)
-    if n >= COMPILED_FROM and policy.compiled() is not None:
+    if n >= COMPILED_FROM and policy.compiled() is not None and (router.pd is None or router.pd.compiled):
         from .compiled_events import run_compiled
 
         return run_compiled(requests, sysm, cfg, router, progress, policy)

@@ -17,7 +17,7 @@ import numpy as np
 from ..analytic.throughput import LengthGrid
 from ..errors import PlanError
 from ..workload import load_trace, paper_workload, poisson_window, trace_arrivals
-from ..workload.traces import TooManyRequests
+from ..workload.traces import TooManyRequests, Trace
 from .requests import Requests
 
 
@@ -66,6 +66,12 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     of arrivals when given (the rest is not read). Arrival times are counted from the first request (the
     simulation's clock starts there, whatever the trace's own origin). At most `max_requests` requests,
     checked while reading."""
+    return read_trace_and_source(path, duration_s)[1]
+
+
+def read_trace_and_source(path: str | Path, duration_s: float | None = None) -> tuple[Trace, Requests]:
+    """`read_trace`, and the `Trace` read (the same requests in the same order, its own line numbers and
+    times: what the planner's workload is built from)."""
     p = Path(path)
     if not p.is_file():
         raise PlanError(f"`trace` {str(path)!r}: no such file")
@@ -78,5 +84,5 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
     if trace.arrival_s is None:
         raise PlanError(f"{p}:{int(trace.line[0])}: the simulator needs arrival timestamps")
     outputs = np.maximum(trace.output_length, 1)  # a request yields at least its first token
-    return Requests.from_arrays(trace_arrivals(trace), trace.input_length, outputs,
-                                block_ids=trace.block_ids, block_offsets=trace.block_offsets)
+    return trace, Requests.from_arrays(trace_arrivals(trace), trace.input_length, outputs,
+                                       block_ids=trace.block_ids, block_offsets=trace.block_offsets)

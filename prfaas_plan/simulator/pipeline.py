@@ -16,17 +16,20 @@ from heapq import heapreplace
 
 import numpy as np
 
+from ..workload.prefix_cache import COMPILED_FROM as CACHES_COMPILED_FROM
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
 from .system import System
 
 INF = math.inf
-COMPILED_FROM = 200_000
+COMPILED_FROM = CACHES_COMPILED_FROM
 """Requests from which the FCFS queues and the link run compiled (`kernels`, same floats), and the event loop
-too (`events.run_events` hands the run to `compiled_events`, the same run): numba costs about 1 s a process
-(its import and loading the cached machine code), which the compiled loops repay from about here on
-(benchmarks/bench_scale.py); below it the Python loops finish first."""
+too (`events.run_events` hands the run to `compiled_events`, the same run), and the prefix caches
+(`workload.prefix_cache.COMPILED_FROM`, the same count: the compiled event loop needs compiled pools): numba
+costs about 1 s a process (its import and loading the cached machine code), which the compiled loops repay
+from about here on (benchmarks/bench_scale.py); below it the Python loops finish first and numba is never
+imported."""
 
 
 def _fcfs(entry: np.ndarray, service: np.ndarray, servers: int, compiled: bool = False) -> np.ndarray:

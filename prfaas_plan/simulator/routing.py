@@ -43,6 +43,11 @@ class Router:
         """`route` for the prompt whose block ids are ``ids[lo:lo + n]`` of a flat int64 array (a chunk of
         `BlockChains.chunks`), without building a view per request; the caches must be set."""
         pd, rf = self.pd, self.prfaas
+        if pd.py is not None:  # the plain-Python pools (small runs: no numba)
+            from ..workload.prefix_python import route
+
+            return route(pd.py, rf.py, ids[lo:lo + n].tolist(), int(length), float(threshold), bool(abundant),
+                         bool(local_ok), self.remote_ok)
         while True:
             grow, local, u, kv, u_pd, moved = kernels().route_one(
                 pd.rec, pd.meta, pd.sizes, rf.rec, rf.meta, rf.sizes, ids, lo, n, length, float(threshold),
@@ -55,7 +60,8 @@ class Router:
         """`route` with the scarce rule over a whole arrival sequence (``blocks``: each request's hash ids, a
         `BlockChains` read as flat arrays or any iterable of sequences; ``lengths`` their prompt tokens): the
         static scheduler's routing pass, compiled (a test checks that it equals calling `route` request by
-        request). Returns arrays ``(local, uncached, kv_at_decode)``."""
+        request; the plain-Python pools route request by request). Returns arrays ``(local, uncached,
+        kv_at_decode)``."""
         pd, rf = self.pd, self.prfaas
         lengths = np.asarray(lengths, dtype=np.int64)
         if not isinstance(blocks, BlockChains):
@@ -68,6 +74,22 @@ class Router:
         local = np.zeros(n, dtype=bool)
         uncached = np.zeros(n, dtype=np.int64)
         kv = np.zeros(n, dtype=np.int64)
+        if pd.py is not None:
+            from ..workload.prefix_python import route
+
+            lens = lengths.tolist()
+            thr, ok, remote_ok = float(threshold), bool(local_ok), self.remote_ok
+            flags, unc, kvs = [], [], []
+            for ids, offsets, c0, c1 in blocks.chunks(_ROUTE_CHUNK):
+                id_list, offs = ids.tolist(), offsets.tolist()
+                for i in range(c1 - c0):
+                    f, u, k, _, _ = route(pd.py, rf.py, id_list[offs[i]:offs[i + 1]], lens[c0 + i], thr, False,
+                                          ok, remote_ok)
+                    flags.append(f)
+                    unc.append(u)
+                    kvs.append(k)
+            local[:], uncached[:], kv[:] = flags, unc, kvs
+            return local, uncached, kv
         route_chunk = kernels().route_chunk
         for ids, offsets, c0, c1 in blocks.chunks(_ROUTE_CHUNK):
             out = local[c0:c1], uncached[c0:c1], kv[c0:c1]

@@ -106,15 +106,17 @@ class System:
             "remote_exposed_s": remote_exposed,
         }
 
-    def caches(self, bytes_per_instance: float, block_tokens: int) -> tuple[PrefixCache, PrefixCache]:
+    def caches(self, bytes_per_instance: float, block_tokens: int,
+               compiled: bool = True) -> tuple[PrefixCache, PrefixCache]:
         """Empty prefix caches of the PD cluster and the remote cluster, each ``bytes_per_instance`` x its
-        instances."""
+        instances; ``compiled``: numba pools, else their plain-Python twin (`PrefixCache`)."""
         model = self.perf.model
         block = block_tokens * A.kv_bytes_per_token(model)
         ckpt = 0
         if model.cached_as("recurrent") or model.cached_as("window"):
             ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
         pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens,
-                         CACHE_LOW_WATERMARK)
-        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens, CACHE_LOW_WATERMARK)
+                         CACHE_LOW_WATERMARK, compiled)
+        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens, CACHE_LOW_WATERMARK,
+                         compiled)
         return pd, rf

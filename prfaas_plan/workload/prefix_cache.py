@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import PlanError
+from . import prefix_layout as layout
 from .traces import Trace
 
 DEFAULT_BLOCK_SIZE = 512
@@ -49,13 +50,14 @@ class PrefixCache:
     """One pool. ``capacity_bytes`` bounds KV blocks (``block_bytes`` each) and checkpoints
     (``checkpoint_bytes`` each; 0: the model needs none); ``math.inf`` is unlimited. Counters:
     ``evicted`` entries, ``prompt_tokens`` of prompts prefilled from this pool and ``hit_tokens`` of them
-    served from it (kept by the caller, who knows which pool prefilled). The state lives in the arrays of
-    `prefix_kernels` (compiled); methods taking ``hashes`` accept any sequence of ids, an int64 array
-    fastest."""
+    served from it (kept by the caller, who knows which pool prefilled). ``compiled``: the entries live in
+    the arrays of `prefix_kernels` (numba; what pays from `COMPILED_FROM` requests on), else in the
+    plain-Python twin `prefix_python.PyPool` (same results; ``rec`` is then None and ``py`` holds them).
+    Methods taking ``hashes`` accept any sequence of ids, an int64 array fastest."""
 
     def __init__(self, capacity_bytes: float, block_bytes: float = 1.0, checkpoint_bytes: float = 0.0,
-                 block_tokens: int = DEFAULT_BLOCK_SIZE, low_watermark: float = 1.0):
-        K = kernels()
+                 block_tokens: int = DEFAULT_BLOCK_SIZE, low_watermark: float = 1.0, compiled: bool = True):
+        K = layout
         self.capacity = float(capacity_bytes)
         self.block_bytes = float(block_bytes)
         self.checkpoint_bytes = float(checkpoint_bytes)
@@ -67,14 +69,22 @@ class PrefixCache:
         self.meta[K.BITS] = _FIRST_TABLE_BITS
         self.meta[K.RECENCY] = 1
         self.meta[K.BLOCK_TOKENS] = self.block_tokens
-        self.rec = K.new_table(_FIRST_TABLE_BITS)
+        self.compiled = bool(compiled)
+        if self.compiled:
+            self.rec = kernels().new_table(_FIRST_TABLE_BITS)
+            self.py = None
+        else:
+            from .prefix_python import PyPool
+
+            self.rec = None
+            self.py = PyPool(self.meta, self.sizes)
 
     def _counter(slot: str):  # builds the counter properties below
         def get(self) -> int:
-            return int(self.meta[getattr(kernels(), slot)])
+            return int(self.meta[getattr(layout, slot)])
 
         def set_(self, value: int) -> None:
-            self.meta[getattr(kernels(), slot)] = value
+            self.meta[getattr(layout, slot)] = value
         return property(get, set_)
 
     evicted = _counter("EVICTED")  # kept in ``meta``, where the kernels count
@@ -85,13 +95,15 @@ class PrefixCache:
     @property
     def recency_matters(self) -> bool:
         """False once the caller knows nothing can ever be evicted (`assume_fits`)."""
-        return bool(self.meta[kernels().RECENCY])
+        return bool(self.meta[layout.RECENCY])
 
     def __len__(self) -> int:
         """Entries held (blocks and checkpoints)."""
-        return int(self.meta[kernels().N])
+        return int(self.meta[layout.N])
 
     def _has(self, key: int) -> bool:
+        if self.py is not None:
+            return key in self.py.od
         return kernels().find(self.rec, self.meta, key) >= 0
 
     def __contains__(self, block_id: int) -> bool:
@@ -110,7 +122,7 @@ class PrefixCache:
     @property
     def checkpoints(self) -> int:
         """Checkpoints held."""
-        return int(self.meta[kernels().CK])
+        return int(self.meta[layout.CK])
 
     @property
     def used(self) -> float:
@@ -119,13 +131,15 @@ class PrefixCache:
 
     def entries(self) -> list[int]:
         """Every entry, least recently used first (block ids; ``~id`` for a checkpoint after block ``id``)."""
+        if self.py is not None:
+            return self.py.entries()
         return kernels().entries(self.rec, self.meta).tolist()
 
     def assume_fits(self, total_bytes: float) -> None:
         """Tell the pool that everything it will ever be asked to hold takes at most ``total_bytes``: when
         that fits its capacity nothing is ever evicted, so `touch` skips keeping the recency order. The
         table is sized at once for the most entries the pool can then hold (no doubling on the way)."""
-        self.meta[kernels().RECENCY] = total_bytes > self.capacity
+        self.meta[layout.RECENCY] = total_bytes > self.capacity
         smallest = min(s for s in (self.block_bytes, self.checkpoint_bytes, math.inf) if s > 0)
         most = min(total_bytes, self.capacity) / smallest
         if most < 1 << 30:
@@ -133,28 +147,35 @@ class PrefixCache:
 
     def make_room(self, extra: int) -> None:
         """Double the table until ``extra`` more entries fit in it (at most half full)."""
-        K = kernels()
-        bits = int(self.meta[K.BITS])
+        if self.py is not None:  # a dict grows by itself
+            return
+        bits = int(self.meta[layout.BITS])
         while 2 * (len(self) + extra) > 1 << bits:
             bits += 1
-        if bits != self.meta[K.BITS]:
-            self.rec = K.rehash(self.rec, self.meta, bits)
+        if bits != self.meta[layout.BITS]:
+            self.rec = kernels().rehash(self.rec, self.meta, bits)
 
     def cached_blocks(self, hashes: Sequence[int], limit: int) -> int:
         """How many leading blocks of ``hashes[:limit]`` are cached: a binary search, right for prefix-hash
         ids (a block's id names its whole prefix), since the pool is prefix-closed."""
         ids = id_array(hashes)
+        if self.py is not None:
+            return self.py.cached_blocks(ids.tolist(), limit)
         return kernels().cached_blocks(self.rec, self.meta, ids, 0, len(ids), limit)
 
     def leading_blocks(self, hashes: Sequence[int]) -> int:
         """How many leading blocks of ``hashes`` are cached, scanning up to the first miss: right even for ids
         that are not prefix hashes (where `cached_blocks`' binary search is not)."""
         ids = id_array(hashes)
+        if self.py is not None:
+            return self.py.leading_blocks(ids.tolist())
         return kernels().leading_blocks(self.rec, self.meta, ids, 0, len(ids))
 
     def usable_blocks(self, hashes: Sequence[int], cached: int) -> int:
         """The longest prefix of at most ``cached`` blocks prefill can start from: all of them, or for a
         model with state checkpoints the longest one that has one."""
+        if self.py is not None:
+            return self.py.usable_blocks(id_array(hashes).tolist(), cached)
         return kernels().usable_blocks(self.rec, self.meta, self.sizes, id_array(hashes), 0, cached)
 
     def match(self, hashes: Sequence[int], length: int) -> tuple[int, int]:
@@ -175,6 +196,9 @@ class PrefixCache:
         ``present``: how many leading blocks the caller found cached (a `cached_blocks` result)."""
         ids = id_array(hashes)
         full = min(int(full), len(ids))
+        if self.py is not None:
+            self.py.touch(ids.tolist(), full, bool(checkpoint), present or 0)
+            return
         self.make_room(full + 1)
         kernels().touch(self.rec, self.meta, self.sizes, ids, 0, full, bool(checkpoint), present or 0)
 
@@ -185,6 +209,12 @@ class PrefixCache:
 
 
 _FIRST_TABLE_BITS = 12  # 4,096 positions (64 KiB); doubled as the pool fills
+
+COMPILED_FROM = 200_000
+"""Requests from which a replay's pools are compiled (`prefix_kernels`) rather than plain Python
+(`prefix_python`): importing numba and loading the kernels costs about 1 s a process, which the compiled
+pools repay only on traces far longer than the bundled 12k one (benchmarks/bench_prefix_python.py times
+both); the simulator's queues switch at the same count (`simulator.pipeline.COMPILED_FROM`)."""
 
 _KERNELS = None
 
@@ -205,10 +235,12 @@ def id_array(hashes) -> np.ndarray:
     return np.ascontiguousarray(hashes, dtype=np.int64)
 
 
-def block_cache(capacity_blocks: int | None = None, block_size: int = DEFAULT_BLOCK_SIZE) -> PrefixCache:
+def block_cache(capacity_blocks: int | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
+                compiled: bool = True) -> PrefixCache:
     """A pool counting whole blocks (``capacity_blocks``, None = unlimited), evicting just back to capacity."""
     _check_capacity(capacity_blocks)
-    return PrefixCache(math.inf if capacity_blocks is None else capacity_blocks, 1.0, 0.0, block_size, 1.0)
+    return PrefixCache(math.inf if capacity_blocks is None else capacity_blocks, 1.0, 0.0, block_size, 1.0,
+                       compiled)
 
 
 def _check_capacity(capacity_blocks: int | None) -> int | None:
@@ -254,12 +286,14 @@ class CacheReplay:
 
 def replay_prefix_cache(trace: Trace, block_size: int = DEFAULT_BLOCK_SIZE,
                         capacity_blocks: int | None = None,
-                        route: Callable[[int], Hashable] | None = None) -> CacheReplay:
+                        route: Callable[[int], Hashable] | None = None,
+                        compiled: bool | None = None) -> CacheReplay:
     """Replay ``trace``'s hash ids in arrival order through block-counting LRU prefix caches.
 
     ``block_size`` is the number of tokens one hash id stands for (the trace's own block size);
     ``capacity_blocks`` the size of each cache (None = unlimited); ``route(i)`` maps request index ``i``
-    to the key of the cache that serves it (None = one global cache).
+    to the key of the cache that serves it (None = one global cache); ``compiled`` picks the pools'
+    implementation (None: compiled from `COMPILED_FROM` requests on; both give the same result).
     """
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise PlanError(f"block size {block_size!r}: expected a whole number of tokens >= 1")
@@ -286,16 +320,26 @@ def replay_prefix_cache(trace: Trace, block_size: int = DEFAULT_BLOCK_SIZE,
     ids = id_array(trace.block_ids)
     offsets = np.ascontiguousarray(trace.block_offsets, dtype=np.int64)
     matched_blocks = np.zeros(n, dtype=np.int64)
-    K = kernels()
-    for order in groups.values():
-        cache = block_cache(capacity_blocks, block_size)
-        order = np.asarray(order, dtype=np.int64)
-        j = 0
-        while j < len(order):
-            j = K.replay_chunk(cache.rec, cache.meta, cache.sizes, ids, offsets, order, j, False, matched_blocks)
-            if j < len(order):
-                r = order[j]
-                cache.make_room(int(offsets[r + 1] - offsets[r]) + 1)
+    if compiled is None:
+        compiled = n >= COMPILED_FROM
+    if not compiled:
+        from .prefix_python import replay
+
+        id_list, off_list = ids.tolist(), offsets.tolist()
+        for order in groups.values():
+            replay(block_cache(capacity_blocks, block_size, False).py, id_list, off_list, order, matched_blocks)
+    else:
+        K = kernels()
+        for order in groups.values():
+            cache = block_cache(capacity_blocks, block_size)
+            order = np.asarray(order, dtype=np.int64)
+            j = 0
+            while j < len(order):
+                j = K.replay_chunk(cache.rec, cache.meta, cache.sizes, ids, offsets, order, j, False,
+                                   matched_blocks)
+                if j < len(order):
+                    r = order[j]
+                    cache.make_room(int(offsets[r + 1] - offsets[r]) + 1)
     total = trace.input_length
     cached = np.minimum(matched_blocks * block_size, total - 1)
     return CacheReplay(int(block_size), capacity_blocks, len(groups), total, matched_blocks, cached)

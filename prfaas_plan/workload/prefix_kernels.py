@@ -31,15 +31,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .prefix_layout import (  # noqa: F401  (the slots, re-exported: callers read them here)
+    BB, BITS, BLOCK_TOKENS, CAP, CB, CK, EVICTED, HEAD, HIT, LOW, META_SIZE, N, PROMPT, RECENCY, TAIL,
+)
+
 DETACHED = -2
 _BIAS = 4  # a link word stores prev + 4 and next + 4 (so that 0 means a free position)
 _LOW = (1 << 32) - 1
-
-# meta slots
-N, CK, HEAD, TAIL, BITS, EVICTED, PROMPT, HIT, RECENCY, BLOCK_TOKENS = range(10)
-META_SIZE = 10
-# sizes slots
-BB, CB, CAP, LOW = range(4)
 
 _GROUP = 3  # log2 of the ids kept together
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
