@@ -173,3 +173,16 @@ def test_sweep_basis_flag_sets_every_row_and_refuses_a_spec_that_sets_it_too(cli
     spec.write_text("base: {basis: vibes}\ngrid: {link: [40G]}\n")
     code, out, err = cli("sweep", str(spec), "--output", str(tmp_path / "v.csv"), "--no-progress")
     assert code != 0 and "vibes" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_baseline_that_serves_nothing_has_no_band_and_no_numpy_warning(cli):
+    # one 16xH20 instance cannot run both prefill and decode: local-alone serves 0, its gain is undefined
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        rows = _json(cli, "compare", "--model", "qwen3.5-397b", "--remote", "8xH200", "--local", "16xH20",
+                     "--link", "40G", "--local-instance-chips", "16", "--basis", "instances", *QUICK)
+    by = {r["layout"]: r for r in rows["sections"]["compare"]}
+    assert by["local-alone"]["throughput_rps"] == 0 and by["local-alone"]["gain_p10_x"] is None
+    assert by["homogeneous-pd"]["gain_p10_x"] is not None

@@ -267,7 +267,7 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
     bars = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings)
     others = {} if bars is None else {
         name: plan_error_bars(sc, prf, p.layout, samples, seed) for name, p in plans.items()
-        if name not in ("prfaas-pd", basis_baseline_name(basis)) and _sampleable(prf, p)}
+        if name not in ("prfaas-pd", basis_baseline_name(basis)) and p.best.lambda_max > 0 and _sampleable(prf, p)}
     return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars,
                          {basis_baseline_name(basis): bars, **others} if bars is not None else {})
 
