@@ -186,3 +186,13 @@ def test_a_baseline_that_serves_nothing_has_no_band_and_no_numpy_warning(cli):
     by = {r["layout"]: r for r in rows["sections"]["compare"]}
     assert by["local-alone"]["throughput_rps"] == 0 and by["local-alone"]["gain_p10_x"] is None
     assert by["homogeneous-pd"]["gain_p10_x"] is not None
+
+
+def test_the_size_page_answer_gives_the_verdict_at_its_basis(cli, tmp_path):
+    src, page = tmp_path / "s.json", tmp_path / "s.html"
+    code, out, err = cli("size", *QUICK, "--format", "json")
+    assert code == 0, err
+    src.write_text(out)
+    assert cli("report", str(src), "--output", str(page))[0] == 0
+    answer = re.search(r'<p class="verdict">(.*?)</p>', page.read_text(), re.S).group(1)
+    assert "verdict vs homogeneous-equal-capex" in answer and "at equal capex" in answer, answer

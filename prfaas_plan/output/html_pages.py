@@ -75,6 +75,9 @@ def _size_page(res: Result) -> list[str]:
         verdict += f"; prompts longer than {fmt(plan['threshold_tokens'])} uncached tokens are prefilled remotely"
     if plan.get("binding_stage"):
         verdict += f"; the {plan['binding_stage'].replace('_', ' ')} stage binds"
+    # the verdict against homogeneous PD at the file's basis (its sentence names the basis)
+    said = next((n for n in res.notes if n.startswith("verdict vs ")), None)
+    verdict += f". The {said[0].lower()}{said[1:]}" if said else ""
     stages = res.sections.get("stages", [])
     body = [f'<h2>The question</h2><p class="question">{e(question)}</p>', inputs_block(res),
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}.</p><div class="cards">{"".join(cards)}</div>',
