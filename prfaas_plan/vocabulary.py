@@ -49,10 +49,12 @@ class TransferPolicy(StrEnum):
 
 
 class Basis(StrEnum):
-    """Budget of the equal-budget homogeneous baseline (planning/plans.py)."""
+    """What the homogeneous baseline holds equal to PrfaaS-PD (planning/plans.py): its purchase price
+    (capex), its cloud cost per hour (rental), its chip count (chips) or its instance count (instances)."""
 
     capex = "capex"
     rental = "rental"
+    chips = "chips"
     instances = "instances"
 
 

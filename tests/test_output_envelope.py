@@ -87,11 +87,11 @@ def test_csv_carries_warnings_and_notes_as_comments(cli, name):
 
 
 def test_infinite_threshold_is_null_with_a_flag(cli):
-    code, out, err = cli("compare", *PAPER, "--format", "json")
+    code, out, err = cli("compare", *PAPER, "--basis", "instances", "--format", "json")
     assert code == 0, err
     hom = next(r for r in json.loads(out)["sections"]["compare"] if r["layout"] == "homogeneous-pd")
     assert hom["threshold_tokens"] is None and hom["threshold_tokens_nonfinite"] == "inf"
-    code, out, _ = cli("compare", *PAPER, "--format", "csv")
+    code, out, _ = cli("compare", *PAPER, "--basis", "instances", "--format", "csv")
     import csv
     rows = {r["layout"]: r for r in csv.DictReader(l for l in out.splitlines() if not l.startswith("#"))}
     assert rows["homogeneous-pd"]["threshold_tokens"] == "" and rows["homogeneous-pd"]["threshold_tokens_nonfinite"] == "inf"

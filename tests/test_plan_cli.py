@@ -38,8 +38,9 @@ def test_compare_csv_lists_every_baseline(cli):
     assert out.startswith("# prfaas-plan ") and "# note: baselines: local-alone = your local chips" in out
     lines = [l for l in out.strip().splitlines() if not l.startswith("#")]
     assert lines[0].startswith("section,layout,")  # several sections: compare, error_bars
+    # one homogeneous baseline: the one at the basis (capex by default: every chip has a price)
     assert [l.split(",")[1] for l in lines[1:] if l.startswith("compare,")] == [
-        "prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex", "naive-heterogeneous"]
+        "prfaas-pd", "local-alone", "homogeneous-equal-capex", "naive-heterogeneous"]
 
 
 @pytest.mark.parametrize("basis,price_key", [("capex", "capex_usd"), ("cost", "capex_usd"),
@@ -53,7 +54,19 @@ def test_compare_equal_budget_baseline_spends_the_budget(cli, basis, price_key):
     per_instance = rows["local-alone"][price_key] / 8          # the local cluster is 8 instances of 8xH20
     assert spent <= budget < spent + per_instance               # as many instances as the budget buys
     assert rows["local-alone"]["instances"].startswith("8 (=")  # 64xH20 alone, no remote
-    assert rows["homogeneous-pd"]["instances"].startswith("12 (=")  # as many instances as PrfaaS-PD
+    assert "homogeneous-pd" not in rows  # one basis per answer
+
+
+@pytest.mark.parametrize("basis,count", [("instances", 16), ("chips", 12)])
+def test_compare_count_baselines_hold_instances_or_chips(cli, basis, count):
+    # 32xH200 in 4-chip instances + 64xH20 in 8-chip ones: 16 instances but 96 chips = 12 local 8xH20 instances
+    code, out, err = cli("compare", "--model", "kimi-linear", "--remote-instance-chips", "4", "--basis", basis,
+                         "--samples", "0", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["layout"]: r for r in doc["sections"]["compare"]}
+    name = "homogeneous-pd" if basis == "instances" else "homogeneous-equal-chips"
+    assert rows[name]["instances"].startswith(f"{count} (=") and doc["meta"]["basis"] == basis
 
 
 @pytest.mark.parametrize("link", ["1k", "1M", "100M", "0.01G"])
@@ -89,7 +102,7 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
     (("size", *PAPER, "--mode", "fancy"), "'--mode': Value error, 'fancy' is not one of"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
-    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'instances', 'cost'"),
+    (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'chips', 'instances', 'cost'"),
     (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),
     (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
     (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
@@ -325,16 +338,18 @@ def test_size_error_bars_and_degraded_link(cli):
 
 
 def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
-    code, out, err = cli("compare", *PAPER, "--samples", "100", "--format", "json")
+    code, out, err = cli("compare", *PAPER, "--samples", "100", "--basis", "instances", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     assert {r["quantity"] for r in doc["sections"]["error_bars"]} >= {"throughput_rps", "prfaas_gain_x"}
-    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays") for n in doc["notes"])
+    assert any(n.startswith("verdict vs homogeneous-pd (12x8xH20): PrfaaS pays at equal instance count")
+               for n in doc["notes"])
 
 
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
     # minimax-m2.5 at 100G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
-    code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--format", "json")
+    code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--basis", "instances",
+                         "--format", "json")
     assert code == 0, err
     message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
     gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))

@@ -101,8 +101,8 @@ def test_compare_and_reproduce_reports(cli, tmp_path):
     _self_contained(page)
     assert all(h in page.h2 for h in COMMON + ["Layouts"])
     layouts = next(t for t in page.tables if t[0][0] == "layout")
-    assert layouts[0][1:] == ["prfaas-pd", "local-alone", "homogeneous-pd", "homogeneous-equal-capex",
-                              "naive-heterogeneous"]  # one column per layout
+    assert layouts[0][1:] == ["prfaas-pd", "local-alone", "homogeneous-equal-capex",
+                              "naive-heterogeneous"]  # one column per layout, one basis
     page = _report(cli, tmp_path, _json(cli, tmp_path, "reproduce"))
     assert all(h in page.h2 for h in COMMON + ["Published vs ours"])
     figures = next(t for t in page.tables if t[0][0] == "figure")

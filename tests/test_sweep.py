@@ -72,13 +72,17 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
                 "instances", "binding_stage"):
         assert row[key] == plan[key], key
     # 1G: the remote cluster is underused, a warning the row must carry
-    size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal"}
+    size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal",
+                                                          "point-outside-band"}  # error-bar ones: size only
     assert size_codes and size_codes <= set((row["warnings"] or "").split(","))  # the plan's warnings
     code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
                             "--link", "1G", "--format", "json")
     layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}
-    assert row["homogeneous_throughput_rps"] == layouts["homogeneous-pd"]["throughput_rps"]
-    assert row["gain_vs_homogeneous"] == pytest.approx(layouts["homogeneous-pd"]["prfaas_speedup_x"], rel=1e-12)
+    # the sweep's default basis is the one compare resolves (capex: both chips have prices)
+    assert row["basis"] == json.loads(stdout)["meta"]["basis"] == "capex"
+    assert row["homogeneous_throughput_rps"] == layouts["homogeneous-equal-capex"]["throughput_rps"]
+    assert row["gain_vs_homogeneous"] == pytest.approx(layouts["homogeneous-equal-capex"]["prfaas_speedup_x"],
+                                                       rel=1e-12)
     assert row["cost_per_mtok_usd"] == pytest.approx(
         plan["cloud_usd_per_hour"] / (plan["output_tokens_per_s"] * 3600) * 1e6, rel=1e-12)
 

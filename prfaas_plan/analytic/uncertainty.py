@@ -261,11 +261,12 @@ class ErrorBars:
         """True when no input has an error bar (every sample equals the point estimate)."""
         return all(e.sigma == 0 for e in self.inputs)
 
-    def verdict_line(self) -> str:
-        """One line: the verdict, the gain's band and how it was obtained."""
+    def verdict_line(self, held: str = "") -> str:
+        """One line: the verdict, the gain's band and how it was obtained; ``held`` names what the baseline
+        holds equal (e.g. "at equal capex", planning/answers.py `BASIS_PHRASES`)."""
         g = self.gain
         said = {"pays": "PrfaaS pays", "does not pay": "PrfaaS does not pay",
-                "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict]
+                "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict] + (f" {held}" if held else "")
         if self.given:
             return f"verdict vs {self.baseline}: {said} (gain {g.p50:.2f}; given inputs, no error bar)"
         return (f"verdict vs {self.baseline}: {said} at 90% confidence (gain P10 {g.p10:.2f} / P50 {g.p50:.2f} / "
@@ -284,7 +285,8 @@ def verdict(gain: Band) -> str:
 def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
                thresholds: np.ndarray, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> ErrorBars:
     """Sample the performance inputs' errors and evaluate ``layout`` and ``baseline`` (both single-PD-site,
-    the same local chips, sharing ``perf``) in every sample."""
+    the same local chips, sharing ``perf``; a baseline's remote site, if any, on the layout's remote chip)
+    in every sample."""
     if samples < 1:
         raise ValueError("samples must be at least 1")
     site = layout.pd_sites[0]
@@ -302,7 +304,12 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
     f_remote = factor[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
     f_local, f_decode = factor[bars["local_prefill"].key], factor[bars["local_decode"].key]
     prf = sample_layout(layout, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
-    base = sample_layout(baseline, grid, perf, mode, thresholds, ones, f_local, f_decode)
+    # a baseline with a remote site (naive heterogeneous) runs PrfaaS-PD's remote chip: the same draw
+    if baseline.remote is not None and (layout.remote is None or
+                                        baseline.remote.instance.chip.name != layout.remote.instance.chip.name):
+        raise ValueError("the baseline's remote chip must be the layout's remote chip")
+    base = sample_layout(baseline, grid, perf, mode, thresholds, f_remote if baseline.remote is not None else ones,
+                         f_local, f_decode)
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = np.where(base.lam > 0, prf.lam / base.lam, np.inf)
     g = Band.of(gain)

@@ -127,9 +127,10 @@ SizeLink = Annotated[Optional[float], typer.Option(
 Verify = Annotated[bool, typer.Option("--verify", help="Cross-check the grid optimum with the linear program "
                                                        "and report whether threshold routing is optimal.")]
 BasisOpt = Annotated[Optional[Basis], typer.Option(
-    "--basis", help="Budget of the equal-budget homogeneous baseline: capex (what PrfaaS-PD's purchase price "
-                    "buys; the default when the chips have prices), rental (what its cloud $/hour rents) or "
-                    "instances (no budget row); cost = capex.")]
+    "--basis", help="What the homogeneous baseline of the verdict holds equal to PrfaaS-PD: capex (what its "
+                    "purchase price buys; the default when every chip has a price), rental (what its cloud $/hour "
+                    "rents), chips (its chip count; the default otherwise) or instances (its instance count); "
+                    "cost = capex. The same in size, compare and sweep.")]
 Strict = Annotated[bool, typer.Option("--strict", help="Any miss fails: exit 1 on any figure out of its band, "
                                                        "known gap or not (the same as --fail-on any).")]
 

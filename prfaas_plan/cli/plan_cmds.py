@@ -102,6 +102,7 @@ def size_cmd(
     samples: Samples = 400,
     seed: Seed = 0,
     stack: Stack = None,
+    basis: BasisOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -122,7 +123,7 @@ def size_cmd(
             raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
         answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
                                kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), stack=stack, samples=samples,
-                               seed=seed, **questions)
+                               seed=seed, basis=None if basis is None else str(basis), **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
@@ -132,7 +133,8 @@ def size_cmd(
         sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
                        rtt, link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                        local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-        answer = answer_size(sc, samples=samples, seed=seed, **questions)
+        answer = answer_size(sc, samples=samples, seed=seed, basis=None if basis is None else str(basis),
+                             **questions)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")

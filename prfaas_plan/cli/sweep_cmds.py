@@ -10,7 +10,7 @@ import typer
 
 from .app import app
 from .envelope import emit_or_text
-from .options import AllowOversubscribe, FormatOpt, MaxPoints, NoProgress, Output, Plot, Stack
+from .options import AllowOversubscribe, BasisOpt, FormatOpt, MaxPoints, NoProgress, Output, Plot, Stack
 
 
 @contextmanager
@@ -62,20 +62,21 @@ def sweep_cmd(
     max_points: MaxPoints = None,
     allow_oversubscribe: AllowOversubscribe = False,
     stack: Stack = None,
+    basis: BasisOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Plan every point of a spec; one row per point (inputs, headline figures, or why it cannot be planned)."""
     from ..output.plots import figure_format
     from ..output.rowfile import table_format
     from ..output.sweep_plots import plot_sweep
-    from ..planning.sweep import SCHEMA, load_spec, parse_metrics, stack_notes, with_stack
+    from ..planning.sweep import SCHEMA, load_spec, parse_metrics, stack_notes, with_basis, with_stack
     from ..planning.sweep_run import run_sweep
 
     table_format(output)
     metrics = parse_metrics(pareto) if pareto else None
     if plot:
         figure_format(plot)
-    spec = with_stack(load_spec(spec_path), stack)
+    spec = with_basis(with_stack(load_spec(spec_path), stack), None if basis is None else str(basis))
     try:
         with _progress(no_progress) as (on_start, on_rows):
             res = run_sweep(spec, output, workers=workers, dask=dask, chunk_size=chunk_size, pareto=metrics,

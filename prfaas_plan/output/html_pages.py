@@ -75,6 +75,9 @@ def _size_page(res: Result) -> list[str]:
         verdict += f"; prompts longer than {fmt(plan['threshold_tokens'])} uncached tokens are prefilled remotely"
     if plan.get("binding_stage"):
         verdict += f"; the {plan['binding_stage'].replace('_', ' ')} stage binds"
+    # the verdict against homogeneous PD at the file's basis (its sentence names the basis)
+    said = next((n for n in res.notes if n.startswith("verdict vs ")), None)
+    verdict += f". The {said[0].lower()}{said[1:]}" if said else ""
     stages = res.sections.get("stages", [])
     body = [f'<h2>The question</h2><p class="question">{e(question)}</p>', inputs_block(res),
             f'<h2>The answer</h2><p class="verdict">{e(verdict)}.</p><div class="cards">{"".join(cards)}</div>',
@@ -85,7 +88,8 @@ def _size_page(res: Result) -> list[str]:
     return body
 
 
-BASIS_WORDS = {"capex": "purchase price (capex)", "rental": "cloud rental cost", "instances": "instance count"}
+BASIS_WORDS = {"capex": "purchase price (capex)", "rental": "cloud rental cost", "chips": "chip count",
+               "instances": "instance count"}
 BAR_VERDICTS = {"pays": "beats it", "does not pay": "does not beat it", "cannot tell": "cannot be told apart from it"}
 
 
@@ -129,13 +133,12 @@ def _compare_answer(res: Result, rows: list[dict], basis: str) -> tuple[str, lis
         text += (f"; with the calibration error bars it {BAR_VERDICTS.get(said, 'is undecided')}"
                  f" at 90% confidence (gain P10 {fmt(g.get('p10'))}, P90 {fmt(g.get('p90'))})")
         cards.append(card(f"gain vs {ref['layout']} P10 - P90", f"{fmt(g.get('p10'))} - {fmt(g.get('p90'))}"))
-    others = [r for r in rows if r is not prf and r is not ref and r.get("prfaas_speedup_x") is not None]
+    # one basis per answer: other homogeneous rows (an older file's, held at another basis) are not quoted
+    others = [r for r in rows if r is not prf and r is not ref and r.get("prfaas_speedup_x") is not None
+              and not str(r.get("layout", "")).startswith("homogeneous")]
     if others:
         text += ". Against the other layouts it is " + ", ".join(
             f"{float(r['prfaas_speedup_x']):.2f}x {r['layout']}" for r in others)
-    if g and bar_ref and bar_ref != ref["layout"]:
-        text += (f" (its error bars are for the gain over {bar_ref}: P10 {fmt(g.get('p10'))}, "
-                 f"P90 {fmt(g.get('p90'))})")
     return text + ".", cards
 
 
@@ -177,7 +180,12 @@ def _compare_page(res: Result) -> list[str]:
             f'<h2>The answer</h2><p class="verdict">{e(answer)}</p><div class="cards">{"".join(cards)}</div>',
             warnings_block(res.warnings), "<h2>Layouts</h2>",
             table(rows, cols, highlight=lambda r: r is ref, transpose=True), plot]
-    if res.sections.get("error_bars"):
+    bar_ref = _error_bar_baseline(res)
+    if res.sections.get("error_bars") and ref is not None and bar_ref not in (None, ref["layout"]):
+        # an older file's error bars held another basis: one basis per page (issue 21 item 4)
+        body += [f"<p>The file's error bars are against {e(bar_ref)}, not the comparison basis's baseline; "
+                 "run <code>prfaas-plan compare</code> again for error bars at this basis.</p>"]
+    elif res.sections.get("error_bars"):
         body += [section_html("error_bars", _error_bars_rows(res))]
     return body + other_sections(res, {"compare", "error_bars"})
 

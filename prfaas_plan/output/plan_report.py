@@ -193,25 +193,26 @@ BAND_COLUMNS = [Column("quantity", "quantity"), Column("point", "plan", lambda v
                 Column("p10", "P10", num), Column("p50", "P50", num), Column("p90", "P90", num)]
 
 
-def verdict_meta(eb) -> dict:
-    """``meta`` keys of the error bars' verdict (docs/output.md): ``verdict`` (``pays``, ``does not pay``,
-    ``cannot tell``; None without error bars, ``--samples 0``), the layout it is against and its line. The
-    verdict is a word, so it lives here rather than in the numeric ``point`` column of ``error_bars``."""
-    if eb is None:
+def verdict_meta(verdict: dict | None) -> dict:
+    """``meta`` keys of the verdict (docs/output.md): ``verdict`` (``pays``, ``does not pay``, ``cannot tell``;
+    None without error bars, ``--samples 0``), the baseline it is against and its headline sentence, which
+    names the basis. The verdict is a word, so it lives here rather than in the numeric ``point`` column of
+    ``error_bars``."""
+    if verdict is None:
         return {"verdict": None, "verdict_vs": None, "verdict_line": None}
-    return {"verdict": eb.verdict, "verdict_vs": eb.baseline, "verdict_line": eb.verdict_line()}
+    return {"verdict": verdict["verdict"], "verdict_vs": verdict["baseline"], "verdict_line": verdict["sentence"]}
 
 
-def _error_bars_section(eb, plan, mode: str) -> Section:
+def _error_bars_section(eb, plan, mode: str, verdict: dict) -> Section:
     """P10/P50/P90 of Lambda, gain, t and egress beside the plan's figures (the verdict: `verdict_meta`
-    and the section's first note)."""
+    and the section's first note, its headline sentence naming the basis)."""
     ev = plan.best
     point = {"throughput_rps": ev.lambda_max, "prfaas_gain_x": eb.point_gain, "threshold_tokens": ev.threshold,
              "egress_gbps": ev.egress_bps / 1e9}
     bands = {"throughput_rps": eb.lambda_rps, "prfaas_gain_x": eb.gain, "threshold_tokens": eb.threshold_tokens,
              "egress_gbps": eb.egress_gbps}
     rows = [{"quantity": k, "point": point[k], "p10": b.p10, "p50": b.p50, "p90": b.p90} for k, b in bands.items()]
-    notes = [eb.verdict_line()] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
+    notes = [verdict["sentence"]] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
         "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
         "binding ones speed up (docs/methods.md, error bars)"]
     return Section("error_bars", f"Error bars from calibration errors ({eb.samples} samples, {mode} mode)", rows,
@@ -270,10 +271,10 @@ def size_report(a) -> Report:
     if a.degraded is not None:
         sections.append(_degraded_section(a.degraded))
     if a.error_bars is not None:
-        sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode))
+        sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode, a.verdict))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
-                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "stack": _stack(sc),
-                        **verdict_meta(a.error_bars)})
+                  meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
+                        "stack": _stack(sc), **verdict_meta(a.verdict)})
 
 
 def _at_rate_row(name: str, r) -> dict:
@@ -293,11 +294,21 @@ AT_RATE_COLUMNS = [Column("layout", "layout"), Column("served_rps", "req/s serve
                    Column("usd_per_mtok_cloud", "cloud $ per 1M output tokens", ".2f")]
 
 
+def _opt2(v) -> str:
+    """A gain band end (x) to 2 decimals; blank where the row has none (PrfaaS-PD itself; a baseline with
+    another chip or a remote site, whose inputs the sampler does not share)."""
+    return "" if v is None else f"{v:.2f}"
+
+
 def compare_report(a) -> Report:
     """The report of a `CompareAnswer`."""
     sc = a.scenario
-    rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name]) for name, p in a.plans.items()]
-    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS-PD gain over it", ".2f")]
+    bars = a.baseline_bars
+    rows = [dict(plan_row(name, p), prfaas_speedup_x=a.gains[name],
+                 gain_p10_x=bars[name].gain.p10 if name in bars else None,
+                 gain_p90_x=bars[name].gain.p90 if name in bars else None) for name, p in a.plans.items()]
+    cols = COMPACT_COLUMNS + [Column("prfaas_speedup_x", "PrfaaS-PD gain over it", ".2f"),
+                              Column("gain_p10_x", "gain P10", _opt2), Column("gain_p90_x", "gain P90", _opt2)]
     sections = [Section("compare", f"Layouts for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)", rows, cols)]
     if a.at_rate is not None:
         r = a.at_rate
@@ -309,9 +320,9 @@ def compare_report(a) -> Report:
                                 ["a saturated layout serves only its Lambda_max (its queue grows without bound): no "
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
-        sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode))
+        sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode, a.verdict))
     meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc),
-            **verdict_meta(a.error_bars)}
+            **verdict_meta(a.verdict)}
     if a.at_rate is not None:
         meta.update(offered_rps=a.at_rate.rate_rps, offered_load=a.at_rate.load)
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings, meta=meta)

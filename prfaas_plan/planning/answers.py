@@ -47,7 +47,7 @@ from .questions import (
     verify,
 )
 from .scenario import DEFAULTS, Scenario, layout_perf, scenario_for
-from .warnings import PlanWarning, beaten_warning, plan_warnings
+from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.degraded import DegradedLink
@@ -96,10 +96,33 @@ class SizeAnswer:
     link_sizing: LinkSizing | None = None
     error_bars: ErrorBars | None = None
     degraded: DegradedLink | None = None
+    basis: str = "instances"
+
+    @property
+    def verdict(self) -> dict | None:
+        """The verdict record (`verdict_record`) against the homogeneous baseline at ``basis``."""
+        return verdict_record(self.basis, self.error_bars)
+
+
+BASIS_PHRASES = {"capex": "at equal capex", "rental": "at equal rental cost", "chips": "at equal chip count",
+                 "instances": "at equal instance count"}
+"""How the headline sentence names each basis: 'PrfaaS pays at equal capex at 90% confidence'."""
+
+
+def verdict_record(basis: str, bars: ErrorBars | None) -> dict | None:
+    """The verdict as data (None without error bars): ``basis``, the baseline, the gain's P10/P50/P90 (x),
+    the point gain, ``verdict`` (pays / does not pay / cannot tell) and the headline ``sentence`` naming
+    the basis."""
+    if bars is None:
+        return None
+    return {"basis": basis, "baseline": bars.baseline, "gain_p10": bars.gain.p10, "gain_p50": bars.gain.p50,
+            "gain_p90": bars.gain.p90, "gain_point": bars.point_gain, "verdict": bars.verdict,
+            "sentence": bars.verdict_line(BASIS_PHRASES[basis])}
 
 
 def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning]):
-    """The error bars (None when ``samples`` is 0), with a warning when the two modes disagree on the verdict."""
+    """The error bars (None when ``samples`` is 0), with a warning when the two modes disagree on the verdict
+    and one when the point estimate's gain lies outside its own P10-P90 band."""
     modes = mode_verdicts(sc, plan, baseline)
     if modes.warning():
         warnings.append(PlanWarning("modes-disagree", modes.warning()))
@@ -108,13 +131,16 @@ def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, war
     check_sampler(samples, seed, len(plan.surface.thresholds))
     if samples == 0:
         return None
-    return replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
+    bars = replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
+    warnings.extend(band_warnings(bars))
+    return bars
 
 
 def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
-                seed: int = 0, layout: Layout | None = None, keep_split: bool = False) -> SizeAnswer:
+                seed: int = 0, layout: Layout | None = None, keep_split: bool = False,
+                basis: str | None = None) -> SizeAnswer:
     """Size PrfaaS-PD for ``sc`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
@@ -124,7 +150,11 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     ``link_degraded_bps`` evaluates the plan at a lower link rate (counts fixed, threshold re-optimized);
     ``samples`` (0: none) seeded draws of the calibration errors give error bars and a verdict.
     ``layout`` (default: the scenario's PrfaaS-PD) is what is planned, its split kept with ``keep_split``.
+    The verdict is against homogeneous PD at ``basis`` (None: `plans.default_basis`, as every command).
     """
+    from .plans import basis_baseline, resolve_basis
+
+    basis = resolve_basis(sc, basis)
     perf = perf_inputs(sc) if layout is None else layout_perf(layout, sc)
     layout = prfaas_layout(sc) if layout is None else layout
     plan = optimize(layout, sc, perf, threshold, keep_split)
@@ -151,8 +181,9 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
         slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
         verification=checked,
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
-        error_bars=_confidence(sc, plan, None, samples, seed, warnings) if offloads else None,
-        degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None)
+        error_bars=_confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings) if offloads else None,
+        degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
+        basis=basis)
 
 
 def non_unique_split(plan: Plan) -> str | None:
@@ -196,6 +227,12 @@ class CompareAnswer:
     notes: list[str]
     at_rate: AtCommonRate | None = None
     error_bars: ErrorBars | None = None
+    baseline_bars: dict[str, ErrorBars] = field(default_factory=dict)  # every baseline row's gain band
+
+    @property
+    def verdict(self) -> dict | None:
+        """The verdict record (`verdict_record`) against the homogeneous baseline at ``basis``."""
+        return verdict_record(self.basis, self.error_bars)
 
 
 def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = None,
@@ -205,14 +242,14 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
     output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
-    from .plans import check_basis, default_basis
+    from .plans import basis_baseline_name, resolve_basis
 
-    basis = default_basis(sc) if basis is None else check_basis(basis)
+    basis = resolve_basis(sc, basis)
     if load is not None and rate is not None:
         raise PlanError("give either `load` or `rate`, not both")
     if load is not None and not 0 < load < 1:
         raise PlanError(f"`load` {load:g}: expected a fraction of PrfaaS-PD's Lambda_max in (0, 1)")
-    plans = compare(sc, basis)
+    plans = compare(sc, basis, equal_instances=False)
     prf = plans["prfaas-pd"]
     check_servable(prf)
     base = prf.best.lambda_max
@@ -225,23 +262,36 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
     if at is not None and (sat := [n for n, r in at.layouts.items() if r.saturated]):
         warnings.append(PlanWarning("saturated-at-rate", f"{', '.join(sat)} cannot carry {at.rate_rps:.3f} req/s "
                                                          "(offered rate at or above its Lambda_max)"))
-    notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"TTFT method: {prf.ttft.method}",
+    notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"comparison basis: {basis}", f"TTFT method: {prf.ttft.method}",
                                                      COST_NOTE]
-    bars = _confidence(sc, prf, plans["homogeneous-pd"].layout, samples, seed, warnings)
-    return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars)
+    bars = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings)
+    others = {} if bars is None else {
+        name: plan_error_bars(sc, prf, p.layout, samples, seed) for name, p in plans.items()
+        if name not in ("prfaas-pd", basis_baseline_name(basis)) and p.best.lambda_max > 0 and _sampleable(prf, p)}
+    return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars,
+                         {basis_baseline_name(basis): bars, **others} if bars is not None else {})
+
+
+def _sampleable(prf: Plan, other: Plan) -> bool:
+    """True when ``other`` is a single-PD-site layout on PrfaaS-PD's local chip (and, if it has a remote
+    site, its remote chip), so its error bars share PrfaaS-PD's sampled inputs (`analytic.uncertainty`)."""
+    lay, site = other.layout, prf.layout.pd_sites[0]
+    remote_ok = lay.remote is None or (prf.layout.remote is not None and
+                                       lay.remote.instance.chip.name == prf.layout.remote.instance.chip.name)
+    return remote_ok and len(lay.pd_sites) == 1 and lay.pd_sites[0].name == site.name \
+        and lay.pd_sites[0].instance.chip.name == site.instance.chip.name
 
 
 def _basis_note(plans: dict[str, Plan], basis: str) -> str:
-    """What each baseline holds constant, with the budgets that size the equal-budget one."""
+    """What each baseline holds constant, with the budget that sizes the one at ``basis``."""
     prf = plans["prfaas-pd"]
-    note = ("baselines: local-alone = your local chips as homogeneous PD; homogeneous-pd = as many local-chip "
-            "instances as PrfaaS-PD has (the paper's)")
-    if basis == "capex":
-        note += f"; homogeneous-equal-capex = what PrfaaS-PD's purchase price (${prf.capex_usd / 1e6:,.2f}M) buys"
-    elif basis == "rental":
-        note += (f"; homogeneous-equal-rental = what PrfaaS-PD's cloud cost (${prf.cloud_usd_per_hour:,.0f}/h, "
-                 "link included) rents at the profiles' USD per GPU-hour")
-    return note
+    held = {"instances": "homogeneous-pd = as many local-chip instances as PrfaaS-PD has (the paper's)",
+            "chips": "homogeneous-equal-chips = as many local-chip instances as PrfaaS-PD's chips fill",
+            "capex": f"homogeneous-equal-capex = what PrfaaS-PD's purchase price (${prf.capex_usd / 1e6:,.2f}M) buys",
+            "rental": f"homogeneous-equal-rental = what PrfaaS-PD's cloud cost (${prf.cloud_usd_per_hour:,.0f}/h, "
+                      "link included) rents at the profiles' USD per GPU-hour"}[basis]
+    return (f"baselines: local-alone = your local chips as homogeneous PD; {held}; naive-heterogeneous = the same "
+            "chips with every prefill remote")
 
 
 @dataclass(frozen=True)
@@ -303,7 +353,7 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
                   workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, *, mode: str = "exact",
                   weight_dtype: str | None = None, kv_dtype: str | None = None,
                   transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, samples: int = 400,
-                  seed: int = 0, **questions) -> SizeAnswer | LayoutAnswer:
+                  seed: int = 0, basis: str | None = None, **questions) -> SizeAnswer | LayoutAnswer:
     """Plan the layout file at ``path``. One PD site: the full `answer_size` (``questions`` are its
     follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split, rtt and threshold (when
     not ``auto``) kept. Several PD sites: every site's routing and split by the linear program (no
@@ -319,7 +369,7 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
         lay = replace(lay, pd_sites=(replace(lay.pd_sites[0], name="local"),))
         if lay.remote is None:
             lay = replace(lay, threshold=float("inf"))
-        a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
+        a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, basis=basis, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
     if any(v is not None and v is not False for v in questions.values()):

@@ -168,6 +168,7 @@ def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: st
     compared with, on the local chip in local-instance shape (``instance_chips`` chips).
 
     ``basis="instances"``: as many local instances as PrfaaS-PD has in total (the paper's comparison).
+    ``basis="chips"``: as many local instances as PrfaaS-PD's chips (remote and local) fill.
     ``basis="capex"``: as many as the PrfaaS-PD purchase price buys; ``basis="rental"``: as many as its
     hourly cloud cost (chips at the profiles' USD per GPU-hour, plus ``link``'s price) rents.
     """
@@ -178,6 +179,8 @@ def homogeneous_baseline(remote: str, local: str, instance_chips: int, basis: st
     l_inst, l_n = instances_from_chips(local, instance_chips, "`local`")
     if basis == "instances":
         n_hom = r_n + l_n
+    elif basis == "chips":
+        n_hom = sum(prf_layout.chips().values()) // instance_chips
     else:
         which = 0 if basis == "capex" else 1
         budget = _costs(prf_layout)[which]
@@ -199,26 +202,45 @@ def local_alone(sc: Scenario) -> Layout:
 
 
 def default_basis(sc: Scenario) -> str:
-    """``capex`` when every chip of the scenario has a price indication, else ``instances``."""
+    """The one default basis of every verdict (issue 21 item 4; `size`, `compare`, `sweep`, `report`):
+    ``capex`` when every chip of the scenario has a price indication, else ``chips``."""
     from ..profiles import get_hardware
 
     chips = prfaas_layout(sc).chips()
-    return "capex" if all(get_hardware(c).price is not None for c in chips) else "instances"
+    return "capex" if all(get_hardware(c).price is not None for c in chips) else "chips"
 
 
-def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None) -> dict[str, Plan]:
+def resolve_basis(sc: Scenario, basis: str | None) -> str:
+    """``basis`` checked (`check_basis`), or `default_basis` when None."""
+    return default_basis(sc) if basis is None else check_basis(basis)
+
+
+def basis_baseline_name(basis: str) -> str:
+    """The `compare` key of the homogeneous baseline held at ``basis``."""
+    return "homogeneous-pd" if basis == "instances" else f"homogeneous-equal-{basis}"
+
+
+def basis_baseline(sc: Scenario, basis: str) -> Layout:
+    """The homogeneous PD layout at ``basis`` (named as in `compare`), the verdict's baseline."""
+    lay = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis, sc.remote_instance_chips, sc.link)
+    return replace(lay, name=basis_baseline_name(basis))
+
+
+def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None,
+            equal_instances: bool = True) -> dict[str, Plan]:
     """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
-    ``basis`` budget (capex or rental; none for ``instances``; None: `default_basis`) and naive
+    ``basis`` (capex, rental or chips; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
-    ``homogeneous-equal-<basis>``, ``naive-heterogeneous``."""
-    basis = default_basis(sc) if basis is None else check_basis(basis)
-    layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc),
-               "homogeneous-pd": homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
-                                                      sc.remote_instance_chips)}
+    ``homogeneous-equal-<basis>``, ``naive-heterogeneous``. ``equal_instances=False`` leaves out
+    ``homogeneous-pd`` unless it is the basis's baseline (one basis per answer: the ``compare`` command;
+    the paper's case study keeps both)."""
+    basis = resolve_basis(sc, basis)
+    layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc)}
+    if equal_instances or basis == "instances":
+        layouts["homogeneous-pd"] = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
+                                                         sc.remote_instance_chips)
     if basis != "instances":
-        layouts[f"homogeneous-equal-{basis}"] = replace(
-            homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, basis, sc.remote_instance_chips, sc.link),
-            name=f"homogeneous-equal-{basis}")
+        layouts[basis_baseline_name(basis)] = basis_baseline(sc, basis)
     layouts["naive-heterogeneous"] = naive_layout(sc)
     perf = perf_inputs(sc) if perf is None else perf
     return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}

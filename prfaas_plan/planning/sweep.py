@@ -29,6 +29,9 @@ from ..profiles.stack import DEFAULT_STACK
 from .plans import BASES, BASIS_ALIASES, check_servable
 from .scenario import DEFAULTS, INPUT_LEVELS, MODES
 
+AUTO_BASIS = "auto"
+"""A sweep's default basis: each point's `plans.default_basis`, the default of size and compare."""
+
 # ---------------------------------------------------------------------------------------------------
 # Inputs a spec may set; their defaults are the planning API's (`prfaas_plan.planning.scenario.DEFAULTS`).
 
@@ -59,11 +62,13 @@ INPUTS: dict[str, Input] = {
     "stack": Input(DEFAULT_STACK, "str", "serving stack profile of both sites (stack_profiles/), e.g. vllm"),
     "transfer_bytes": Input(DEFAULTS.transfer_bytes, "str", "bytes on the link: replicated, dp-attention or logical "
                                                             "(docs/methods.md)"),
-    "basis": Input("instances", "str", "homogeneous baseline: instances (equal count), capex or rental (equal "
-                                       "budget; cost = capex)"),
+    "basis": Input(AUTO_BASIS, "str", "what the homogeneous baseline holds equal: capex, rental, chips or instances "
+                                      "(cost = capex); auto = capex where every chip has a price, else chips, as "
+                                      "size and compare (plans.default_basis)"),
 }
 SPEC_KEYS = ("base", "grid", "zip", "description")
-CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": BASES + tuple(BASIS_ALIASES), "transfer_bytes": POLICIES}
+CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": (AUTO_BASIS,) + BASES + tuple(BASIS_ALIASES),
+           "transfer_bytes": POLICIES}
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,19 @@ def parse_spec(doc) -> SweepSpec:
     if not isinstance(description, str):
         raise PlanError("sweep spec description: expected text")
     return SweepSpec(base, tuple(grid), tuple(zips), description)
+
+
+def with_basis(spec: SweepSpec, basis: str | None) -> SweepSpec:
+    """``spec`` with ``basis`` (``--basis``) as its fixed ``basis`` input; None leaves it as it is. A spec
+    that sets ``basis`` itself and a ``--basis`` are refused together (one would silently lose)."""
+    from .plans import check_basis
+
+    if basis is None:
+        return spec
+    basis = check_basis(basis)
+    if "basis" in spec.base or "basis" in spec.axes:
+        raise PlanError(f"`basis` {basis}: the spec sets basis itself; give one or the other")
+    return replace(spec, base={**spec.base, "basis": basis})
 
 
 def with_stack(spec: SweepSpec, stack: str | None) -> SweepSpec:
@@ -457,7 +475,7 @@ def headline(plan) -> dict:
 
 def evaluate(point: Point) -> dict:
     """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
-    from .plans import compare, size
+    from .plans import basis_baseline_name, compare, resolve_basis, size
     from .warnings import beaten_warning, plan_warnings
 
     v = point.values
@@ -467,16 +485,17 @@ def evaluate(point: Point) -> dict:
         perf = _perf(*_shared(v))
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
+        basis = resolve_basis(sc, None if v["basis"] == AUTO_BASIS else v["basis"])
+        row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
-            plans = compare(sc, v["basis"], perf=perf)
+            plans = compare(sc, basis, perf=perf, equal_instances=False)
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
         prf = plans["prfaas-pd"]
         check_servable(prf)
         row.update(headline(prf))
-        basis = BASIS_ALIASES.get(v["basis"], v["basis"])
-        hom = "homogeneous-pd" if basis == "instances" else f"homogeneous-equal-{basis}"
+        hom = basis_baseline_name(basis)
         gains = {}
         for name, col in ((hom, "homogeneous"), ("naive-heterogeneous", "naive")):
             if name in plans:

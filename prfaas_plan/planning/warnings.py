@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 REMOTE_UNDERUSED_BELOW = 0.10   # remote prefill utilization (fraction) below which the site adds little
 DECODE_BATCH_MIN = 4            # concurrent requests per decode instance below which the model barely fits
+ROLE_BUSY_MIN = 0.60            # utilization at the optimum below which a role's chips mostly wait (issue 21)
+LINK_LINE_MAX = 0.90            # mean egress as a fraction of line rate above which bursts find no headroom
+ROLES = {"remote_prefill": "remote prefill", "local_prefill": "local prefill", "local_decode": "local decode"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ def plan_warnings(plan, sc) -> list[PlanWarning]:
         out.append(PlanWarning("remote-underused",
                                f"the remote prefill cluster is only {util['remote_prefill']:.0%} utilized at the "
                                f"optimum ({ev.p_remote:.1%} of requests offloaded): it adds little here"))
+    out += _busy_warnings(ev, util, skip={"remote_prefill"} if any(w.code == "remote-underused" for w in out)
+                          else set())
     decode = perf.sites[ev.layout.pd_sites[0].name].decode
     if decode.batch < DECODE_BATCH_MIN:
         out.append(PlanWarning("decode-barely-fits",
@@ -64,6 +69,26 @@ def plan_warnings(plan, sc) -> list[PlanWarning]:
                     f"{ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower ({remote_s:.2f} s) "
                     f"than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) although no peak of it is lower: "
                     f"{why}; the ranking of the two chips follows from that difference, not from the chips"))
+    return out
+
+
+def _busy_warnings(ev, util: dict[str, float], skip: set[str]) -> list[PlanWarning]:
+    """A role (with instances) below `ROLE_BUSY_MIN` busy at the optimum, and a link whose mean egress is
+    above `LINK_LINE_MAX` of its line rate (issue 21 item 6)."""
+    out = []
+    count = {"remote_prefill": ev.layout.remote.instances if ev.layout.remote is not None else 0,
+             "local_prefill": ev.n_prefill, "local_decode": ev.n_decode}
+    idle = [f"{ROLES[r]} {util[r]:.0%}" for r in ROLES if r not in skip and count[r] > 0 and util[r] < ROLE_BUSY_MIN]
+    if idle:
+        out.append(PlanWarning("role-underused",
+                               f"{', '.join(idle)} busy at the optimum (below {ROLE_BUSY_MIN:.0%}): those chips "
+                               f"wait on the {ev.binding} stage; fewer or smaller instances there would cost less"))
+    if ev.link_bps and ev.link_utilization > LINK_LINE_MAX:
+        out.append(PlanWarning("link-no-headroom",
+                               f"the link carries {ev.egress_bps / 1e9:.1f} Gbps on average, "
+                               f"{ev.link_utilization:.1%} of its {ev.link_bps / 1e9:g} Gbps line rate (above "
+                               f"{LINK_LINE_MAX:.0%}): no headroom for bursts, so offloaded TTFT will queue; "
+                               "size the link with --size-link or plan at a lower link rate"))
     return out
 
 
@@ -100,3 +125,15 @@ def beaten_warning(gains: dict[str, float | None]) -> list[PlanWarning]:
         return []
     return [PlanWarning("prfaas-not-better", f"PrfaaS-PD does not beat {', '.join(beaten_by)} here "
                                              "(PrfaaS gain < 1)")]
+
+
+def band_warnings(bars) -> list[PlanWarning]:
+    """A warning when the point estimate's gain (``bars.point_gain``, x) lies outside its own sampled
+    P10-P90 band (`analytic.uncertainty.ErrorBars`): the band then does not describe the plan shown."""
+    p, g = bars.point_gain, bars.gain
+    if bars.given or not p == p or g.p10 <= p <= g.p90:
+        return []
+    return [PlanWarning("point-outside-band",
+                        f"the point estimate's gain {p:.2f} lies outside its own P10-P90 band ({g.p10:.2f} to "
+                        f"{g.p90:.2f}) vs {bars.baseline}: the sampled plans re-optimize threshold and split, the "
+                        "point does not; read the band, not the point")]
