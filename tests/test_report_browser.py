@@ -33,6 +33,7 @@ COMMANDS = [
     ("simulate", ["simulate", "--duration", "120s", "--format", "json"], "json"),
     ("calibrate", ["calibrate", "--measurements", "nvidia_silicon_sample_subset.csv", "--no-loo",
                    "--format", "json"], "json"),
+    ("check", ["check", "nvidia_silicon_sample_subset.csv", "--format", "json"], "json"),
 ]
 MISSING = re.compile(r"\b(None|NaN|nan|undefined|null)\b|(^|[\s(:=])\?(?=[\s),.;]|$)", re.M)
 
