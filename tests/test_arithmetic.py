@@ -125,7 +125,7 @@ def test_imported_kimi_k3_keeps_unquantized_modules_in_bf16():
     from prfaas_plan.profiles import model_from_dict
     from prfaas_plan.profiles.hf_import import import_hf_config
 
-    cfg = json.loads((Path(__file__).parent / "data/hf_configs/moonshotai--Kimi-K3.config.json").read_text())
+    cfg = json.loads((Path(__file__).parents[1] / "prfaas_plan/data/hf_configs/moonshotai--Kimi-K3.config.json").read_text())
     m = model_from_dict(import_hf_config(cfg, "k3-imported"))
     assert (m.weight_dtype, m.expert_dtype) == ("bf16", "mxfp4")
     assert A.weight_bytes(m) == A.weight_bytes(get_model("kimi-k3"))

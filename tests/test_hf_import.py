@@ -17,7 +17,8 @@ from prfaas_plan.profiles import get_model, model_from_dict
 from prfaas_plan.profiles.hf_import import import_hf_config, read_hf_config
 
 DATA = Path(__file__).parent / "data"
-CONFIGS = sorted((DATA / "hf_configs").glob("*.config.json"))
+PKG_CONFIGS = Path(__file__).parents[1] / "prfaas_plan" / "data" / "hf_configs"  # shipped: profiles cite them
+CONFIGS = sorted(PKG_CONFIGS.glob("*.config.json"))
 BUNDLED = {
     "MiniMaxAI--MiniMax-M2.5": "minimax-m2.5",
     "Qwen--Qwen3-235B-A22B": "qwen3-235b",
@@ -31,11 +32,11 @@ LENGTHS = np.array([1, 127, 128, 129, 4096, 32_768, 131_072])
 
 
 def _config(stem: str) -> dict:
-    return read_hf_config(DATA / "hf_configs" / f"{stem}.config.json")
+    return read_hf_config(PKG_CONFIGS / f"{stem}.config.json")
 
 
 def _import(stem: str, **kw):
-    path = DATA / "hf_configs" / f"{stem}.config.json"
+    path = PKG_CONFIGS / f"{stem}.config.json"
     profile = import_hf_config(read_hf_config(path), source=str(path), **kw)
     return profile, model_from_dict(profile, str(path))
 
@@ -143,7 +144,7 @@ def test_one_based_layer_out_of_range_is_named():
 
 
 def test_cli_round_trip_through_profiles_dir(tmp_path, cli):
-    path = DATA / "hf_configs" / "Qwen--Qwen3.5-122B-A10B.config.json"
+    path = PKG_CONFIGS / "Qwen--Qwen3.5-122B-A10B.config.json"
     code, out, err = cli("model", "import", str(path), "--output-dir", str(tmp_path))
     assert code == 0 and err == ""
     assert "qwen3.5-122b-a10b" in out and "GQA 12 + GDN 36" in out and "24,576 B/token" in out
@@ -154,7 +155,7 @@ def test_cli_round_trip_through_profiles_dir(tmp_path, cli):
 
 
 def test_cli_stdout_is_the_yaml_and_output_file_matches(tmp_path, cli):
-    path = str(DATA / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json")
+    path = str(PKG_CONFIGS / "XiaomiMiMo--MiMo-V2-Flash.config.json")
     code, out, _ = cli("model", "import", path, "--name", "mimo-test")
     assert code == 0 and out.startswith("# Imported by")
     assert model_from_dict(yaml.safe_load(out)).attention == get_model("mimo-v2-flash").attention

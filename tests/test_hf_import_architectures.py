@@ -22,7 +22,7 @@ from prfaas_plan.errors import PlanError
 from prfaas_plan.profiles import get_model, model_from_dict
 from prfaas_plan.profiles.hf_import import SUPPORTED_MODEL_TYPES, import_hf_config, read_hf_config
 
-CONFIGS = Path(__file__).parent / "data" / "hf_configs"
+CONFIGS = Path(__file__).parents[1] / "prfaas_plan" / "data" / "hf_configs"
 
 
 def _config(stem: str) -> dict:

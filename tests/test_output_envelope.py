@@ -222,7 +222,7 @@ def _file_commands(tmp_path) -> dict[str, tuple]:
     spec = tmp_path / "spec.yaml"
     spec.write_text("base: {model: kimi-linear}\ngrid: {link: [10G, 100G]}\n")
     plan = tmp_path / "plan.json"
-    config = repo / "tests" / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json"
+    config = repo / "prfaas_plan" / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.config.json"
     return {
         "schema": (("schema", "layout"), None),
         "sweep": (("sweep", str(spec), "-o", str(tmp_path / "r.csv"), "--no-progress"), None),

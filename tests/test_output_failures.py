@@ -81,7 +81,7 @@ FILES = {
     "report": ["report", "r.json", "--output", "{out}.html"],
     "export": ["export", "r.json", "--to", "sglang", "--output", "{out}"],
     "calibrate": ["calibrate", "--measurements", "mooncake_h20_qwen3_235b_pd.csv", "--no-loo", "--output", "{out}"],
-    "model-import": ["model", "import", str(ROOT / "tests" / "data" / "hf_configs" / "Qwen--Qwen3-235B-A22B.config.json"),
+    "model-import": ["model", "import", str(ROOT / "prfaas_plan" / "data" / "hf_configs" / "Qwen--Qwen3-235B-A22B.config.json"),
                      "--output", "{out}.yaml"],
 }
 
