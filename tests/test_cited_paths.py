@@ -1,6 +1,6 @@
 """Notes and profile sources cite paths a reader can open: every path-looking token printed in the notes
-of ``size``, ``compare``, ``rates`` and ``calibrate``, and every one in a bundled profile, exists in the
-repository or the package (issue 24: ``shared/data/...``, a folder outside the project, was cited)."""
+of ``size``, ``compare``, ``rates`` and ``calibrate``, and every one in a bundled profile, is installed with
+the package (issue 24: ``shared/data/...``, a folder outside the project, was cited)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,34 @@ def path_tokens(text: str) -> set[str]:
     return out
 
 
+def _shipped_globs() -> list[str]:
+    """Repository-relative globs of what the installed package holds (pyproject's package-dir and
+    package-data): ``prfaas_plan/data/reference/*.csv``, ``docs/*.md`` (shipped as ``prfaas_plan/docs``), ..."""
+    import tomllib
+
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folder = {pkg: tool["package-dir"].get(pkg, pkg.replace(".", "/")) for pkg in tool["packages"]}
+    return [f"{folder[pkg]}/{glob}" for pkg, globs in tool["package-data"].items() for glob in globs] + \
+           [f"{folder[pkg]}/*.py" for pkg in tool["packages"]]
+
+
+SHIPPED = _shipped_globs()
+
+
 def missing(tokens: set[str]) -> list[str]:
-    return sorted(t for t in tokens if not any((base / t.lstrip("/")).exists() for base in (REPO, PACKAGE)))
+    """The cited paths a user of the installed package cannot open: absent, or not shipped (a path may be
+    cited from the repository root, ``docs/methods.md``, or inside the package, ``data/reference/x.csv``)."""
+    def shipped(token: str) -> bool:
+        token = token.lstrip("/")
+        for rel in (token, f"prfaas_plan/{token}"):
+            path = REPO / rel
+            if path.is_dir() and any(g.startswith(rel.rstrip("/") + "/") for g in SHIPPED):
+                return True
+            if path.is_file() and any(path.match(str(REPO / g)) for g in SHIPPED):
+                return True
+        return False
+
+    return sorted(t for t in tokens if not shipped(t))
 
 
 def test_the_scan_sees_paths_and_only_paths():
@@ -40,6 +66,10 @@ def test_the_scan_sees_paths_and_only_paths():
             "https://huggingface.co/org/m/blob/main/config.json")
     assert path_tokens(text) == {"shared/data/hf_configs", "docs/methods.md", "a/b.csv"}
     assert missing(path_tokens(text)) == ["a/b.csv", "shared/data/hf_configs"]
+    # in the checkout but not installed: a test file, a screenshot; installed: the guides, the packaged data
+    assert missing({"tests/test_sweep.py", "docs/report-layout.png", "docs/methods.md",
+                    "prfaas_plan/data/reference/nvidia_silicon_sample_subset.csv"}) == [
+        "docs/report-layout.png", "tests/test_sweep.py"]
 
 
 COMMANDS = [
