@@ -137,7 +137,8 @@ def test_kv_throughput_takes_the_stack(cli):
     (("rates", "-m", "prfaas-1t", "-i", "8xH20", "--source", "measured"), "no measured prefill table"),
     (("kv-throughput", "--state-dtype", "fp64"), "--state-dtype: unknown dtype 'fp64'"),
     (("kv-throughput", "--stack", "x"), "unknown serving stack"),
-    (("calibrate", "--measurements", "nope.csv"), "--measurements 'nope.csv': cannot read"),
+    (("calibrate", "--measurements", "nope.csv"), "nope.csv: cannot read"),
+    (("check", "nope.jsonl"), "nope.jsonl: cannot read"),   # a positional file: no flag named
     (("calibrate", "--measurements", MOONCAKE, "--row-weight-dtype", "fp7"), "--row-weight-dtype: unknown dtype 'fp7'"),
     (("size", "--stack", "nope"), "unknown serving stack"),
     (("compare", "--stack", "nope"), "unknown serving stack"),

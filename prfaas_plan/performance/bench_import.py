@@ -92,7 +92,7 @@ def _read_text(path: Path) -> str:
             raise PlanError(f"{path}: {path.stat().st_size:,} bytes, more than {MAX_BYTES:,} for a benchmark file")
         return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PlanError(f"`measurements` {str(path)!r}: cannot read ({exc.strerror})") from None
+        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
 

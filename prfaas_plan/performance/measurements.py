@@ -269,7 +269,7 @@ def load_measurements(path: str | Path, defaults: dict | None = None) -> tuple[l
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PlanError(f"`measurements` {str(path)!r}: cannot read ({exc.strerror})") from None
+        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip() and not line.startswith("#")]
