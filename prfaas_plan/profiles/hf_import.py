@@ -229,6 +229,16 @@ def _head_shape(r: _Reader, kind: str) -> dict:
     return {"num_heads": heads, "num_kv_heads": kv, "head_dim": dim}
 
 
+def _layer_types(r: _Reader, field: str, types, n: int, allowed: set[str], context: str = "") -> list:
+    """A config's per-layer ``layer_types`` list, checked: ``n`` entries, each one of ``allowed``."""
+    if not isinstance(types, list) or len(types) != n:
+        raise r.error(f"field '{field}' must list {n} layer types")
+    unknown = sorted(str(t) for t in set(types) - allowed)
+    if unknown:
+        raise r.error(f"field '{field}': unknown layer type {unknown[0]!r}{context}")
+    return types
+
+
 # How each architecture places sliding-window layers when the config has no ``layer_types`` list
 # (the list Hugging Face transformers writes since 4.53, which wins when present): as its config class
 # derives them. ``None`` means no sliding window.
@@ -236,12 +246,8 @@ def _sliding_layers(r: _Reader, model_type: str, n: int) -> tuple[list[int], str
     """Sliding-window layers (0-based) and how they were found, or None for full attention throughout."""
     found = r.find("layer_types")
     if found:
-        types = found[1]
-        if not isinstance(types, list) or len(types) != n:
-            raise r.error(f"field '{found[0]}' must list {n} layer types")
-        unknown = sorted(str(t) for t in set(types) - {"full_attention", "sliding_attention"})
-        if unknown:
-            raise r.error(f"field '{found[0]}': unknown layer type {unknown[0]!r} for model_type {model_type}")
+        types = _layer_types(r, found[0], found[1], n, {"full_attention", "sliding_attention"},
+                             f" for model_type {model_type}")
         sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
         return (sliding, f"{CONFIG} field {found[0]} (sliding_attention)") if sliding else None
     if model_type in ("gemma2", "gemma3", "gemma3_text"):
@@ -399,12 +405,9 @@ def _qwen3_5(r: _Reader, n: int) -> tuple[list[dict], dict]:
     """Qwen3.5: gated GQA on the ``full_attention`` layers (``layer_types``, which wins over
     ``full_attention_interval``), Gated DeltaNet on the rest; MoE plus one shared expert."""
     if r.find("layer_types"):
-        types = r.value("attention.gqa.layers", "layer_types", note=" (full_attention)")
-        if not isinstance(types, list) or len(types) != n:
-            raise r.error(f"field '{r.path('layer_types')}' must list {n} layer types")
-        unknown = sorted(str(t) for t in set(types) - {"full_attention", "linear_attention"})
-        if unknown:
-            raise r.error(f"field '{r.path('layer_types')}': unknown layer type {unknown[0]!r}")
+        types = _layer_types(r, r.path("layer_types"),
+                             r.value("attention.gqa.layers", "layer_types", note=" (full_attention)"), n,
+                             {"full_attention", "linear_attention"})
         full = [i for i, t in enumerate(types) if t == "full_attention"]
     else:
         every = r.count("attention.gqa.layers", "full_attention_interval", note=" (every Nth layer is full)")
