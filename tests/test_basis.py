@@ -74,7 +74,7 @@ def test_default_basis_is_chips_when_a_chip_has_no_price(cli, monkeypatch):
                         lambda name: dataclasses.replace(real(name), price=None) if "h20" in name.lower()
                         else real(name))
     from prfaas_plan.planning.plans import default_basis
-    from prfaas_plan.planning.scenario import scenario
+    from prfaas_plan.planning.question import scenario
 
     assert default_basis(scenario()) == "chips"
 
@@ -114,7 +114,7 @@ def test_a_baseline_identical_to_the_plan_has_gain_one_in_every_sample():
     # the naive row shares PrfaaS-PD's remote draw: a layout against itself must give exactly 1
     from prfaas_plan.analytic.uncertainty import error_bars
     from prfaas_plan.planning.plans import compare
-    from prfaas_plan.planning.scenario import scenario
+    from prfaas_plan.planning.question import scenario
 
     sc = scenario()
     plans = compare(sc, equal_instances=False)

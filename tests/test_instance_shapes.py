@@ -10,7 +10,7 @@ import pytest
 
 from prfaas_plan import planning
 from prfaas_plan.errors import PlanError
-from prfaas_plan.planning.scenario import resolve_instance_chips
+from prfaas_plan.planning import Question
 
 QWEN = ("--model", "qwen3.5-397b", "--remote", "8xH200", "--local", "16xH20", "--link", "40G")
 
@@ -52,8 +52,9 @@ def test_remote_shape_changes_only_the_remote_instances(cli):
 
 def test_kv_dtype_halves_the_bytes_each_offloaded_request_moves():
     def bytes_per_offload(kv):
-        sc = planning.scenario(model="qwen3-235b", kv_dtype=kv)
-        ev = planning.answer_size(sc, threshold=30_000.0).plan.best
+        q = Question.parse(model="qwen3-235b", kv_dtype=kv)
+        sc = q.scenario
+        ev = planning.answer_size(q, threshold=30_000.0).plan.best
         return ev.egress_bps / (ev.lambda_max * ev.p_remote), sc
 
     bf16, _ = bytes_per_offload(None)
@@ -79,10 +80,15 @@ def test_bad_shapes_and_dtypes_are_plan_errors(kwargs, needle):
 
 
 def test_instance_chips_resolution():
-    assert resolve_instance_chips(8, None, None) == (8, None)
-    assert resolve_instance_chips(8, 16, None) == (8, 16)
-    assert resolve_instance_chips(8, None, 16) == (16, 8)
-    assert resolve_instance_chips(8, 16, 16) == (16, None)
+    def shapes(remote=None, local=None):
+        q = Question.parse(remote="32xH200", local="64xH20", remote_instance_chips=remote,
+                           local_instance_chips=local)
+        return q.instance_chips, q.scenario.remote_instance_chips
+
+    assert shapes() == ((8, 8), None)
+    assert shapes(remote=16) == ((8, 16), 16)
+    assert shapes(local=16) == ((16, 8), 8)
+    assert shapes(16, 16) == ((16, 16), None)
 
 
 def test_compare_and_reproduce_take_the_shapes(cli):
@@ -158,7 +164,7 @@ def test_layout_file_keeps_its_rtt_and_threshold(cli, tmp_path):
 
 
 def test_a_fixed_threshold_that_leaves_the_split_free_says_so():
-    a = planning.answer_size(planning.scenario(remote="8xH200", local="64xH20"), threshold=500.0)
+    a = planning.answer_size(Question.parse(remote="8xH200", local="64xH20"), threshold=500.0)
     note = next(n for n in a.notes if n.startswith("the split is not unique"))
     lam = a.plan.surface.lam.max(axis=0)
     reach = a.plan.surface.splits[lam >= a.plan.best.lambda_max * (1 - 1e-9)]

@@ -19,12 +19,17 @@ PAPER = ("--model", "prfaas-1t", "--inputs", "paper")
 
 
 @pytest.fixture(scope="module")
-def paper_sc():
-    return planning.scenario(model="prfaas-1t", inputs="paper")
+def paper_q():
+    return planning.Question.parse(model="prfaas-1t", inputs="paper")
 
 
-def test_cli_prints_what_the_api_returns(cli, paper_sc):
-    a = planning.answer_size(paper_sc, load=0.8, ttft_slo=(95.0, 8.0))
+@pytest.fixture(scope="module")
+def paper_sc(paper_q):
+    return paper_q.scenario
+
+
+def test_cli_prints_what_the_api_returns(cli, paper_q):
+    a = planning.answer_size(paper_q, load=0.8, ttft_slo=(95.0, 8.0))
     code, out, err = cli("size", *PAPER, "--load", "0.8", "--ttft", "p95<8s", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

@@ -1,7 +1,9 @@
 """Every command-line option, declared once: one ``typer.Option`` call per flag, one meaning per flag.
 
-Commands use these ``Annotated`` aliases as parameter types (``model: Model = DEFAULTS.model``); the
-defaults live in `prfaas_plan.planning.scenario.DEFAULTS` so the CLI and the Python API agree. Where a
+Commands use these ``Annotated`` aliases as parameter types (``model: Model = DEFAULTS.model``). The
+planning inputs' options (``--model``, ``--link``, ...) are generated from the question's fields
+(`prfaas_plan.planning.question.FIELDS`, by `prfaas_plan.cli.question_options`): their help, type and
+default are declared there, once, so the CLI and the Python API agree. Where a
 command takes several values of an input (``kv --model A --model B``) it uses the same declaration with
 a list type (``Models``): one flag, one help, one meaning (``tests/test_cli_flags.py`` counts them).
 Choices are the `prfaas_plan.vocabulary` enums (their members are plain strings downstream). Times,
@@ -15,10 +17,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..planning.scenario import DEFAULTS
 from ..units import MAX_CHIPS
-from ..vocabulary import Baseline, Format, InputLevel, Mode, MoeSplit, PrefillSource, TransferPolicy
-from ..vocabulary import BasisWord as Basis
+from ..vocabulary import Baseline, Format, MoeSplit, PrefillSource
+from .question_options import field_option
 
 
 class SchedulerName(StrEnum):
@@ -47,36 +48,25 @@ AllowOversubscribe = Annotated[bool, typer.Option(
     "--allow-oversubscribe", help="Allow more than 4 local workers per core.")]
 
 # --- what is planned
-_MODEL = typer.Option("--model", "-m", help="Model profile name or alias (repeatable where a command takes "
-                                            "several; kv-throughput and validate default to every bundled model).")
-Model = Annotated[str, _MODEL]
-Models = Annotated[list[str], _MODEL]
-OptModels = Annotated[Optional[list[str]], _MODEL]
+Model = field_option("model")
+Models = field_option("model", listed=True)
+OptModels = field_option("model", default=None, listed=True)
+OptModel = field_option("model", default=None)
 Instance = Annotated[str, typer.Option("--instance", "-i", help="Instance shape COUNTxCHIP, e.g. 8xH20.")]
 Lengths = Annotated[list[str], typer.Option("--len", "-l", help="Prompt length(s), e.g. 32k or 1k,8k (K = 1024).")]
-Remote = Annotated[str, typer.Option("--remote", help="Remote prefill chips, e.g. 32xH200.")]
-Local = Annotated[str, typer.Option("--local", help="Local PD chips, e.g. 64xH20.")]
-InstanceChips = Annotated[int, typer.Option("--instance-chips", min=1, help="Chips per instance (both roles).")]
-RemoteInstanceChips = Annotated[Optional[int], typer.Option(
-    "--remote-instance-chips", min=1, help="Chips per remote prefill instance (default: --instance-chips).")]
-LocalInstanceChips = Annotated[Optional[int], typer.Option(
-    "--local-instance-chips", min=1, help="Chips per local PD instance (default: --instance-chips).")]
-WeightDtype = Annotated[Optional[str], typer.Option(
-    "--weight-dtype", help="Store every weight in this dtype for the run (e.g. fp8, int4), routed experts "
-                           "included, overriding the model profile (its measured tables then no longer apply).")]
-KvDtype = Annotated[Optional[str], typer.Option(
-    "--kv-dtype", help="Store the KV cache in this dtype for the run (e.g. fp8), overriding the model profile.")]
+Remote = field_option("remote")
+Local = field_option("local")
+InstanceChips = field_option("instance_chips")
+RemoteInstanceChips = field_option("remote_instance_chips")
+LocalInstanceChips = field_option("local_instance_chips")
+WeightDtype = field_option("weight_dtype")
+KvDtype = field_option("kv_dtype")
 LayoutFile = Annotated[Optional[str], typer.Option(
     "--layout", help="A layout YAML file (sites, pools, links; see README); replaces --remote/--local/--link.")]
-Workload = Annotated[str, typer.Option(
-    "--workload", "-w", help="paper (the case study's truncated log-normal), trace (the bundled Mooncake "
-                             "conversation trace) or a .jsonl/.csv trace file.")]
-_TPOT = typer.Option("--tpot", help="Decode SLO per output token: 25ms or 40tok/s (default 25ms).")
-Tpot = Annotated[str, _TPOT]
-OptTpot = Annotated[Optional[str], _TPOT]
-STACK_HELP = ("Serving stack profile (stack_profiles/: sglang, vllm, trtllm, mooncake-sglang-pd, paper-sglang, "
-              "paper-vllm, ...): fixed latency, per-forward and per-step overheads, prefill batching. Default sglang.")
-Stack = Annotated[Optional[str], typer.Option("--stack", help=STACK_HELP)]
+Workload = field_option("workload")
+Tpot = field_option("tpot")
+OptTpot = field_option("tpot", default=None)
+Stack = field_option("stack")
 MOE_HELP = ("How routed experts are split: tp (every chip holds a slice of every expert) or ep (whole experts); "
             "calibrate: of the user rows without a 'moe' column.")
 Moe = Annotated[MoeSplit, typer.Option("--moe", help=MOE_HELP)]
@@ -85,24 +75,16 @@ Source = Annotated[PrefillSource, typer.Option(
                      "roofline), roofline or measured.")]
 
 # --- the link
-LinkRate = Annotated[str, typer.Option("--link", help="Inter-site link line rate with a unit, e.g. 100G.")]
-LinkEfficiency = Annotated[float, typer.Option("--link-efficiency", help="Goodput fraction of the line rate.")]
-Rtt = Annotated[Optional[str], typer.Option("--rtt", help="Link round trip with a unit, e.g. 2ms (default 0).")]
-LinkPrice = Annotated[float, typer.Option("--link-price", help="Link price, USD per Gbps-month (added to the "
-                                                               "hourly cost).")]
+
+LinkRate = field_option("link")
+LinkEfficiency = field_option("link_efficiency")
+Rtt = field_option("rtt")
+LinkPrice = field_option("link_price")
 
 # --- how it is modelled
-ModeOpt = Annotated[Mode, typer.Option("--mode", help="exact (planning's default: expectations over the length "
-                                                      "distribution) or representative (the paper's: stages at "
-                                                      "E[L|L>t] and E[L|L<=t]; reproduce's default).")]
-TRANSFER_HELP = ("Bytes on the link: replicated (the per-rank KV copies a TP transfer engine moves into TP "
-                 "attention, as Mooncake measured), dp-attention (decode runs data-parallel attention, SGLang "
-                 "--enable-dp-attention: one copy) or logical (one copy, the paper's convention).")
-TransferBytesOpt = Annotated[Optional[TransferPolicy], typer.Option(
-    "--transfer-bytes", help=TRANSFER_HELP + " Default: replicated (simulate: logical with --inputs paper).")]
-Inputs = Annotated[InputLevel, typer.Option(
-    "--inputs", help="predicted (our performance model) or paper (prfaas-1t only: the paper's H200 profile "
-                     "and back-solved H20 inputs).")]
+ModeOpt = field_option("mode")
+TransferBytesOpt = field_option("transfer_bytes", default=None)
+Inputs = field_option("inputs")
 _THRESHOLD = typer.Option("--threshold", "-t", help="Routing threshold t in uncached tokens, e.g. 16k "
                                                     "(K = 1024): size and simulate evaluate it instead of "
                                                     "optimizing it; workload describe takes several (8k,16k).")
@@ -126,11 +108,7 @@ SizeLink = Annotated[Optional[float], typer.Option(
     "--size-link", help="Also find the smallest link keeping this fraction (e.g. 0.95) of the throughput.")]
 Verify = Annotated[bool, typer.Option("--verify", help="Cross-check the grid optimum with the linear program "
                                                        "and report whether threshold routing is optimal.")]
-BasisOpt = Annotated[Optional[Basis], typer.Option(
-    "--basis", help="What the homogeneous baseline of the verdict holds equal to PrfaaS-PD: capex (what its "
-                    "purchase price buys; the default when every chip has a price), rental (what its cloud $/hour "
-                    "rents), chips (its chip count; the default otherwise) or instances (its instance count); "
-                    "cost = capex. The same in size, compare and sweep.")]
+BasisOpt = field_option("basis")
 Strict = Annotated[bool, typer.Option("--strict", help="Any miss fails: exit 1 on any figure out of its band, "
                                                        "known gap or not (the same as --fail-on any).")]
 
@@ -176,7 +154,6 @@ _TP = typer.Option("--tp", min=1, max=MAX_CHIPS, help="Tensor-parallel ranks. kv
                    "the instance's chips).")
 Tp = Annotated[int, _TP]
 OptTp = Annotated[Optional[int], _TP]
-OptModel = Annotated[Optional[str], _MODEL]
 Concurrency = Annotated[Optional[int], typer.Option(
     "--concurrency", min=1, help="Closed-loop benchmark concurrency. rates: also predict mean TTFT and TPOT at it "
                                  "(input --len, output --output-len); check/calibrate: of benchmark files that do "
@@ -198,4 +175,3 @@ ModelPath = Annotated[Optional[str], typer.Option(
 PrefillInstances = Annotated[Optional[int], typer.Option(
     "--prefill-instances", help="Local instances that prefill; the rest decode (default: grid search).")]
 
-DEFAULT_MODEL = DEFAULTS.model

@@ -5,55 +5,43 @@ from __future__ import annotations
 import typer
 
 from ..errors import PlanError
-from ..planning.scenario import DEFAULTS
 from .app import app
 from .envelope import emit
 from .options import (
-    BasisOpt,
+    FailOn,
     FormatOpt,
-    Inputs,
     InstanceChips,
+    Inputs,
     KvDtype,
     LayoutFile,
     LinkDegraded,
-    LinkEfficiency,
-    LinkPrice,
-    LinkRate,
     Load,
-    Local,
     LocalInstanceChips,
-    Model,
     ModeOpt,
     Plot,
     Rate,
-    Remote,
     RemoteInstanceChips,
-    Rtt,
     Samples,
     Seed,
-    Stack,
     SizeLink,
-    FailOn,
     Strict,
     TargetRate,
     Threshold,
-    Tpot,
-    TransferBytesOpt,
     TtftSlo,
     Verify,
     WeightDtype,
-    Workload,
 )
+from .question_options import QuestionText, question_command
 
-
-def _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-              link_price=DEFAULTS.link_price_usd_per_gbps_month, transfer_bytes=DEFAULTS.transfer_bytes,
-              stack=None, **shapes):
-    """``shapes``: remote_instance_chips, local_instance_chips, weight_dtype, kv_dtype."""
-    from ..planning import scenario
-
-    return scenario(model, remote, local, link, tpot, workload, instance_chips, str(mode), str(inputs),
-                    link_efficiency, rtt, link_price, str(transfer_bytes), stack, **shapes)
+# The order of each command's options (its --help page and its JSON ``meta.inputs``); a planning input
+# not named here follows the last one named (prfaas_plan.cli.question_options).
+SIZE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_chips", "remote_instance_chips",
+              "local_instance_chips", "weight_dtype", "kv_dtype", "target_rate", "mode", "transfer_bytes", "inputs",
+              "link_efficiency", "rtt", "link_price", "threshold", "size_link", "verify", "load", "ttft", "plot",
+              "layout", "link_degraded", "samples", "seed", "stack", "basis", "fmt")
+COMPARE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_chips", "remote_instance_chips",
+                 "local_instance_chips", "weight_dtype", "kv_dtype", "basis", "mode", "transfer_bytes", "inputs",
+                 "link_efficiency", "rtt", "link_price", "load", "rate", "plot", "samples", "seed", "stack", "fmt")
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -62,35 +50,11 @@ def _write_plot(path: str, plan, title: str) -> None:
     plot_threshold_sweep(plan, path, title)
 
 
-def _given(names: list[str]) -> list[str]:
-    """The options among ``names`` the user gave on the command line (not left at their default)."""
-    from ._click import get_current_context
-
-    ctx = get_current_context()
-    return [f"--{n.replace('_', '-')}" for n in names
-            if ctx.get_parameter_source(n).name not in ("DEFAULT", "DEFAULT_MAP")]
-
-
 @app.command("size")
+@question_command(SIZE_ORDER)
 def size_cmd(
-    model: Model = DEFAULTS.model,
-    link: LinkRate = DEFAULTS.link,
-    remote: Remote = DEFAULTS.remote,
-    local: Local = DEFAULTS.local,
-    workload: Workload = DEFAULTS.workload,
-    tpot: Tpot = DEFAULTS.tpot,
-    instance_chips: InstanceChips = DEFAULTS.instance_chips,
-    remote_instance_chips: RemoteInstanceChips = None,
-    local_instance_chips: LocalInstanceChips = None,
-    weight_dtype: WeightDtype = None,
-    kv_dtype: KvDtype = None,
+    question: QuestionText,
     target_rate: TargetRate = None,
-    mode: ModeOpt = DEFAULTS.mode,
-    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
-    inputs: Inputs = DEFAULTS.inputs,
-    link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
-    rtt: Rtt = None,
-    link_price: LinkPrice = DEFAULTS.link_price_usd_per_gbps_month,
     threshold: Threshold = None,
     size_link: SizeLink = None,
     verify: Verify = False,
@@ -101,40 +65,28 @@ def size_cmd(
     link_degraded: LinkDegraded = None,
     samples: Samples = 400,
     seed: Seed = 0,
-    stack: Stack = None,
-    basis: BasisOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
     from ..output.plan_report import layout_report, size_report
-    from ..planning import answer_layout, answer_size
-    from ..units import parse_length, parse_rate_bps, parse_ttft_slo
+    from ..planning import Question, answer_layout, answer_size, follow_ups
 
-    slo = parse_ttft_slo(ttft) if ttft is not None else None
-    t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
-    degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
-    questions = {"threshold": t, "target_rate": target_rate, "load": load, "ttft_slo": slo, "verify_lp": verify,
-                 "size_link": size_link, "link_degraded_bps": degraded}
-    replaced = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
-                "link_efficiency", "link_price") if layout is not None else ()
+    questions = follow_ups(threshold=threshold, target_rate=target_rate, load=load, ttft=ttft, verify=verify,
+                           size_link=size_link, link_degraded=link_degraded)
+    replaced = ()
     if layout is not None:
-        extra = _given(list(replaced))
-        if extra:
-            raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
-        answer = answer_layout(layout, model, tpot, workload, str(inputs), mode=str(mode), weight_dtype=weight_dtype,
-                               kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes), stack=stack, samples=samples,
-                               seed=seed, basis=None if basis is None else str(basis), **questions)
+        from ..planning.question import LAYOUT_FIELDS
+
+        replaced = LAYOUT_FIELDS
+        answer = answer_layout(Question.from_layout(layout, **question.given), samples=samples, seed=seed,
+                               **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
             emit(layout_report(answer), fmt, replaced=replaced)
             return
     else:
-        sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
-                       rtt, link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
-                       local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-        answer = answer_size(sc, samples=samples, seed=seed, basis=None if basis is None else str(basis),
-                             **questions)
+        answer = answer_size(question.parse(), samples=samples, seed=seed, **questions)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
@@ -142,31 +94,14 @@ def size_cmd(
 
 
 @app.command("compare")
+@question_command(COMPARE_ORDER)
 def compare_cmd(
-    model: Model = DEFAULTS.model,
-    link: LinkRate = DEFAULTS.link,
-    remote: Remote = DEFAULTS.remote,
-    local: Local = DEFAULTS.local,
-    workload: Workload = DEFAULTS.workload,
-    tpot: Tpot = DEFAULTS.tpot,
-    instance_chips: InstanceChips = DEFAULTS.instance_chips,
-    remote_instance_chips: RemoteInstanceChips = None,
-    local_instance_chips: LocalInstanceChips = None,
-    weight_dtype: WeightDtype = None,
-    kv_dtype: KvDtype = None,
-    basis: BasisOpt = None,
-    mode: ModeOpt = DEFAULTS.mode,
-    transfer_bytes: TransferBytesOpt = DEFAULTS.transfer_bytes,
-    inputs: Inputs = DEFAULTS.inputs,
-    link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
-    rtt: Rtt = None,
-    link_price: LinkPrice = DEFAULTS.link_price_usd_per_gbps_month,
+    question: QuestionText,
     load: Load = None,
     rate: Rate = None,
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
-    stack: Stack = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
@@ -174,13 +109,11 @@ def compare_cmd(
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
-    sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
-                   link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
-                   local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
+    answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed)
     report = compare_report(answer)
     if plot:
-        _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
+        _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs "
+                    "threshold")
     emit(report, fmt)
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer  # noqa: E402  (after the option aliases, which need it too)
 
-from ..planning.scenario import DEFAULTS
+from ..planning.question import DEFAULTS
 from .app import app
 from .envelope import emit
 from .options import (

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..errors import PlanError
-from ..planning.scenario import DEFAULTS
+from ..planning.question import DEFAULTS
 from ..planning.workloads import DEFAULT_BLOCK_SIZE
 from ..units import MAX_TOKENS, parse_lengths
 from .app import app

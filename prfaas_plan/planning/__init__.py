@@ -1,8 +1,8 @@
 """The planning API a user scripts against and the CLI calls.
 
-- `scenario` (module ``scenario``): a planning question from what a user types, with `DEFAULTS`;
-- `scenario(..., remote_instance_chips=, local_instance_chips=, weight_dtype=, kv_dtype=)`: per-role
-  instance shapes and the model's dtypes overridden for the run;
+- `Question` (module ``question``): a planning question from what a user types (`Question.parse`), a
+  layout file, a sweep point or the case study, every input a `Field` of `FIELDS` (its default, help and
+  parser); `Question.scenario` is the resolved `Scenario` the planner consumes (`scenario(**text)` for short);
 - `size`, `compare`, `size_layout` (``plans``): optimized layouts as `Plan` records (``compare``: the
   local cluster alone, homogeneous PD at equal instances and at equal capex or rental budget, naive);
 - `answer_size`, `answer_compare`, `answer_layout`, `answer_reproduce` (``answers``): everything a
@@ -18,8 +18,8 @@
 Example::
 
     from prfaas_plan import planning
-    sc = planning.scenario(model="kimi-linear", remote="32xH200", local="64xH20", link="100G")
-    a = planning.answer_size(sc, load=0.8, ttft_slo=(90, 4.0))
+    q = planning.Question.parse(model="kimi-linear", remote="32xH200", local="64xH20", link="100G")
+    a = planning.answer_size(q, load=0.8, ttft_slo=(90, 4.0))
     a.plan.best.threshold, a.plan.best.lambda_max, a.loaded.ttft_p90_s, a.slo.rate_rps
     [w.code for w in a.warnings]
 """
@@ -62,14 +62,13 @@ from .rates import (
     answer_kv_throughput,
     answer_rates,
 )
+from .question import DEFAULTS, FIELDS, Field, Question, follow_ups, scenario
 from .scenario import (
-    DEFAULTS,
     Scenario,
     instance_decode,
     instance_prefill,
     layout_perf,
     perf_inputs,
-    scenario,
     scenario_for,
 )
 from .simulate import SimulationAnswer, answer_simulate
@@ -77,7 +76,7 @@ from .validate import ValidateAnswer, answer_validate
 from .warnings import PlanWarning
 
 __all__ = [
-    "DEFAULTS", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
+    "DEFAULTS", "FIELDS", "Field", "Question", "follow_ups", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
     "LayoutAnswer", "LinkSizing", "LoadedLatency", "ModelsAnswer", "Plan", "PlanWarning", "RatesAnswer",
     "ShowAnswer", "ValidateAnswer", "answer_calibrate", "answer_hardware", "answer_kv_throughput",
     "answer_models", "answer_rates", "answer_show", "answer_validate",

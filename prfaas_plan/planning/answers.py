@@ -15,7 +15,6 @@ Renderers (`prfaas_plan.output`) turn these records into tables, JSON and CSV; t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import PlanError
@@ -46,7 +45,8 @@ from .questions import (
     smallest_link,
     verify,
 )
-from .scenario import DEFAULTS, Scenario, layout_perf, scenario_for
+from .question import Question
+from .scenario import Scenario, layout_perf
 from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,12 +136,11 @@ def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, war
     return bars
 
 
-def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: float | None = None,
+def answer_size(question: Question, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
-                seed: int = 0, layout: Layout | None = None, keep_split: bool = False,
-                basis: str | None = None) -> SizeAnswer:
-    """Size PrfaaS-PD for ``sc`` and answer the follow-up questions asked.
+                seed: int = 0, layout: Layout | None = None, keep_split: bool = False) -> SizeAnswer:
+    """Size PrfaaS-PD for ``question`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
     (requests/s) sizes the cheapest cluster; ``load`` (fraction of Lambda_max) gives latency under load;
@@ -150,11 +149,13 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     ``link_degraded_bps`` evaluates the plan at a lower link rate (counts fixed, threshold re-optimized);
     ``samples`` (0: none) seeded draws of the calibration errors give error bars and a verdict.
     ``layout`` (default: the scenario's PrfaaS-PD) is what is planned, its split kept with ``keep_split``.
-    The verdict is against homogeneous PD at ``basis`` (None: `plans.default_basis`, as every command).
+    The verdict is against homogeneous PD at the question's basis (None: `plans.default_basis`, as every
+    command).
     """
     from .plans import basis_baseline, resolve_basis
 
-    basis = resolve_basis(sc, basis)
+    sc = question.scenario
+    basis = resolve_basis(sc, question.basis)
     perf = perf_inputs(sc) if layout is None else layout_perf(layout, sc)
     layout = prfaas_layout(sc) if layout is None else layout
     plan = optimize(layout, sc, perf, threshold, keep_split)
@@ -235,16 +236,17 @@ class CompareAnswer:
         return verdict_record(self.basis, self.error_bars)
 
 
-def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = None,
-                   rate: float | None = None, samples: int = 400, seed: int = 0) -> CompareAnswer:
+def answer_compare(question: Question, load: float | None = None, rate: float | None = None,
+                   samples: int = 400, seed: int = 0) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
-    ``basis`` budget (capex or rental; None: capex when the chips have prices) and naive
+    budget at the question's basis (None: capex when the chips have prices) and naive
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
     output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
     from .plans import basis_baseline_name, resolve_basis
 
-    basis = resolve_basis(sc, basis)
+    sc = question.scenario
+    basis = resolve_basis(sc, question.basis)
     if load is not None and rate is not None:
         raise PlanError("give either `load` or `rate`, not both")
     if load is not None and not 0 < load < 1:
@@ -308,34 +310,6 @@ class LayoutAnswer:
     notes: list[str]
 
 
-def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
-                    workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, mode: str = "exact",
-                    weight_dtype: str | None = None, kv_dtype: str | None = None,
-                    transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None) -> Scenario:
-    """The `Scenario` of a layout file: the file's own sites, instance shapes and first site's link (its
-    rtt too); the model (dtypes overridden as `with_dtypes`), SLO, workload, input level, mode and stack (of
-    the sites that name none) as given."""
-    from ..profiles import get_model
-    from ..units import parse_tpot_s
-    from ..workload import resolve_workload
-    from ..analytic.transfer import POLICIES
-    from ..profiles import get_stack
-    from .scenario import INPUT_LEVELS, MODES, check_choice, stack_notes, with_dtypes
-
-    check_choice(inputs, INPUT_LEVELS, "`inputs`")
-    check_choice(mode, MODES, "`mode`")
-    check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
-    r = layout.remote
-    remote = f"{r.instance.chips * r.instances}x{r.instance.chip.name.upper()}" if r is not None else ""
-    site = layout.pd_sites[0]
-    local = f"{site.instance.chips * site.instances}x{site.instance.chip.name.upper()}"
-    profile, notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
-    notes += stack_notes(stack, inputs, layout)
-    return scenario_for(profile, remote, local, site.link, site.instance.chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name,
-                        r.instance.chips if r is not None else None)
-
-
 def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
     """What a one-site layout file fixed and what the planner chose, with the free split's throughput."""
     site, ev = lay.pd_sites[0], plan.best
@@ -349,32 +323,29 @@ def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
     return out
 
 
-def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
-                  workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, *, mode: str = "exact",
-                  weight_dtype: str | None = None, kv_dtype: str | None = None,
-                  transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, samples: int = 400,
-                  seed: int = 0, basis: str | None = None, **questions) -> SizeAnswer | LayoutAnswer:
-    """Plan the layout file at ``path``. One PD site: the full `answer_size` (``questions`` are its
-    follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split, rtt and threshold (when
-    not ``auto``) kept. Several PD sites: every site's routing and split by the linear program (no
-    follow-up questions)."""
+def answer_layout(question: Question, *, samples: int = 400, seed: int = 0,
+                  **questions) -> SizeAnswer | LayoutAnswer:
+    """Plan the layout file of ``question`` (`Question.from_layout`). One PD site: the full `answer_size`
+    (``questions`` are its follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split,
+    rtt and threshold (when not ``auto``) kept. Several PD sites: every site's routing and split by the
+    linear program (no follow-up questions)."""
     from dataclasses import replace
 
-    from ..layout import load_layout
-
-    lay = load_layout(path)
-    sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes, stack)
+    lay, sc = question.layout, question.scenario
+    if lay is None:
+        raise PlanError("answer_layout: the question has no `layout` (use Question.from_layout)")
+    path = question.layout_path
     if len(lay.pd_sites) == 1:
         # the planner's name for the one local site, so its baselines (error bars, modes) share the inputs
         lay = replace(lay, pd_sites=(replace(lay.pd_sites[0], name="local"),))
         if lay.remote is None:
             lay = replace(lay, threshold=float("inf"))
-        a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, basis=basis, **questions)
+        a = answer_size(question, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
     if any(v is not None and v is not False for v in questions.values()):
         raise PlanError("a layout file with several PD sites is sized by the linear program alone: drop "
-                        + ", ".join(f"--{k.replace('_', '-')}" for k, v in questions.items()
+                        + ", ".join(f"`{_ASKED.get(k, k)}`" for k, v in questions.items()
                                     if v is not None and v is not False))
     res, perf = size_layout(lay, sc)
     resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {_count(r.n_prefill)}P+{_count(r.n_decode)}D"
@@ -399,6 +370,10 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
     return LayoutAnswer(str(path), lay, sc, res, perf, resplit, [], notes)
+
+
+_ASKED = {"ttft_slo": "ttft", "verify_lp": "verify", "link_degraded_bps": "link_degraded"}
+"""`answer_size` keywords whose input has another name (the value parsed: ``ttft`` p90<4s -> ``ttft_slo``)."""
 
 
 def _count(x: float) -> int:
@@ -472,10 +447,7 @@ def answer_reproduce(inputs: str = "paper", mode: str = "representative", *, str
     per role, dtypes) as `prfaas_plan.planning.case_study.scenario` takes them; ``strict`` fails on any
     figure out of its band."""
     from . import case_study as paper
-    from .scenario import INPUT_LEVELS, MODES, check_choice
 
-    check_choice(inputs, INPUT_LEVELS[::-1], "`inputs`")
-    check_choice(mode, MODES, "`mode`")
     study = paper.run_case_study(inputs, mode, **shapes)
     rows = paper.compare_to_targets(study)
     prf = study.plans["prfaas-pd"]

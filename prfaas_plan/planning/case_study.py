@@ -19,12 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analytic.throughput import PerfInputs
-from ..layout import Link
 from ..performance.given import MODEL, TPOT_S, backsolved_h20
 from ..profiles import get_model
-from ..units import parse_rate_bps
-from ..workload import paper_workload
-from .plans import compare, perf_inputs, scenario_for
+from .plans import compare, perf_inputs
 
 REMOTE = "32xH200"
 LOCAL = "64xH20"
@@ -93,28 +90,33 @@ def h20_prediction_error(context_tokens: float) -> list[dict]:
     return rows
 
 
-def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK, *,
-             instance_chips: int = INSTANCE_CHIPS, remote_instance_chips: int | None = None,
-             local_instance_chips: int | None = None, weight_dtype: str | None = None,
-             kv_dtype: str | None = None):
-    """The case study as a planning `Scenario` (paper workload, 32xH200 + 64xH20, 100G), with the paper's
-    convention for bytes on the link: one logical copy of the cache; instance shapes and dtypes as
-    `prfaas_plan.planning.scenario.scenario` takes them (the paper's: 8-chip instances, the profile's dtypes)."""
-    from .scenario import resolve_instance_chips, with_dtypes
-
-    if inputs not in ("paper", "predicted"):
-        raise ValueError(inputs)
+def engine_notes(inputs: str) -> tuple[str, ...]:
+    """What the case study says about its serving engine at each input level."""
     from ..profiles import get_stack
 
-    local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
-    model, notes = with_dtypes(get_model(MODEL), weight_dtype, kv_dtype)
     if inputs == "predicted":
-        notes += (f"both sites on the paper's engine: {get_stack(STACK).describe()}",)
-    else:
-        notes += (f"no stack applied: the paper's measured H200 table and back-solved H20 inputs already hold its "
-                  f"engine (--inputs predicted runs both sites on stack {STACK})",)
-    return scenario_for(model, REMOTE, LOCAL, Link(parse_rate_bps(link, "`link`")), local_chips, TPOT_S, mode,
-                        inputs, paper_workload(), notes, "logical", STACK, remote_chips)
+        return (f"both sites on the paper's engine: {get_stack(STACK).describe()}",)
+    return (f"no stack applied: the paper's measured H200 table and back-solved H20 inputs already hold its "
+            f"engine (--inputs predicted runs both sites on stack {STACK})",)
+
+
+def question(inputs: str = "paper", mode: str = "representative", link: str = LINK, **shapes):
+    """The case study's planning `Question`: the paper's model, chips, link, SLO, workload, stack and bytes
+    convention (one logical copy of the cache), ``inputs`` and ``mode`` as given, instance shapes and dtypes
+    (``shapes``) as `Question.parse` takes them (the paper's: 8-chip instances, the profile's dtypes)."""
+    from dataclasses import replace
+
+    from .question import Question
+
+    q = Question.parse(model=MODEL, remote=REMOTE, local=LOCAL, link=link, rtt="0ms", tpot=f"{TPOT_S * 1e3:g}ms",
+                       workload="paper", stack=STACK, transfer_bytes="logical", inputs=inputs, mode=mode,
+                       instance_chips=shapes.pop("instance_chips", INSTANCE_CHIPS), **shapes)
+    return replace(q, input_notes=engine_notes(inputs))
+
+
+def scenario(inputs: str = "paper", mode: str = "representative", link: str = LINK, **shapes):
+    """The case study as a planning `Scenario` (`question`'s)."""
+    return question(inputs, mode, link, **shapes).scenario
 
 
 def case_study_perf(inputs: str) -> PerfInputs:

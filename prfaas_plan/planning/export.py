@@ -122,7 +122,8 @@ def model_path_of(model) -> str:
 
 def _decode_batch(inputs: dict, local_instance: str) -> int:
     """The decode capacity batch the plan sized with, recomputed from its recorded inputs."""
-    from .scenario import instance_decode, scenario
+    from .question import scenario
+    from .scenario import instance_decode
 
     kwargs = {k: inputs[k] for k in SCENARIO_INPUTS if inputs.get(k) is not None}
     sc = scenario(**kwargs)

@@ -1,48 +1,28 @@
 """A planning question's inputs, resolved: model, chips, link, workload, SLO, and the per-instance
 performance of every site.
 
-`scenario` turns what a user types (``"32xH200"``, ``"100G"``, ``"25ms"``, ``"paper"``) into a
-`Scenario`; `DEFAULTS` holds the one default of each input, shared by every command and the Python API.
+`Scenario` is the resolved record the planner and the analytic layer consume; it is built by
+`prfaas_plan.planning.question.Question.scenario` (the one place that parses and checks what a user
+types), which this module does not import.
 Units: lengths in tokens, times in seconds, rates in bit/s, prices in USD.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
-from ..analytic.throughput import MODES, LengthGrid, PerfInputs, SitePerf
-from ..analytic.transfer import DEFAULT_POLICY, POLICIES, TransferBytes
+from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
+from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
 from ..profiles import DEFAULT_STACK, ModelProfile
-from ..vocabulary import InputLevel, values
+
 
 GRID_POINTS = 8192
-INPUT_LEVELS = values(InputLevel)
 
 
-@dataclass(frozen=True)
-class Defaults:
-    """The default of every planning input (what a command uses when an option is not given)."""
-
-    model: str = "kimi-linear"
-    remote: str = "32xH200"
-    local: str = "64xH20"
-    link: str = "100G"
-    tpot: str = "25ms"
-    workload: str = "paper"
-    instance_chips: int = 8
-    mode: str = "exact"                 # planning's; reproduce keeps the paper's representative mode
-    inputs: str = "predicted"
-    transfer_bytes: str = DEFAULT_POLICY  # bytes on the link (analytic/transfer.py)
-    link_efficiency: float = 0.95
-    link_price_usd_per_gbps_month: float = 0.0
-
-
-DEFAULTS = Defaults()
 
 RTT_NOTE = ("default rtt: 0 ms (no propagation delay; fiber adds about 1 ms of round trip per 100 km, "
             "pass --rtt)")
@@ -111,64 +91,6 @@ def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
         changes["kv_dtype"] = kv_dtype
         notes.append(f"KV cache as {kv_dtype} for this run (--kv-dtype; the profile says {model.kv_dtype})")
     return (replace(model, **changes) if changes else model), tuple(notes)
-
-
-def resolve_instance_chips(instance_chips: int, remote_instance_chips: int | None,
-                           local_instance_chips: int | None) -> tuple[int, int | None]:
-    """(local chips per instance, remote chips per instance or None for the same) from ``--instance-chips``
-    (both roles) and the per-role ``--remote-instance-chips`` / ``--local-instance-chips``."""
-    for name, v in (("`instance_chips`", instance_chips), ("`remote_instance_chips`", remote_instance_chips),
-                    ("`local_instance_chips`", local_instance_chips)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise PlanError(f"{name} {v!r}: expected a whole number of chips, at least 1")
-    local = instance_chips if local_instance_chips is None else local_instance_chips
-    remote = instance_chips if remote_instance_chips is None else remote_instance_chips
-    return local, (None if remote == local else remote)
-
-
-def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    """``value`` if it is one of ``choices``, else a `PlanError` naming ``option``."""
-    if value not in choices:
-        raise PlanError(f"{option} {value!r}: expected {' or '.join(choices)}")
-    return value
-
-
-def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
-             link: str = DEFAULTS.link, tpot: str = DEFAULTS.tpot, workload: str = DEFAULTS.workload,
-             instance_chips: int = DEFAULTS.instance_chips, mode: str = DEFAULTS.mode,
-             inputs: str = DEFAULTS.inputs, link_efficiency: float = DEFAULTS.link_efficiency,
-             rtt: str | None = None,
-             link_price: float = DEFAULTS.link_price_usd_per_gbps_month,
-             transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None, *,
-             remote_instance_chips: int | None = None, local_instance_chips: int | None = None,
-             weight_dtype: str | None = None, kv_dtype: str | None = None) -> Scenario:
-    """A `Scenario` from the values a user types: ``link`` a rate such as ``"100G"``, ``tpot`` such as
-    ``"25ms"`` or ``"40tok/s"``, ``rtt`` such as ``"2ms"`` (None: no propagation delay, noted),
-    ``link_price`` in USD per Gbps-month, ``workload`` as `prfaas_plan.workload.resolve_workload` takes it.
-    ``instance_chips`` shapes both roles' instances unless ``remote_instance_chips`` /
-    ``local_instance_chips`` override one; ``weight_dtype`` / ``kv_dtype`` (e.g. ``"fp8"``) replace the
-    model profile's for this run (`with_dtypes`)."""
-    from ..profiles import get_model
-    from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
-    from ..workload import resolve_workload
-
-    check_choice(mode, MODES, "`mode`")
-    check_choice(inputs, INPUT_LEVELS, "`inputs`")
-    check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
-    if not 0 < link_efficiency <= 1:
-        raise PlanError(f"`link_efficiency` {link_efficiency!r}: expected a fraction in (0, 1]")
-    if not (math.isfinite(link_price) and link_price >= 0):
-        raise PlanError(f"`link_price` {link_price:g}: expected a non-negative price")
-    lk = Link(parse_rate_bps(link, "`link`"), link_efficiency, parse_time_s(rtt, "`rtt`", "ms") if rtt else 0.0,
-              link_price)
-    from ..profiles import get_stack
-
-    local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
-    profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
-    notes = dtype_notes + (() if rtt else (RTT_NOTE,))
-    notes += stack_notes(stack, inputs)
-    return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name, remote_chips)
 
 
 def stack_notes(stack: str | None, inputs: str = "predicted", layout: Layout | None = None) -> tuple[str, ...]:

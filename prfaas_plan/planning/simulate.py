@@ -13,20 +13,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..analytic.transfer import POLICIES
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
 from ..vocabulary import Baseline, values
-from .scenario import (
-    DEFAULTS,
-    INPUT_LEVELS,
-    check_choice,
-    instance_decode,
-    instance_prefill,
-    resolve_instance_chips,
-    stack_notes,
-    with_dtypes,
-)
+from .question import DEFAULTS, choice
+from .scenario import instance_decode, instance_prefill, stack_notes
 from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +45,7 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
 
     if layout_file is not None:
         return load_layout(layout_file)
-    check_choice(baseline, BASELINES, "`baseline`")
+    choice("baseline", BASELINES)(baseline)
     link = link or Link(1e11)
     if baseline == "prfaas":
         return prfaas_pd(remote, local, link, instance_chips, remote_instance_chips=remote_instance_chips)
@@ -200,7 +191,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     `prfaas_plan.planning.scenario`."""
     from ..analytic.latency import ttft_under_load
     from ..analytic.ttft import ttft_summary
-    from ..profiles import get_model, get_stack
+    from ..profiles import get_stack
     from ..simulator import (
         SCHEDULERS,
         LongTermRule,
@@ -209,11 +200,17 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         simulate,
     )
     from ..simulator.inputs import paper_grid, paper_requests, read_trace_and_source
-    from ..units import parse_rate_bps, parse_time_s, parse_tpot_s
 
-    check_choice(inputs, INPUT_LEVELS, "`inputs`")
-    if transfer_bytes is not None:
-        check_choice(transfer_bytes, POLICIES, "`transfer_bytes`")
+    from .question import Question
+
+    text = dict(model=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=inputs, link=link,
+                link_efficiency=link_efficiency, rtt=rtt, stack=stack)
+    if layout_file is None:   # a layout file's sites carry their own shapes
+        text.update(remote=remote, local=local, instance_chips=instance_chips,
+                    remote_instance_chips=remote_instance_chips, local_instance_chips=local_instance_chips)
+    if transfer_bytes is not None:   # None: replicated, logical for the paper's inputs (`simulation_perf`)
+        text["transfer_bytes"] = transfer_bytes
+    q = Question.parse(**text)
     if scheduler not in SCHEDULERS:
         raise PlanError(f"`scheduler` {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     compared = compare_list(compare, scheduler, SCHEDULERS)
@@ -227,14 +224,12 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         raise PlanError(f"`rate` {rate!r}: expected a positive number of requests/s")
     if load is not None and not (math.isfinite(load) and load > 0):
         raise PlanError(f"`load` {load!r}: expected a positive fraction of Lambda_max")
-    if not 0 < link_efficiency <= 1:
-        raise PlanError(f"`link_efficiency` {link_efficiency!r}: expected a fraction in (0, 1]")
-    lk = Link(parse_rate_bps(link, "`link`"), link_efficiency, parse_time_s(rtt, "`rtt`", "ms") if rtt else 0.0)
-    local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
-    layout = simulation_layout(baseline, remote, local, lk, local_chips, layout_file, remote_chips)
-    tpot_s = parse_tpot_s(tpot)
+    local_chips, remote_chips = q.instance_chips
+    layout = simulation_layout(baseline, remote, local, q.link, local_chips, layout_file,
+                               None if remote_chips == local_chips else remote_chips)
+    tpot_s = q.tpot_s
     profile = read_link_profile(link_profile) if link_profile is not None else None
-    model, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
+    model, dtype_notes = q.model, q.dtype_notes
     notes: list[str] = list(dtype_notes) + list(stack_notes(stack, inputs, layout))
 
     if trace is None:

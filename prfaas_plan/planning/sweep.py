@@ -23,17 +23,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..analytic.transfer import POLICIES
-from ..errors import PlanError, closest_names
+from ..errors import INPUT_NAME, PlanError, closest_names
 from ..profiles.stack import DEFAULT_STACK
-from .plans import BASES, BASIS_ALIASES, check_servable
-from .scenario import DEFAULTS, INPUT_LEVELS, MODES
-
-AUTO_BASIS = "auto"
-"""A sweep's default basis: each point's `plans.default_basis`, the default of size and compare."""
+from .plans import check_servable
+from .question import AUTO as AUTO_BASIS
+from .question import Question, sweep_fields
 
 # ---------------------------------------------------------------------------------------------------
-# Inputs a spec may set; their defaults are the planning API's (`prfaas_plan.planning.scenario.DEFAULTS`).
+# Inputs a spec may set: the planning question's (`prfaas_plan.planning.question.FIELDS`).
 
 
 @dataclass(frozen=True)
@@ -45,30 +42,10 @@ class Input:
     help: str
 
 
-INPUTS: dict[str, Input] = {
-    "model": Input(DEFAULTS.model, "str", "model profile name or alias"),
-    "remote": Input(DEFAULTS.remote, "str", "remote prefill chips, e.g. 32xH200"),
-    "local": Input(DEFAULTS.local, "str", "local PD chips, e.g. 64xH20"),
-    "link": Input(DEFAULTS.link, "str", "inter-site line rate, e.g. 10G, 400G"),
-    "link_efficiency": Input(DEFAULTS.link_efficiency, "float", "goodput fraction of the line rate, (0, 1]"),
-    "link_price": Input(DEFAULTS.link_price_usd_per_gbps_month, "float",
-                        "link price, USD per Gbps-month (added to the hourly cost)"),
-    "rtt": Input("0ms", "str", "link round trip, e.g. 2ms (fiber: about 1 ms per 100 km)"),
-    "tpot": Input(DEFAULTS.tpot, "str", "decode SLO, e.g. 25ms or 40tok/s"),
-    "workload": Input(DEFAULTS.workload, "str", "paper, trace or a .jsonl/.csv trace path"),
-    "instance_chips": Input(DEFAULTS.instance_chips, "int", "chips per instance"),
-    "mode": Input(DEFAULTS.mode, "str", "exact (planning's default, as size and compare) or representative"),
-    "inputs": Input(DEFAULTS.inputs, "str", "predicted or paper (prfaas-1t only)"),
-    "stack": Input(DEFAULT_STACK, "str", "serving stack profile of both sites (stack_profiles/), e.g. vllm"),
-    "transfer_bytes": Input(DEFAULTS.transfer_bytes, "str", "bytes on the link: replicated, dp-attention or logical "
-                                                            "(docs/methods.md)"),
-    "basis": Input(AUTO_BASIS, "str", "what the homogeneous baseline holds equal: capex, rental, chips or instances "
-                                      "(cost = capex); auto = capex where every chip has a price, else chips, as "
-                                      "size and compare (plans.default_basis)"),
-}
+INPUTS: dict[str, Input] = {name: Input(f.point_default, f.kind, f.column_help) for name, f in sweep_fields().items()}
+"""The planning inputs a spec may set (`prfaas_plan.planning.question.FIELDS` with ``sweep``), their
+defaults as a row holds them (``rtt`` 0ms, ``stack`` sglang, ``basis`` auto where the CLI leaves them unset)."""
 SPEC_KEYS = ("base", "grid", "zip", "description")
-CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": (AUTO_BASIS,) + BASES + tuple(BASIS_ALIASES),
-           "transfer_bytes": POLICIES}
 
 
 @dataclass(frozen=True)
@@ -277,67 +254,56 @@ def points(spec: SweepSpec) -> list[Point]:
 # Resolution of inputs, cached: a sweep's points share most of them.
 
 
-def _rtt_s(text) -> float:
-    from ..units import parse_time_s
-
-    if str(text).strip().lower() in ("0", "0s", "0ms", "0.0", "none"):
-        return 0.0
-    return parse_time_s(text, "rtt")
+_MEMO: dict = {}
+"""Parsed values of the inputs this process has seen (`Question.parse`'s ``memo``): points share most."""
 
 
-@lru_cache(maxsize=64)
-def _workload(spec: str):
-    from ..workload import resolve_workload
+def _spec_names(exc: PlanError) -> PlanError:
+    """``exc`` naming inputs as a spec does (``link_efficiency``), not in backticks (the CLI would show
+    them as flags)."""
+    return PlanError(INPUT_NAME.sub(r"\1", str(exc)))
 
-    return resolve_workload(spec, what="workload")
+
+def question(v: dict) -> Question:
+    """The `Question` of a point's inputs (every unit, name, enum and chip count parsed); a bad one is a
+    `PlanError` naming the input as the spec does."""
+    if len(_MEMO) > 4096:
+        _MEMO.clear()
+    try:
+        return Question.from_point(v, _MEMO)
+    except PlanError as exc:
+        raise _spec_names(exc) from None
 
 
 def check_inputs(v: dict) -> None:
-    """Parse every input of a point (units, names, enums, chip counts); a bad one is a `PlanError`."""
-    from ..layout import instances_from_chips
-    from ..profiles import get_model, get_stack
-    from ..units import parse_rate_bps, parse_tpot_s
-
-    for name, choices in CHOICES.items():
-        if v[name] not in choices:
-            raise PlanError(f"{name} {v[name]!r}: expected {' or '.join(choices)}")
-    if not 0 < v["link_efficiency"] <= 1:
-        raise PlanError(f"link_efficiency {v['link_efficiency']:g}: expected a fraction in (0, 1]")
-    if not (math.isfinite(v["link_price"]) and v["link_price"] >= 0):
-        raise PlanError(f"link_price {v['link_price']:g}: expected a non-negative price")
-    if v["instance_chips"] < 1:
-        raise PlanError(f"instance_chips {v['instance_chips']}: expected at least 1")
-    get_model(v["model"])
-    instances_from_chips(v["remote"], v["instance_chips"], "remote")
-    instances_from_chips(v["local"], v["instance_chips"], "local")
-    parse_rate_bps(v["link"], "link")
-    parse_tpot_s(v["tpot"], "tpot")
-    _rtt_s(v["rtt"])
-    _workload(v["workload"])
-    get_stack(v["stack"])
+    """Parse every input of a point (`question`); a bad one is a `PlanError`."""
+    question(v)
 
 
 @lru_cache(maxsize=256)
-def _scenario_without_link(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str,
-                           inputs: str, workload: str, stack: str, transfer_bytes: str):
-    """`scenario_for` of everything but the link (the link is a plain field, set per point)."""
-    from ..layout import Link
-    from ..profiles import get_model, get_stack
-    from ..units import parse_tpot_s
-    from .plans import scenario_for
+def _scenario_without_link(*shared):
+    """The scenario of a point's inputs but its link (the link is a plain field, set per point); ``shared``
+    as `_shared` gives them."""
+    return question(dict(zip(SHARED, shared)) | _NO_LINK).scenario
 
-    return scenario_for(get_model(model), remote, local, Link(1.0), instance_chips, parse_tpot_s(tpot, "tpot"),
-                        mode, inputs, _workload(workload), transfer=transfer_bytes, stack=get_stack(stack).name)
+
+_NO_LINK = {"link": "100G", "link_efficiency": 0.95, "rtt": "0ms", "link_price": 0.0, "basis": AUTO_BASIS}
 
 
 def scenario(v: dict):
     """The `plans.Scenario` of a point's inputs."""
-    from ..layout import Link
-    from ..units import parse_rate_bps
+    q = question(v)
+    return replace(_scenario_without_link(*_shared(v)), link=q.link)
 
-    sc = _scenario_without_link(*_shared(v))
-    link = Link(parse_rate_bps(v["link"], "link"), v["link_efficiency"], _rtt_s(v["rtt"]), v["link_price"])
-    return replace(sc, link=link)
+
+def _forget_with_profiles() -> None:
+    """Parsed inputs hold profiles: forget them when the user profile folders change."""
+    from types import SimpleNamespace
+
+    from ..profiles.store import forget_with_folders
+
+    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link, _perf):
+        forget_with_folders(cached)
 
 
 class MemoPrefill:
@@ -375,24 +341,23 @@ class MemoPrefill:
         return hit
 
 
+SHARED = tuple(k for k in INPUTS if k not in ("link", "link_efficiency", "rtt", "link_price", "basis"))
+"""The inputs a point's scenario (without its link) and per-instance performance depend on."""
+
+
 def _shared(v: dict) -> tuple:
-    """The inputs a point's scenario (without its link) and per-instance performance depend on."""
-    return tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload",
-                                "stack", "transfer_bytes"))
+    return tuple(v[k] for k in SHARED)
 
 
 @lru_cache(maxsize=256)
-def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, mode: str, inputs: str,
-          workload: str, stack: str, transfer_bytes: str):
+def _perf(*shared):
     """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
     `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from .plans import perf_inputs
 
-    sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload, stack,
-                                transfer_bytes)
     try:
-        perf = perf_inputs(sc)
+        perf = perf_inputs(_scenario_without_link(*shared))
     except PlanError as exc:
         return exc
     sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
@@ -446,13 +411,9 @@ def _finite_or_none(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def _parsed_inputs(v: dict) -> dict:
-    from ..units import parse_chip_count, parse_rate_bps, parse_tpot_s
-
-    return {"link_gbps": parse_rate_bps(v["link"], "link") / 1e9, "rtt_s": _rtt_s(v["rtt"]),
-            "tpot_s": parse_tpot_s(v["tpot"], "tpot"),
-            "remote_chips": parse_chip_count(v["remote"], "remote").count,
-            "local_chips": parse_chip_count(v["local"], "local").count}
+def _parsed_inputs(q: Question) -> dict:
+    return {"link_gbps": q.resolved["link"] / 1e9, "rtt_s": q.resolved["rtt"], "tpot_s": q.tpot_s,
+            "remote_chips": q.pools["remote"].chips, "local_chips": q.pools["local"].chips}
 
 
 HEADLINE = ("threshold_tokens", "offloaded_share", "instances", "remote_prefill_instances", "local_prefill_instances",
@@ -479,13 +440,14 @@ def evaluate(point: Point) -> dict:
     from .warnings import beaten_warning, plan_warnings
 
     v = point.values
-    row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
+    q = question(v)
+    row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(q)}
     try:
-        sc = scenario(v)
+        sc = replace(_scenario_without_link(*_shared(v)), link=q.link)
         perf = _perf(*_shared(v))
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
-        basis = resolve_basis(sc, None if v["basis"] == AUTO_BASIS else v["basis"])
+        basis = resolve_basis(sc, q.basis)
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
             plans = compare(sc, basis, perf=perf, equal_instances=False)
@@ -578,3 +540,4 @@ def pareto_mask(rows: list[dict], metrics: list[str]) -> list[bool]:
 
 
 SCHEMA = _schema()  # the rows' columns, inputs and directions, for plots and reports (output/)
+_forget_with_profiles()
