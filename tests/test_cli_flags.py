@@ -57,8 +57,18 @@ def _flags_in_messages(source: str, declared: set[str]) -> list[str]:
     return found
 
 
+def _command_flags() -> set[str]:
+    """Every ``--flag`` of every command, as the CLI builds them (the planning inputs' flags are generated
+    from `prfaas_plan.planning.question.FIELDS`, so the source scan above does not see them)."""
+    from prfaas_plan.cli.flags import _flags
+
+    return set(_flags().values())
+
+
 def test_no_flag_name_in_an_error_message_below_cli():
     declared = {f for path in (PACKAGE / "cli").glob("*.py") for f in _declared_flags(path.read_text())}
+    declared |= _command_flags()
+    assert {"--link", "--model", "--link-efficiency", "--weight-dtype"} <= declared
     offenders = {str(path.relative_to(PACKAGE)): flags for path in sorted(PACKAGE.rglob("*.py"))
                  if "cli" not in path.relative_to(PACKAGE).parts
                  and (flags := _flags_in_messages(path.read_text(), declared))}
@@ -75,3 +85,27 @@ def test_the_cli_shows_inputs_as_flags():
 
     assert as_flags("`link_efficiency` 1.5: expected a fraction; loosen `tpot` (`not_an_input` stays)") == \
         "--link-efficiency 1.5: expected a fraction; loosen --tpot (`not_an_input` stays)"
+
+
+def test_a_planning_input_has_one_flag_and_one_help_in_every_command():
+    """The planning inputs' options are generated from their fields: wherever a command takes one, it is
+    that field's flag with that field's help (and no source file declares it by hand)."""
+    import typer.main
+
+    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli.question_options import field_help, flag
+    from prfaas_plan.planning.question import FIELDS
+
+    by_flag = {flag(n): field_help(f) for n, f in FIELDS.items()}
+    hand = {f for path in (PACKAGE / "cli").glob("*.py") for f in _declared_flags(path.read_text())}
+    assert hand.isdisjoint(by_flag), hand & set(by_flag)
+    seen, stack = set(), [typer.main.get_command(app)]
+    while stack:
+        command = stack.pop()
+        stack += list(getattr(command, "commands", {}).values())
+        for param in command.params:
+            for opt in getattr(param, "opts", ()):
+                if opt in by_flag:
+                    assert param.help == by_flag[opt], (command.name, opt)
+                    seen.add(opt)
+    assert seen == set(by_flag)   # size and compare take every planning input

@@ -203,3 +203,95 @@ def test_a_chip_calibration_with_an_engine_overhead_is_refused(tmp_path, cli):
     (folder / "docchip.yaml").write_text(yaml.safe_dump(doc))
     code, _, err = cli("--profiles", str(folder), "rates", "--model", "kimi-linear", "--instance", "8xdocchip")
     assert code == 2 and "overhead_s" in err
+
+
+# --- add a planning input ------------------------------------------------------------------------------
+# docs/extending.md "Add a planning input": one `Field` in `planning/question.py`'s FIELDS, and the code that
+# uses its value. The toy input here, `link_derate`, is the share of the link's line rate left to the
+# service; its user is `Question.link`. Both steps run before the CLI is imported, as an edit of
+# question.py would be, in a fresh interpreter (this process has already built its options and sweep columns).
+
+RECIPE = r'''
+import contextlib, dataclasses, io, json, sys
+
+from prfaas_plan.errors import PlanError
+from prfaas_plan.planning import question as Q
+
+
+def derate(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise PlanError(f"`link_derate` {value!r}: expected a fraction in (0, 1]")
+    return float(value)
+
+
+# step 1 (planning/question.py): the field, at the end of FIELDS
+Q.FIELDS["link_derate"] = Q.Field("link_derate", "float", 1.0, "the whole line rate",
+                                  "Share of the `link` line rate left to this service.", derate)
+
+# step 2 (its user, here Question.link): the value changes a number
+whole_link = Q.Question.link.fget
+
+
+def derated(self):
+    lk = whole_link(self)
+    return None if lk is None else dataclasses.replace(lk, bandwidth_bps=lk.bandwidth_bps
+                                                       * self.resolved["link_derate"])
+
+
+Q.Question.link = property(derated)
+
+from prfaas_plan.cli import run  # noqa: E402
+
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(argv)
+    results.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+'''
+
+
+def _with_toy_input(*argvs: list[str]) -> list[tuple[int, str, str]]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", RECIPE, json.dumps(list(argvs))], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return [tuple(r) for r in json.loads(proc.stdout)]
+
+
+def test_planning_input_recipe(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"base": {"link": "100G"}, "grid": {"link_derate": [0.5, 1.0]}}))
+    bad_spec = tmp_path / "bad.yaml"
+    bad_spec.write_text(yaml.safe_dump({"grid": {"link_derate": [0.5, 1.5]}}))
+    quick = ["--samples", "0", "--format", "json"]
+    helps, half, fifty, whole, bad, cmp_half, swept, bad_sweep = _with_toy_input(
+        ["size", "--help"], ["size", "--link", "100G", "--link-derate", "0.5", *quick],
+        ["size", "--link", "50G", *quick], ["size", "--link", "100G", *quick], ["compare", "--link-derate", "2"],
+        ["compare", "--link", "100G", "--link-derate", "0.5", *quick],
+        ["sweep", str(spec), "-o", str(tmp_path / "rows.csv"), "--no-progress"],
+        ["sweep", str(bad_spec), "-o", str(tmp_path / "bad.csv"), "--no-progress"])
+    # a CLI option of size and compare, with its help and default
+    assert helps[0] == 0 and "--link-derate" in helps[1] and "Share of the --link line rate" in helps[1]
+    # parsed: 100G derated to half plans as 50G does, and the envelope records the input
+    plans = {k: json.loads(r[1]) for k, r in (("half", half), ("fifty", fifty), ("whole", whole))}
+    assert all(r[0] == 0 for r in (half, fifty, whole)), [half[2], fifty[2], whole[2]]
+    rows = {k: d["sections"]["plan"][0] for k, d in plans.items()}
+    assert rows["half"]["throughput_rps"] == rows["fifty"]["throughput_rps"] != rows["whole"]["throughput_rps"]
+    assert plans["half"]["meta"]["inputs"]["link_derate"] == {"value": 0.5, "default": False}
+    assert plans["whole"]["meta"]["inputs"]["link_derate"] == {"value": 1.0, "default": True}
+    assert cmp_half[0] == 0 and json.loads(cmp_half[1])["meta"]["inputs"]["link_derate"]["value"] == 0.5
+    # checked: a bad value is one line naming the flag, exit 2
+    assert bad[0] == 2 and bad[2].strip() == "error: --link-derate 2.0: expected a fraction in (0, 1]"
+    # a sweep input: a spec key, a results column, each point parsed
+    assert swept[0] == 0, swept[2]
+    import csv
+
+    with open(tmp_path / "rows.csv") as fh:
+        got = {float(r["link_derate"]): float(r["throughput_rps"]) for r in csv.DictReader(fh)}
+    assert got == {0.5: rows["fifty"]["throughput_rps"], 1.0: rows["whole"]["throughput_rps"]}
+    assert bad_sweep[0] == 2 and "link_derate 1.5: expected a fraction in (0, 1]" in bad_sweep[2]
+    assert "`" not in bad_sweep[2] and "--link-derate" not in bad_sweep[2]   # a spec names inputs as its keys

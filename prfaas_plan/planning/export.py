@@ -26,9 +26,6 @@ from ..errors import InternalError, PlanError
 
 CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype",
                "kv_dtype")
-SCENARIO_INPUTS = ("model", "remote", "local", "link", "tpot", "workload", "instance_chips", "mode", "inputs",
-                   "link_efficiency", "rtt", "transfer_bytes", "stack", "remote_instance_chips",
-                   "local_instance_chips", "weight_dtype", "kv_dtype")
 BACKENDS = ("mooncake", "nixl")
 
 
@@ -125,7 +122,9 @@ def _decode_batch(inputs: dict, local_instance: str) -> int:
     from .question import scenario
     from .scenario import instance_decode
 
-    kwargs = {k: inputs[k] for k in SCENARIO_INPUTS if inputs.get(k) is not None}
+    from .question import FIELDS
+
+    kwargs = {k: inputs[k] for k in FIELDS if inputs.get(k) is not None}   # every planning input recorded
     sc = scenario(**kwargs)
     from ..performance import parse_instance
 
