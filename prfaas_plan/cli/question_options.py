@@ -107,7 +107,7 @@ class _QuestionCommand:
         return {p.name: p.annotation for p in self._parameters()}
 
     def __call__(self, **kwargs):
-        from ._click import get_current_context
+        from click import get_current_context
 
         ctx = get_current_context()
         given = {}
