@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.throughput import PerfInputs
     from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
+    from .slo import SloSearch
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -97,6 +98,7 @@ class SizeAnswer:
     error_bars: ErrorBars | None = None
     degraded: DegradedLink | None = None
     basis: str = "instances"
+    slo_search: SloSearch | None = None   # the SLO's rate with threshold and split re-optimized (planning/slo.py)
 
     @property
     def verdict(self) -> dict | None:
@@ -174,11 +176,21 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
         warnings.append(PlanWarning("threshold-not-optimal", checked.explanation))
     elif checked is None and (screen := routing_screen(plan, sc)):
         warnings.append(PlanWarning("threshold-may-not-be-optimal", screen))
+    slo = rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None
+    searched = None
+    if slo is not None:
+        from .slo import slo_search, slo_warnings
+
+        searched = slo_search(plan, sc, slo)
+        warnings.extend(slo_warnings(searched))
+    target = cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None
+    if target is not None and (said := target.verdict_sentence(plan)) is not None:
+        warnings.append(PlanWarning("prfaas-not-cheapest", said))
     return SizeAnswer(
         sc, plan, warnings, notes, threshold is not None,
-        target=cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None,
+        target=target,
         loaded=latency_under_load(plan, sc, load) if load is not None else None,
-        slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
+        slo=slo, slo_search=searched,
         verification=checked,
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
         error_bars=_confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings) if offloads else None,
