@@ -30,6 +30,7 @@ from .options import (
     RemoteInstanceChips,
     Rtt,
     Samples,
+    SensitivityOpt,
     Seed,
     Stack,
     SizeLink,
@@ -60,6 +61,13 @@ def _write_plot(path: str, plan, title: str) -> None:
     from ..output.plots import plot_threshold_sweep
 
     plot_threshold_sweep(plan, path, title)
+
+
+def _open_choices() -> tuple[str, ...]:
+    """The deployment choices (planning input names) the user left at their defaults: `--sensitivity`
+    spreads the error bars over them and ranks them."""
+    given = set(_given(["stack", "transfer_bytes", "mode"]))
+    return tuple(n for n in ("stack", "transfer_bytes", "mode") if f"--{n.replace('_', '-')}" not in given)
 
 
 def _given(names: list[str]) -> list[str]:
@@ -103,6 +111,7 @@ def size_cmd(
     seed: Seed = 0,
     stack: Stack = None,
     basis: BasisOpt = None,
+    sensitivity: SensitivityOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -114,7 +123,8 @@ def size_cmd(
     t = float(parse_length(threshold, "--threshold")) if threshold is not None else None
     degraded = parse_rate_bps(link_degraded, "--link-degraded") if link_degraded is not None else None
     questions = {"threshold": t, "target_rate": target_rate, "load": load, "ttft_slo": slo, "verify_lp": verify,
-                 "size_link": size_link, "link_degraded_bps": degraded}
+                 "size_link": size_link, "link_degraded_bps": degraded,
+                 "sensitivity": _open_choices() if sensitivity else None}
     replaced = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
                 "link_efficiency", "link_price") if layout is not None else ()
     if layout is not None:

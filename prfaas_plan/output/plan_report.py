@@ -232,8 +232,37 @@ def _error_bars_section(eb, plan, mode: str, verdict: dict) -> Section:
     notes = [verdict["sentence"]] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
         "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
         "binding ones speed up (docs/methods.md, error bars)"]
-    return Section("error_bars", f"Error bars from calibration errors ({eb.samples} samples, {mode} mode)", rows,
+    if eb.variants:
+        notes.insert(1, f"the samples also spread uniformly over {len(eb.variants)} deployment alternatives left open "
+                        "(--sensitivity): " + "; ".join(eb.variants))
+    what = "calibration errors" + (" and open deployment choices" if eb.variants else "")
+    return Section("error_bars", f"Error bars from {what} ({eb.samples} samples, {mode} mode)", rows,
                    BAND_COLUMNS, notes)
+
+
+SENSITIVITY_COLUMNS = [Column("rank", "rank"), Column("driver", "driver"), Column("kind", "kind"),
+                       Column("gain_low", "gain low", ".2f"), Column("low_at", "at"),
+                       Column("gain_high", "gain high", ".2f"), Column("high_at", "at"),
+                       Column("swing", "swing", ".2f"), Column("straddles_1", "crosses 1"),
+                       Column("pin", "what would pin it")]
+
+
+def _sensitivity_section(sens) -> Section:
+    """The ranked drivers of the gain (`planning.sensitivity.Sensitivity`): one row each, one at a time,
+    then the open choices together (their combinations' range)."""
+    def row(rank, d) -> dict:
+        return {"rank": rank, "driver": d.name, "kind": d.kind, "varied": d.varied, "gain_low": d.gain_low,
+                "low_at": d.low_at, "gain_high": d.gain_high, "high_at": d.high_at, "swing": d.swing,
+                "straddles_1": d.straddles, "pin": d.pin}
+    rows = [row(i + 1, d) for i, d in enumerate(sens.drivers)]
+    if sens.together is not None:
+        rows.append(row("-", sens.together))
+    notes = [f"PrfaaS gain vs {sens.baseline}, point {sens.point_gain:.2f}: each driver on its own with the others at "
+             "the plan's values; a calibrated input at its own P10 and P90 model error (lognormal, its "
+             "leave-one-model-out width), an open deployment choice (left at its default) at each alternative with "
+             "threshold and split re-optimized; the last row takes the open choices together"]
+    notes += [f"{d.name}: varied over {d.varied}" for d in sens.drivers]
+    return Section("sensitivity", "What moves the gain most (ranked by swing)", rows, SENSITIVITY_COLUMNS, notes)
 
 
 def _seconds_or_saturated(v: float) -> str:
@@ -289,6 +318,8 @@ def size_report(a) -> Report:
         sections.append(_degraded_section(a.degraded))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode, a.verdict))
+    if a.sensitivity is not None:
+        sections.append(_sensitivity_section(a.sensitivity))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
                         "stack": _stack(sc), **verdict_meta(a.verdict)})

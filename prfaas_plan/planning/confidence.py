@@ -24,12 +24,14 @@ def equal_instances_baseline(sc: Scenario) -> Layout:
 
 
 def plan_error_bars(sc: Scenario, plan: Plan, baseline: Layout | None = None, samples: int = DEFAULT_SAMPLES,
-                    seed: int = DEFAULT_SEED) -> ErrorBars:
+                    seed: int = DEFAULT_SEED, variants: tuple = ()) -> ErrorBars:
     """P10/P50/P90 of the plan's Lambda, gain over ``baseline`` (default: `equal_instances_baseline`),
-    threshold and egress, and the verdict, from ``samples`` seeded draws of its inputs' errors."""
+    threshold and egress, and the verdict, from ``samples`` seeded draws of its inputs' errors (and, with
+    ``variants``, of the deployment alternatives, `analytic.uncertainty.Variant`)."""
     base = baseline if baseline is not None else equal_instances_baseline(sc)
     check_sampler(samples, seed, len(plan.surface.thresholds))
-    return error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, samples, seed)
+    return error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, samples, seed,
+                      variants)
 
 
 # Peak bytes of the error-bar sampler per sample and coarse threshold: about 12 float64 arrays of
