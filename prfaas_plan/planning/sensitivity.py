@@ -175,8 +175,10 @@ def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, t
                 point_gain: float) -> Sensitivity:
     """Rank the drivers of the gain over ``baseline``: every uncertain input at its own P10/P90 and every
     open choice (`open_choices`) at each alternative, one at a time."""
+    from .confidence import sampler_thresholds
+
     drivers = []
-    for bar, slow, fast in input_swings(plan.layout, baseline, sc.grid, plan.perf, sc.mode, plan.surface.thresholds):
+    for bar, slow, fast in input_swings(plan.layout, baseline, sc.grid, plan.perf, sc.mode, sampler_thresholds(plan)):
         name, pin = _measurement(bar, plan, sc)
         lo, hi = sorted((slow, fast))
         ends = ("slower (its P10)", "faster (its P90)") if slow <= fast else ("faster (its P90)", "slower (its P10)")

@@ -1,0 +1,160 @@
+"""What moves the gain (issue 21 item 5): the ranked drivers against independent re-plans, the band spread
+over the deployment choices a user left open, "cannot tell" naming what would decide it, and the point
+estimate inside its own band wherever one input alone is uncertain."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import prfaas_plan.analytic.uncertainty as U
+from prfaas_plan.planning.answers import answer_size
+from prfaas_plan.planning.confidence import mode_verdicts, sampler_thresholds
+from prfaas_plan.planning.plans import basis_baseline, optimize
+from prfaas_plan.planning.scenario import perf_inputs, prfaas_layout, scenario
+from prfaas_plan.planning.sensitivity import deployment_variants, open_choices
+from prfaas_plan.planning.warnings import band_warnings
+
+ALL = ("stack", "transfer_bytes", "mode")
+
+
+@lru_cache(maxsize=4)
+def _default(kind: str = "default"):
+    sc = scenario() if kind == "default" else scenario(model="prfaas-1t", inputs="paper", link="40G")
+    return sc, optimize(prfaas_layout(sc), sc, perf_inputs(sc))
+
+
+def _size_json(cli, *args) -> dict:
+    code, out, err = cli("size", *args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_sensitivity_table_ranks_every_driver(cli):
+    doc = _size_json(cli, "--sensitivity")
+    rows = doc["sections"]["sensitivity"]
+    ranked = [r for r in rows if r["rank"] != "-"]
+    assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
+    swings = [r["swing"] for r in ranked]
+    assert swings == sorted(swings, reverse=True)
+    names = {r["driver"] for r in ranked}
+    assert {"serving stack", "transfer policy", "throughput mode", "H200 prefill speed", "H20 prefill speed",
+            "H20 decode speed"} <= names
+    assert all(r["gain_low"] <= r["gain_high"] for r in rows)
+    assert rows[-1]["driver"] == "open choices together"
+    # the band spans the 12 combinations too, and says so in its title's section and the verdict
+    assert "12 deployment alternatives" in doc["meta"]["verdict_line"]
+
+
+def test_choice_rows_equal_an_independent_replan(cli):
+    """The stack row's trtllm end is what `size --stack trtllm` itself reports as its point gain."""
+    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
+    stack = rows["serving stack"]
+    point = {}
+    for name in ("sglang", "trtllm", "vllm"):
+        bars = _size_json(cli, "--stack", name, "--samples", "20")["sections"]["error_bars"]
+        point[name] = next(r["point"] for r in bars if r["quantity"] == "prfaas_gain_x")
+    assert stack["gain_low"] == pytest.approx(min(point.values()), rel=1e-9)
+    assert stack["gain_high"] == pytest.approx(max(point.values()), rel=1e-9)
+    assert point[stack["low_at"]] == pytest.approx(stack["gain_low"], rel=1e-9)
+
+
+def test_model_error_rows_move_the_way_the_chips_do(cli):
+    """A faster remote H200 helps PrfaaS-PD; a faster H20 helps the all-H20 baseline more."""
+    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
+    assert rows["H200 prefill speed"]["high_at"] == "faster (its P90)"
+    assert rows["H20 prefill speed"]["low_at"] == "faster (its P90)"
+    assert "under sglang" in rows["H200 prefill speed"]["pin"] and "-token prompt on 8xH200" in \
+        rows["H200 prefill speed"]["pin"]
+    assert rows["H20 decode speed"]["pin"].startswith("H20 decode TPOT at batch ")
+
+
+def test_pinned_choices_leave_the_table_and_the_band(cli):
+    doc = _size_json(cli, "--sensitivity", "--stack", "sglang", "--transfer-bytes", "replicated", "--mode", "exact")
+    assert {r["kind"] for r in doc["sections"]["sensitivity"]} == {"model error"}
+    plain = _size_json(cli)
+    assert doc["sections"]["error_bars"] == plain["sections"]["error_bars"]
+    assert doc["meta"]["verdict_line"] == plain["meta"]["verdict_line"]
+    one = _size_json(cli, "--sensitivity", "--stack", "trtllm")
+    assert "serving stack" not in {r["driver"] for r in one["sections"]["sensitivity"]}
+    assert "4 deployment alternatives" in one["meta"]["verdict_line"]
+
+
+def test_one_variant_is_the_plain_band():
+    """Spreading over a single alternative (the plan's own) changes nothing: the same model-error draws."""
+    sc, plan = _default()
+    base = basis_baseline(sc, "capex")
+    plain = U.error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, 200, 4)
+    one = U.error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, 200, 4,
+                       (U.Variant("own", plan.perf, sc.mode),))
+    assert (one.gain, one.lambda_rps, one.threshold_tokens) == (plain.gain, plain.lambda_rps, plain.threshold_tokens)
+
+
+def test_variant_samples_are_each_variants_own_samples():
+    """Each sample of the mixture equals that variant's band evaluated on the same model-error draw."""
+    sc, plan = _default()
+    base = basis_baseline(sc, "capex")
+    variants = deployment_variants(sc, plan, open_choices(sc, ALL))
+    assert len(variants) == 12 and len({v.label for v in variants}) == 12
+    mixed = U.error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, 300, 1, variants)
+    lo = min(U.error_bars(plan.layout, base, sc.grid, v.perf, v.mode, plan.surface.thresholds, 300, 1).gain.p10
+             for v in variants)
+    hi = max(U.error_bars(plan.layout, base, sc.grid, v.perf, v.mode, plan.surface.thresholds, 300, 1).gain.p90
+             for v in variants)
+    assert lo <= mixed.gain.p10 and mixed.gain.p90 <= hi
+
+
+def test_cannot_tell_names_what_would_decide_it(cli):
+    """Against equal instances the default plan cannot tell; the H200 prefill error alone straddles 1."""
+    doc = _size_json(cli, "--basis", "instances")
+    assert doc["meta"]["verdict"] == "cannot tell"
+    line = doc["meta"]["verdict_line"]
+    assert "what would decide it: H200 prefill TTFT of a " in line and "across 1" in line
+    # a verdict that can tell adds nothing
+    assert "decide" not in _size_json(cli)["meta"]["verdict_line"]
+
+
+def test_sensitivity_on_the_report_page(cli, tmp_path):
+    path = tmp_path / "size.json"
+    code, out, err = cli("size", "--sensitivity", "--format", "json")
+    path.write_text(out)
+    page = tmp_path / "size.html"
+    code, out, err = cli("report", str(path), "--output", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert "sensitivity" in html and "open choices together" in html
+
+
+def test_sensitivity_needs_no_samples():
+    sc, _ = _default()
+    a = answer_size(sc, samples=0, sensitivity=ALL)
+    assert a.error_bars is None and a.sensitivity is not None and a.sensitivity.drivers
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["prefill:h200", "prefill:h20", "decode:h20"]), st.floats(1e-5, 0.7),
+       st.sampled_from(["capex", "instances", "chips"]), st.integers(0, 2**16), st.sampled_from(["default", "paper"]))
+def test_one_uncertain_input_keeps_the_point_inside_its_band(monkeypatch_key, sigma, basis, seed, kind):
+    """With one input uncertain, the gain is a function of one lognormal factor whose median is 1, and the
+    sampler at factor 1 is the point estimate itself: the point lies within P10-P90, so `point-outside-band`
+    cannot fire (on the defaults and on the paper's inputs at a 40G link, whose optimum lies between grid
+    thresholds)."""
+    sc, plan = _default(kind)
+    base = basis_baseline(sc, basis)
+    point = mode_verdicts(sc, plan, base).gain[sc.mode]
+    orig = U.prefill_error_bar, U.decode_error_bar
+    try:
+        U.prefill_error_bar = lambda p, chip: U.ErrorBar(sigma if f"prefill:{chip}" == monkeypatch_key else 0.0,
+                                                         f"prefill:{chip}", "test")
+        U.decode_error_bar = lambda d, chip, constants=None: U.ErrorBar(
+            sigma if f"decode:{chip}" == monkeypatch_key else 0.0, f"decode:{chip}", "test")
+        bars = U.error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, sampler_thresholds(plan), 101, seed)
+    finally:
+        U.prefill_error_bar, U.decode_error_bar = orig
+    from dataclasses import replace
+
+    assert band_warnings(replace(bars, point_gain=point)) == []
