@@ -158,3 +158,14 @@ def test_one_uncertain_input_keeps_the_point_inside_its_band(monkeypatch_key, si
     from dataclasses import replace
 
     assert band_warnings(replace(bars, point_gain=point)) == []
+
+
+def test_a_layout_naming_its_own_stack_closes_the_stack_choice(cli, tmp_path):
+    lay = tmp_path / "own-stack.yaml"
+    lay.write_text("name: own-stack\nremote: {instance: 8xH200, instances: 2, stack: trtllm}\nthreshold: auto\n"
+                   "sites:\n  - {name: local, instance: 8xH20, prefill: 3, decode: 5, "
+                   "link: {bandwidth: 40G, rtt: 2ms}}\n")
+    doc = _size_json(cli, "--layout", str(lay), "--sensitivity", "--samples", "50")
+    drivers = {r["driver"] for r in doc["sections"]["sensitivity"]}
+    assert "serving stack" not in drivers and "transfer policy" in drivers
+    assert "4 deployment alternatives" in doc["meta"]["verdict_line"]

@@ -204,7 +204,11 @@ def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, t
 
 def sensitivity_of(sc: Scenario, plan: Plan, baseline: Layout, defaulted, point_gain: float) -> Sensitivity:
     """`sensitivity` over the choices of ``defaulted`` that are open (`open_choices`), with every
-    combination of them as `variants` and their joint range as ``together`` (when two or more are open)."""
+    combination of them as `variants` and their joint range as ``together`` (when two or more are open).
+    A layout file whose sites name their own stack closes the stack choice."""
+    lay = plan.layout
+    if any(getattr(site, "stack", None) for site in ([lay.remote] if lay.remote is not None else []) + list(lay.pd_sites)):
+        defaulted = [d for d in defaulted if d != "stack"]
     choices = open_choices(sc, defaulted)
     ranked = sensitivity(sc, plan, baseline, choices, point_gain)
     variants = deployment_variants(sc, plan, choices)
