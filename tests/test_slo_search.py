@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.latency import max_rate_at_ttft_slo, ttft_under_load
-from prfaas_plan.analytic.slo_search import BISECT_REL, COARSE, _Problem, search_slo
+from prfaas_plan.analytic.latency import SloModel
+from prfaas_plan.analytic.slo_search import BISECT_REL, COARSE, search_slo
 from prfaas_plan.analytic.ttft import summary_value
 from prfaas_plan.planning.plans import optimize
 from prfaas_plan.planning.questions import rate_within_slo
@@ -48,7 +49,7 @@ def test_unmet_reason_figures_are_the_models():
     s = slo_search(plan, sc, rate_within_slo(plan, sc, 95, 2.0))
     o = s.optimum
     assert not o.met and s.why is not None
-    pb = _Problem(plan.layout, sc.grid, plan.perf, 95, 2.0)
+    pb = SloModel(plan.layout, sc.grid, plan.perf, 95, 2.0)
     values = [pb.unloaded_value(float(t)) for t in plan.surface.thresholds[::64]]
     assert min(values) == pytest.approx(o.unloaded_best_s, rel=1e-9)
     assert o.unloaded_best_s > 2.0
@@ -82,7 +83,7 @@ def test_default_p95_at_3s_moves_threshold_and_gains():
     assert s.optimum.threshold != plan.best.threshold
 
 
-def _exhaustive(pb: _Problem, ts, splits) -> float:
+def _exhaustive(pb: SloModel, ts, splits) -> float:
     best = 0.0
     for t in ts:
         for n in splits:
@@ -104,7 +105,7 @@ def test_branch_and_bound_equals_exhaustive_search():
     exhaustive optimum."""
     sc, plan = _default_plan()
     ts = plan.surface.thresholds[::len(plan.surface.thresholds) // (COARSE - 4)][:COARSE]
-    pb = _Problem(plan.layout, sc.grid, plan.perf, 90, 3.0)
+    pb = SloModel(plan.layout, sc.grid, plan.perf, 90, 3.0)
     found = search_slo(plan.layout, sc.grid, plan.perf, 90, 3.0, ts, plan.surface.splits)
     assert found.rate_rps == pytest.approx(_exhaustive(pb, ts, plan.surface.splits), rel=5 * BISECT_REL)
     assert found.evaluated < pb.evaluated  # it pruned

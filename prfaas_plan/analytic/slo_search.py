@@ -9,7 +9,7 @@ processor-sharing link, decode-slot stability), but tests a candidate without co
     TTFT's q-th percentile <= target   <=>   P(TTFT <= target) >= q,
 
 one evaluation of the mixture CDF at the target instead of a bisection over it, on per-length arrays
-computed once. Seconds, requests/s, tokens.
+computed once (`latency.SloModel`). Seconds, requests/s, tokens.
 
 Search (branch and bound; exact on the thresholds it visits, `tests/test_slo_search.py`): a candidate (threshold, split) can carry at most
 its stability bound (every pool, the link and the decode slots below saturation), so candidates are taken
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..layout import Layout
-from .latency import pool_wait, rdma_tail_s
+from .latency import SloModel
 from .search import sorted_unique
 from .throughput import LengthGrid, PerfInputs, offloads
-from .ttft import remote_ready_s, weighted_percentiles
+from .ttft import weighted_percentiles
 
 COARSE = 32            # the first pass tests every 32nd candidate threshold
 BISECT_REL = 1e-6      # bisection stops at this fraction of the candidate's stability bound
@@ -58,96 +58,12 @@ class SloOptimum:
     evaluated: int             # CDF evaluations the search made
 
 
-class _Problem:
-    """Per-length arrays of one single-PD-site layout, computed once (`latency.ttft_under_load`'s)."""
-
-    def __init__(self, layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float):
-        site = layout.pd_sites[0]
-        sp = perf.sites[site.name]
-        self.l, self.w = grid.lengths, grid.weights / grid.weights.sum()
-        self.q, self.target = percentile / 100.0, target_s
-        self.instances = site.instances
-        size = perf.transfer_bytes(self.l, site.name)
-        self.local_busy = grid.busy_at_lengths(sp.prefill)
-        self.local_svc = (np.asarray(sp.prefill.latency_s(self.l), dtype=float)
-                          + rdma_tail_s(size, site.instance, perf.model.num_layers))
-        self.remote_on = offloads(layout, perf, site)
-        self.slots_per_decode = sp.decode.batch
-        self.hold = perf.output_tokens * sp.decode.step_s
-        if self.remote_on:
-            self.remote_servers = layout.remote.instances
-            self.remote_lat = np.asarray(perf.remote_prefill.latency_s(self.l), dtype=float)
-            self.remote_busy = grid.busy_at_lengths(perf.remote_prefill)
-            self.x = size * 8.0 / site.link.goodput_bps
-            self.layers, self.rtt = perf.model.num_layers, site.link.rtt_s
-            self.remote_unloaded = remote_ready_s(self.remote_lat, self.remote_busy, self.x, self.layers, self.rtt)
-        self.evaluated = 0
-
-    def remote_mask(self, t: float) -> np.ndarray:
-        return (self.l > t) if self.remote_on else np.zeros(self.l.shape, dtype=bool)
-
-    def stability(self, t: float, n_p: int) -> float:
-        """The rate (requests/s) at which the first of local prefill, remote prefill, link and decode slots
-        saturates at threshold ``t`` and ``n_p`` local prefill instances."""
-        rem = self.remote_mask(t)
-        caps = [self.slots_per_decode * (self.instances - n_p) / self.hold]
-        for mask, servers, busy in ((~rem, n_p, self.local_busy),) + (
-                ((rem, self.remote_servers, self.remote_busy),) if self.remote_on else ()):
-            load = float(np.dot(self.w[mask], busy[mask]))   # busy seconds per offered request
-            if load > 0:
-                caps.append(servers / load if servers > 0 else 0.0)
-        if self.remote_on:
-            link = float(np.dot(self.w[rem], self.x[rem]))
-            if link > 0:
-                caps.append(1.0 / link)
-        return max(min(caps), 0.0)
-
-    def met(self, t: float, n_p: int, rate: float) -> bool:
-        """True when TTFT's percentile (or mean) at ``rate`` stays within the target, every stage stable."""
-        self.evaluated += 1
-        rem = self.remote_mask(t)
-        loc = ~rem
-        local = pool_wait(rate * self.w[loc].sum(), n_p, self.local_busy[loc], self.w[loc])
-        if local.utilization >= 1.0 or rate * self.hold >= self.slots_per_decode * (self.instances - n_p):
-            return False
-        pools = [(loc, local, self.local_svc)]
-        if self.remote_on and rem.any():
-            remote = pool_wait(rate * self.w[rem].sum(), self.remote_servers, self.remote_busy[rem], self.w[rem])
-            rho = rate * float(np.dot(self.w[rem], self.x[rem]))
-            if remote.utilization >= 1.0 or rho >= 1.0:
-                return False
-            svc = remote_ready_s(self.remote_lat, self.remote_busy, self.x / (1.0 - rho), self.layers, self.rtt)
-            pools.append((rem, remote, svc))
-        if self.q == 0:   # the mean
-            mean = sum(float(np.dot(self.w[m], s[m])) + p.arrival_rps * p.mean_wait_s / rate for m, p, s in pools)
-            return mean <= self.target
-        cdf = sum(float(np.dot(self.w[m], p.wait_cdf(self.target - s[m]))) for m, p, s in pools)
-        return cdf >= self.q
-
-    def unloaded(self, t: float) -> np.ndarray:
-        """Unloaded TTFT (s) of every grid length at threshold ``t`` (the load-free limit of `met`)."""
-        return np.where(self.remote_mask(t), self.remote_unloaded, self.local_svc) if self.remote_on else self.local_svc
-
-    def unloaded_ok(self, t: float) -> bool:
-        s = self.unloaded(t)
-        if self.q == 0:
-            return float(np.dot(self.w, s)) <= self.target
-        return float(self.w[s <= self.target].sum()) >= self.q
-
-    def unloaded_value(self, t: float) -> float:
-        """Unloaded TTFT at the SLO's percentile (or the mean), seconds."""
-        s = self.unloaded(t)
-        if self.q == 0:
-            return float(np.dot(self.w, s))
-        return float(weighted_percentiles(s, self.w, [self.q * 100])[0])
-
-
 def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float,
                thresholds: np.ndarray, splits: np.ndarray, seed: tuple[float, int, float] | None = None) -> SloOptimum:
     """The (threshold, local split) among ``thresholds`` x ``splits`` with the highest rate whose TTFT
     ``percentile`` (0: the mean) stays within ``target_s``. ``seed`` = (threshold, split, rate) of a point
     already known to meet it (the plan's own), which the answer never falls below."""
-    pb = _Problem(layout, grid, perf, percentile, target_s)
+    pb = SloModel(layout, grid, perf, percentile, target_s)
     ts = np.asarray(thresholds, dtype=float)
     splits = [int(s) for s in splits if 0 <= s < pb.instances]
     best_rate, best_t, best_n, best_cap = 0.0, float(ts[0]), splits[0] if splits else 0, 0.0
@@ -186,7 +102,7 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
     t_un = (float(reach.min()), float(reach.max()))
     tokens = remote_s = local_s = None
     if percentile > 0:
-        tokens = float(weighted_percentiles(grid.lengths, pb.w, [percentile])[0])
+        tokens = float(weighted_percentiles(grid.lengths, grid.weights, [percentile])[0])
         j = int(np.searchsorted(grid.lengths, tokens))
         j = min(j, len(grid.lengths) - 1)
         local_s = float(pb.local_svc[j])
