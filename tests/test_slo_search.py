@@ -152,3 +152,24 @@ def test_target_rate_that_buys_remote_prefill_says_it_pays(cli):
     target = doc["sections"]["target"][0]
     assert target["prfaas_pays"] == (target["remote_instances"] > 0)
     assert ("prfaas-not-cheapest" in {w["code"] for w in doc["warnings"]}) == (not target["prfaas_pays"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2048), st.integers(1, 7), st.floats(0.01, 1.2), st.sampled_from([0.0, 50.0, 90.0, 95.0, 99.0]),
+       st.floats(0.5, 8.0))
+def test_the_cdf_test_is_the_percentile_models_answer(ti, n_p, load, q, target):
+    """`SloModel.met` (one CDF evaluation) says exactly what `ttft_under_load` says: stable, and the
+    percentile (or mean) within the target."""
+    sc, plan = _default_plan()
+    t = float(plan.surface.thresholds[ti])
+    from prfaas_plan.analytic.throughput import evaluate
+
+    ev = evaluate(plan.layout, sc.grid, plan.perf, t, n_p, sc.mode)
+    if not ev.lambda_max > 0:
+        return
+    rate = load * ev.lambda_max
+    s = ttft_under_load(plan.layout, sc.grid, plan.perf, t, n_p, rate=rate, mode=sc.mode, percentiles=(q,))
+    value = summary_value(s, q)
+    if abs(value - target) < 1e-9 * target:
+        return  # a tie at the target: either answer is right
+    assert SloModel(plan.layout, sc.grid, plan.perf, q, target).met(t, n_p, rate) == (s.stable and value <= target)
