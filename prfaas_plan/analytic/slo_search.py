@@ -11,11 +11,12 @@ processor-sharing link, decode-slot stability), but tests a candidate without co
 one evaluation of the mixture CDF at the target instead of a bisection over it, on per-length arrays
 computed once (`latency.SloModel`). Seconds, requests/s, tokens.
 
-Search (branch and bound; exact on the thresholds it visits, `tests/test_slo_search.py`): a candidate (threshold, split) can carry at most
-its stability bound (every pool, the link and the decode slots below saturation), so candidates are taken
-in decreasing order of that bound and the search stops when the next bound is below the best rate found; a
-candidate is first tested at the best rate so far (one CDF evaluation) and bisected only when it beats
-it. Thresholds: every `COARSE`-th of the caller's candidates, then all of them around the best.
+Search (branch and bound; exact on the thresholds it visits, `tests/test_slo_search.py`): a candidate
+(threshold, split) can carry at most its stability bound (every pool, the link and the decode slots below
+saturation), so candidates are taken in decreasing order of that bound and the search stops when the next
+bound is below the best rate found; a candidate is first tested at the best rate so far (one CDF
+evaluation) and bisected only when it beats it. Thresholds: every `COARSE`-th of the caller's candidates,
+then all of them around the best.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ class SloOptimum:
     """The best (threshold, split) found and its rate within the SLO (0 when nothing meets it), with why.
 
     ``unloaded_best_s`` is the lowest TTFT at the SLO's percentile (or mean) that any candidate threshold
-    reaches with no load, at the thresholds ``unloaded_best_thresholds`` (lowest, highest); ``percentile_tokens`` the workload's length at that
-    percentile (None for the mean) and ``remote_s`` / ``local_s`` its unloaded TTFT on each route (None
-    without a remote route)."""
+    reaches with no load, at the thresholds ``unloaded_best_thresholds`` (lowest, highest);
+    ``percentile_tokens`` the workload's length at that percentile (None for the mean) and ``remote_s`` /
+    ``local_s`` its unloaded TTFT on each route (None without a remote route)."""
 
     met: bool
     threshold: float
@@ -117,7 +118,8 @@ def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str) -> st
     lo, hi = opt.unloaded_best_thresholds
     where = ("the local cluster" if not remote else f"the best threshold ({lo:,.0f} tokens)" if lo == hi else
              f"the best thresholds ({lo:,.0f} to {hi:,.0f} tokens)")
-    out = f"no threshold or split meets {label}: even with no load, {where} reach{'es' if lo == hi or not remote else ''} {opt.unloaded_best_s:.2f} s"
+    verb = "reaches" if lo == hi or not remote else "reach"
+    out = f"no threshold or split meets {label}: even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
     if opt.percentile_tokens is not None:
         routes = [f"{opt.remote_s:.2f} s via {remote} (prefill + KV transfer)"] if opt.remote_s is not None else []
         routes.append(f"{opt.local_s:.2f} s on {local}")

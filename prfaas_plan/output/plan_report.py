@@ -170,8 +170,9 @@ def _slo_section(s, searched=None) -> Section:
                  Column("reoptimized_ttft_at_slo_s", f"re-optimized TTFT {q} s", ".2f"),
                  Column("why_not_met", "why not met")]
         title = "Throughput within the TTFT SLO: at the plan's threshold and split, and with both re-optimized for it"
-        notes.append("re-optimized: branch and bound over the plan's candidate thresholds and splits, each tested by P(TTFT <= target) >= the "
-                     f"percentile under the same queueing model ({o.evaluated} evaluations)")
+        notes.append("re-optimized: branch and bound over the plan's candidate thresholds and splits, each "
+                     "tested by P(TTFT <= target) >= the percentile under the same queueing model "
+                     f"({o.evaluated} evaluations)")
     return Section("slo", title, [row], cols, notes + [f"method: {s.method}"])
 
 

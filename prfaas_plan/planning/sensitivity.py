@@ -89,7 +89,8 @@ def deployment_variants(sc: Scenario, plan: Plan, choices: dict[str, tuple[str, 
     for combo in itertools.product(*choices.values()):
         values = dict(zip(choices, combo))
         stack, transfer = values.get("stack", sc.stack), values.get("transfer_bytes", sc.transfer)
-        out.append(Variant(_label(values), _variant_perf(sc, plan, stack, transfer, cache), values.get("mode", sc.mode)))
+        perf = _variant_perf(sc, plan, stack, transfer, cache)
+        out.append(Variant(_label(values), perf, values.get("mode", sc.mode)))
     return tuple(out)
 
 
@@ -207,7 +208,8 @@ def sensitivity_of(sc: Scenario, plan: Plan, baseline: Layout, defaulted, point_
     combination of them as `variants` and their joint range as ``together`` (when two or more are open).
     A layout file whose sites name their own stack closes the stack choice."""
     lay = plan.layout
-    if any(getattr(site, "stack", None) for site in ([lay.remote] if lay.remote is not None else []) + list(lay.pd_sites)):
+    sites = ([lay.remote] if lay.remote is not None else []) + list(lay.pd_sites)
+    if any(getattr(site, "stack", None) for site in sites):
         defaulted = [d for d in defaulted if d != "stack"]
     choices = open_choices(sc, defaulted)
     ranked = sensitivity(sc, plan, baseline, choices, point_gain)

@@ -19,7 +19,8 @@ from .scenario import Scenario
 @dataclass(frozen=True)
 class SloSearch:
     """``fixed``: the rate within the SLO at the plan's threshold and split; ``optimum``: the search over
-    thresholds and splits; ``latency``: TTFT/TPOT at the optimum's rate (`analytic.latency.LatencySummary`; None when nothing meets it);
+    thresholds and splits; ``latency``: TTFT/TPOT at the optimum's rate (`analytic.latency.LatencySummary`;
+    None when nothing meets it);
     ``why``: a sentence when nothing meets the SLO, else None."""
 
     fixed: SloRate
