@@ -135,6 +135,6 @@ def band_warnings(bars) -> list[PlanWarning]:
         return []
     return [PlanWarning("point-outside-band",
                         f"the point estimate's gain {p:.2f} lies outside its own P10-P90 band ({g.p10:.2f} to "
-                        f"{g.p90:.2f}) vs {bars.baseline}: with several inputs uncertain (or the deployment choices "
-                        "spread) the samples' bottlenecks skew the band away from the point; read the band, not "
-                        "the point")]
+                        f"{g.p90:.2f}) vs {bars.baseline}: the samples' bottlenecks skew the band away from the point "
+                        "(several uncertain inputs, spread deployment choices, or an integer split that peaks at "
+                        "the point); read the band, not the point")]
