@@ -66,8 +66,11 @@ def test_choice_rows_equal_an_independent_replan(cli):
 def test_model_error_rows_move_the_way_the_chips_do(cli):
     """A faster remote H200 helps PrfaaS-PD; a faster H20 helps the all-H20 baseline more."""
     rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
-    assert rows["H200 prefill speed"]["high_at"] == "faster (its P90)"
-    assert rows["H20 prefill speed"]["low_at"] == "faster (its P90)"
+    assert rows["H200 prefill speed"]["low_at"] == "its P10 speed"
+    assert rows["H20 prefill speed"]["low_at"] == "its P90 speed"
+    # the decode error's gain peaks inside its range (the integer split), so its range includes the median
+    decode = rows["H20 decode speed"]
+    assert decode["gain_low"] <= decode["gain_high"]
     assert "under sglang" in rows["H200 prefill speed"]["pin"] and "-token prompt on 8xH200" in \
         rows["H200 prefill speed"]["pin"]
     assert rows["H20 decode speed"]["pin"].startswith("H20 decode TPOT at batch ")

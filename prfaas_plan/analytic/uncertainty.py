@@ -365,26 +365,35 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
 Z90 = 1.2815515655446004   # the standard normal's 90th percentile: an input's own P10/P90 factor is e^(-/+ Z90 sigma)
 
 
+SWING_POINTS = 9   # speed quantiles from each input's P10 to its P90, the median among them
+
+
 def input_swings(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
-                 thresholds: np.ndarray) -> list[tuple[ErrorBar, float, float]]:
-    """One at a time, each uncertain input (sigma > 0) at its own P10 and P90 factor with the others at
-    their medians: (its `ErrorBar`, the gain with that input slower, the gain with it faster) (x). Inputs
-    sharing a key move together, as in `error_bars`; all of them in one vectorized evaluation."""
+                 thresholds: np.ndarray) -> list[tuple[ErrorBar, np.ndarray, np.ndarray]]:
+    """One at a time, each uncertain input (sigma > 0) at `SWING_POINTS` speed quantiles from its own P10
+    to its P90 (the median among them), the others at their medians: (its `ErrorBar`, the speed quantiles
+    in percent, the gain at each, x). Inputs sharing a key move together, as in `error_bars`; every point
+    of every input in one vectorized evaluation. The range, not only its ends: an integer split can make
+    the gain peak inside it."""
+    from ..workload.distributions import ndtr
+
     bars = input_bars(layout, perf)
     keys = [k for k in dict.fromkeys(b.key for b in bars.values()) if any(b.key == k and b.sigma > 0
                                                                           for b in bars.values())]
     if not keys:
         return []
     sigma = {b.key: b.sigma for b in bars.values()}
-    n = 2 * len(keys)
+    z = np.linspace(-Z90, Z90, SWING_POINTS)
+    n = SWING_POINTS * len(keys)
     f = {k: np.ones(n) for k in sigma}
     for j, k in enumerate(keys):
-        # prefill factors scale seconds (up: slower); the decode factor scales capacity (up: faster)
-        slow = math.exp(Z90 * sigma[k]) if k.startswith("prefill:") else math.exp(-Z90 * sigma[k])
-        f[k][2 * j], f[k][2 * j + 1] = slow, 1.0 / slow
+        # a prefill factor scales seconds (above 1: slower), the decode factor capacity (above 1: faster)
+        f[k][j * SWING_POINTS:(j + 1) * SWING_POINTS] = np.exp((-1.0 if k.startswith("prefill:") else 1.0)
+                                                                * sigma[k] * z)
     ones = np.ones(n)
     f_remote = f[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
     _, gain = _gains(layout, baseline, grid, perf, mode, thresholds, f_remote, f[bars["local_prefill"].key],
                      f[bars["local_decode"].key])
     first = {b.key: b for b in bars.values()}
-    return [(first[k], float(gain[2 * j]), float(gain[2 * j + 1])) for j, k in enumerate(keys)]
+    quantile = 100.0 * ndtr(z)
+    return [(first[k], quantile, gain[j * SWING_POINTS:(j + 1) * SWING_POINTS]) for j, k in enumerate(keys)]

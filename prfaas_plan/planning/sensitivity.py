@@ -6,7 +6,8 @@
   `analytic.uncertainty.Variant` (its performance inputs and mode), which the error bars spread their
   samples over, so the band spans what the user has not said as well as the model error.
 - **Sensitivity** (`sensitivity`): each driver on its own, the others at the plan's values -- a calibrated
-  input at its own P10 and P90 model error (`analytic.uncertainty.input_swings`), an open choice at each of
+  input across its own P10-P90 speed (`analytic.uncertainty.input_swings`, nine quantiles: the gain can peak
+  inside the range where an integer split jumps), an open choice at each of
   its alternatives (the layout and its baseline re-optimized under it) -- ranked by how far it moves the
   gain. Each row names the single measurement (or choice) that would pin it, and the verdict "cannot
   tell" names the first of them whose range straddles 1.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ..analytic.search import grid_search
 from ..analytic.transfer import TransferBytes
@@ -37,6 +40,7 @@ CHOICES = {"stack": STACK_ALTERNATIVES, "transfer_bytes": TRANSFER_ALTERNATIVES,
 """The open deployment choices, by the planning input that pins each."""
 
 CHOICE_NAMES = {"stack": "serving stack", "transfer_bytes": "transfer policy", "mode": "throughput mode"}
+FLAGS = {"stack": "--stack", "transfer_bytes": "--transfer-bytes", "mode": "--mode"}
 PIN = {"stack": "which engine serves it (pass --stack)",
        "transfer_bytes": "whether decode runs data-parallel attention, i.e. how many KV copies cross the link "
                          "(pass --transfer-bytes)",
@@ -166,6 +170,11 @@ def _measurement(bar, plan: Plan, sc: Scenario) -> tuple[str, str]:
             f"{chip.upper()} prefill TTFT of a {length:,.0f}-token prompt on {inst} under {stack}")
 
 
+def _speed(quantile: float) -> str:
+    """``its P10 speed`` / ``its median`` / ``its P90 speed``: where in its error an input's speed is."""
+    return "its median" if abs(quantile - 50) < 1e-6 else f"its P{quantile:.0f} speed"
+
+
 def _point_gain(layout: Layout, baseline: Layout, sc: Scenario, perf, mode: str) -> float:
     prf = grid_search(layout, sc.grid, perf, mode).best.lambda_max
     hom = grid_search(baseline, sc.grid, perf, mode).best.lambda_max
@@ -179,11 +188,12 @@ def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, t
     from .confidence import sampler_thresholds
 
     drivers = []
-    for bar, slow, fast in input_swings(plan.layout, baseline, sc.grid, plan.perf, sc.mode, sampler_thresholds(plan)):
+    for bar, quantile, gain in input_swings(plan.layout, baseline, sc.grid, plan.perf, sc.mode,
+                                            sampler_thresholds(plan)):
         name, pin = _measurement(bar, plan, sc)
-        lo, hi = sorted((slow, fast))
-        ends = ("slower (its P10)", "faster (its P90)") if slow <= fast else ("faster (its P90)", "slower (its P10)")
-        drivers.append(Driver(name, "model error", f"its P10-P90 model error ({bar.source})", lo, hi, *ends, pin))
+        lo, hi = int(np.argmin(gain)), int(np.argmax(gain))
+        drivers.append(Driver(name, "model error", f"its P10-P90 speed under its model error ({bar.source})",
+                              float(gain[lo]), float(gain[hi]), _speed(quantile[lo]), _speed(quantile[hi]), pin))
     cache: dict = {}
     for name, values in choices.items():
         gains = {}
@@ -220,7 +230,9 @@ def sensitivity_of(sc: Scenario, plan: Plan, baseline: Layout, defaulted, point_
                  for i, v in enumerate(variants)}
         lo, hi = min(gains, key=gains.get), max(gains, key=gains.get)
         together = Driver("open choices together", "deployment choice", f"all {len(gains)} combinations",
-                          gains[lo], gains[hi], lo, hi, "; ".join(PIN[c] for c in choices))
+                          gains[lo], gains[hi], lo, hi,
+                          f"the {', '.join(CHOICE_NAMES[c] for c in choices)} you will run (choices to state, not "
+                          f"measurements: pass {', '.join(FLAGS[c] for c in choices)})")
     return replace(ranked, variants=variants, together=together)
 
 
