@@ -37,7 +37,7 @@ def _size_json(cli, *args) -> dict:
 def test_sensitivity_table_ranks_every_driver(cli):
     doc = _size_json(cli, "--sensitivity")
     rows = doc["sections"]["sensitivity"]
-    ranked = [r for r in rows if r["rank"] != "-"]
+    ranked = [r for r in rows if r["rank"] is not None]
     assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
     swings = [r["swing"] for r in ranked]
     assert swings == sorted(swings, reverse=True)
@@ -178,3 +178,17 @@ def test_a_layout_naming_its_own_stack_closes_the_stack_choice(cli, tmp_path):
     drivers = {r["driver"] for r in doc["sections"]["sensitivity"]}
     assert "serving stack" not in drivers and "transfer policy" in drivers
     assert "4 deployment alternatives" in doc["meta"]["verdict_line"]
+
+
+def test_compare_sensitivity_is_sizes(cli):
+    """One computation, two commands: `compare --sensitivity` gives `size --sensitivity`'s verdict and
+    drivers, and spreads every baseline row's band over the same alternatives."""
+    size = _size_json(cli, "--sensitivity")
+    code, out, err = cli("compare", "--sensitivity", "--format", "json")
+    assert code == 0, err
+    cmp = json.loads(out)
+    assert cmp["meta"]["verdict_line"] == size["meta"]["verdict_line"]
+    assert cmp["sections"]["sensitivity"] == size["sections"]["sensitivity"]
+    plain = {r["layout"]: r for r in json.loads(cli("compare", "--format", "json")[1])["sections"]["compare"]}
+    spread = {r["layout"]: r for r in cmp["sections"]["compare"]}
+    assert spread["naive-heterogeneous"]["gain_p10_x"] != plain["naive-heterogeneous"]["gain_p10_x"]

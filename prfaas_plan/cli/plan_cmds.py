@@ -177,6 +177,7 @@ def compare_cmd(
     samples: Samples = 400,
     seed: Seed = 0,
     stack: Stack = None,
+    sensitivity: SensitivityOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
@@ -187,7 +188,8 @@ def compare_cmd(
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
                    link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                    local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
+    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed,
+                            sensitivity=_open_choices() if sensitivity else None)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")

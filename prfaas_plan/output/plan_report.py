@@ -257,7 +257,7 @@ def _sensitivity_section(sens) -> Section:
                 "straddles_1": d.straddles, "pin": d.pin}
     rows = [row(i + 1, d) for i, d in enumerate(sens.drivers)]
     if sens.together is not None:
-        rows.append(row("-", sens.together))
+        rows.append(row(None, sens.together))
     notes = [f"PrfaaS gain vs {sens.baseline}, point {sens.point_gain:.2f}: each driver on its own with the others at "
              "the plan's values; a calibrated input at its own P10 and P90 model error (lognormal, its "
              "leave-one-model-out width), an open deployment choice (left at its default) at each alternative with "
@@ -370,6 +370,8 @@ def compare_report(a) -> Report:
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode, a.verdict))
+    if a.sensitivity is not None:
+        sections.append(_sensitivity_section(a.sensitivity))
     meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc),
             **verdict_meta(a.verdict)}
     if a.at_rate is not None:

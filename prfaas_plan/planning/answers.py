@@ -260,6 +260,7 @@ class CompareAnswer:
     at_rate: AtCommonRate | None = None
     error_bars: ErrorBars | None = None
     baseline_bars: dict[str, ErrorBars] = field(default_factory=dict)  # every baseline row's gain band
+    sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
 
     @property
     def verdict(self) -> dict | None:
@@ -268,12 +269,14 @@ class CompareAnswer:
 
 
 def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = None,
-                   rate: float | None = None, samples: int = 400, seed: int = 0) -> CompareAnswer:
+                   rate: float | None = None, samples: int = 400, seed: int = 0,
+                   sensitivity: tuple[str, ...] | None = None) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
     ``basis`` budget (capex or rental; None: capex when the chips have prices) and naive
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
-    output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
+    output tokens there; ``samples``, ``seed`` and ``sensitivity`` as in `answer_size` (every baseline row's
+    band spread over the same deployment alternatives)."""
     from .plans import basis_baseline_name, resolve_basis
 
     basis = resolve_basis(sc, basis)
@@ -296,12 +299,13 @@ def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = 
                                                          "(offered rate at or above its Lambda_max)"))
     notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"comparison basis: {basis}", f"TTFT method: {prf.ttft.method}",
                                                      COST_NOTE]
-    bars, _ = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings)
+    bars, ranked = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings,
+                               sensitivity)
     others = {} if bars is None else {
-        name: plan_error_bars(sc, prf, p.layout, samples, seed) for name, p in plans.items()
+        name: plan_error_bars(sc, prf, p.layout, samples, seed, _variants(sc, prf, ranked)) for name, p in plans.items()
         if name not in ("prfaas-pd", basis_baseline_name(basis)) and p.best.lambda_max > 0 and _sampleable(prf, p)}
     return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars,
-                         {basis_baseline_name(basis): bars, **others} if bars is not None else {})
+                         {basis_baseline_name(basis): bars, **others} if bars is not None else {}, ranked)
 
 
 def _sampleable(prf: Plan, other: Plan) -> bool:
