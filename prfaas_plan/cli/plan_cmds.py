@@ -72,7 +72,7 @@ def _open_choices() -> tuple[str, ...]:
 
 def _given(names: list[str]) -> list[str]:
     """The options among ``names`` the user gave on the command line (not left at their default)."""
-    from ._click import get_current_context
+    from click import get_current_context
 
     ctx = get_current_context()
     return [f"--{n.replace('_', '-')}" for n in names
