@@ -196,3 +196,30 @@ def test_the_size_page_answer_gives_the_verdict_at_its_basis(cli, tmp_path):
     assert cli("report", str(src), "--output", str(page))[0] == 0
     answer = re.search(r'<p class="verdict">(.*?)</p>', page.read_text(), re.S).group(1)
     assert "verdict vs homogeneous-equal-capex" in answer and "at equal capex" in answer, answer
+
+
+def test_meta_basis_is_the_same_in_size_compare_sweep_and_report_and_each_page_names_only_it(cli, tmp_path):
+    """Issue 21 item 4 on the defaults: one basis in every command's meta, the report's envelope included
+    (it carries its source's basis), and every page -- size, compare and sweep -- says only that one."""
+    files = {}
+    for name in ("size", "compare"):
+        code, out, err = cli(name, *QUICK, "--format", "json")
+        assert code == 0, err
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(out)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("grid: {link: [40G, 100G]}\n")
+    files["sweep"] = tmp_path / "rows.csv"
+    assert cli("sweep", str(spec), "--output", str(files["sweep"]), "--no-progress")[0] == 0
+    bases = {"size": json.loads(files["size"].read_text())["meta"]["basis"],
+             "compare": json.loads(files["compare"].read_text())["meta"]["basis"],
+             "sweep": {r["basis"] for r in read_table(files["sweep"], S.ROW_COLUMNS)}.pop()}
+    for name, src in files.items():
+        page = tmp_path / f"{name}.html"
+        code, out, err = cli("report", str(src), "--output", str(page), "--format", "json")
+        assert code == 0, err
+        bases[f"report {name}"] = json.loads(out)["meta"]["basis"]
+        text = re.sub(r"<[^>]+>", " ", page.read_text())
+        said = {SAID_AS.get(m, m) for m in BASIS_SAID.findall(text)}
+        assert said == {"capex"}, (name, said)
+    assert set(bases.values()) == {"capex"}, bases

@@ -38,7 +38,7 @@ from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, evaluate, offloads
-from .ttft import SUMMARY_PERCENTILES, remote_ready_s, summary_value
+from .ttft import SUMMARY_PERCENTILES, remote_ready_s, summary_value, weighted_percentiles
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
           "(1+SCV)/2 with the service SCV from the length distribution, exponential tail), + prefill time, + "
@@ -259,26 +259,112 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
         {q: float(x) for q, x in zip(extra, values[3:])})
 
 
+class SloModel:
+    """`ttft_under_load`'s model of one single-PD-site layout, reduced to the SLO test: its per-length arrays
+    computed once, then for any threshold, split and rate whether TTFT's percentile (0: the mean) stays
+    within the target -- ``P(TTFT <= target) >= q``, one evaluation of the mixture CDF at the target,
+    instead of a bisection over the percentile -- with every stage stable (`LatencySummary.stable`)."""
+
+    def __init__(self, layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float):
+        site = layout.pd_sites[0]
+        sp = perf.sites[site.name]
+        self.l, self.w = grid.lengths, grid.weights   # as `ttft_under_load` weighs them (sum 1 up to rounding)
+        self.total = float(grid.weights.sum())
+        self.q, self.target = percentile / 100.0, target_s
+        self.instances = site.instances
+        size = perf.transfer_bytes(self.l, site.name)
+        self.local_busy = grid.busy_at_lengths(sp.prefill)
+        self.local_svc = (np.asarray(sp.prefill.latency_s(self.l), dtype=float)
+                          + rdma_tail_s(size, site.instance, perf.model.num_layers))
+        self.remote_on = offloads(layout, perf, site)
+        self.slots_per_decode = sp.decode.batch
+        self.hold = perf.output_tokens * sp.decode.step_s
+        if self.remote_on:
+            self.remote_servers = layout.remote.instances
+            self.remote_lat = np.asarray(perf.remote_prefill.latency_s(self.l), dtype=float)
+            self.remote_busy = grid.busy_at_lengths(perf.remote_prefill)
+            self.x = size * 8.0 / site.link.goodput_bps
+            self.layers, self.rtt = perf.model.num_layers, site.link.rtt_s
+            self.remote_unloaded = remote_ready_s(self.remote_lat, self.remote_busy, self.x, self.layers, self.rtt)
+        self.evaluated = 0
+
+    def remote_mask(self, t: float) -> np.ndarray:
+        return (self.l > t) if self.remote_on else np.zeros(self.l.shape, dtype=bool)
+
+    def stability(self, t: float, n_p: int) -> float:
+        """The rate (requests/s) at which the first of local prefill, remote prefill, link and decode slots
+        saturates at threshold ``t`` and ``n_p`` local prefill instances."""
+        rem = self.remote_mask(t)
+        caps = [int((self.instances - n_p) * self.slots_per_decode) / self.hold]
+        for mask, servers, busy in ((~rem, n_p, self.local_busy),) + (
+                ((rem, self.remote_servers, self.remote_busy),) if self.remote_on else ()):
+            load = float(np.dot(self.w[mask], busy[mask]))   # busy seconds per offered request
+            if load > 0:
+                caps.append(servers / load if servers > 0 else 0.0)
+        if self.remote_on:
+            link = float(np.dot(self.w[rem], self.x[rem]))
+            if link > 0:
+                caps.append(1.0 / link)
+        return max(min(caps), 0.0)
+
+    def met(self, t: float, n_p: int, rate: float) -> bool:
+        """True when TTFT's percentile (or mean) at ``rate`` stays within the target, every stage stable."""
+        self.evaluated += 1
+        rem = self.remote_mask(t)
+        loc = ~rem
+        local = pool_wait(rate * self.w[loc].sum(), n_p, self.local_busy[loc], self.w[loc])
+        if local.utilization >= 1.0 or rate * self.hold >= int((self.instances - n_p) * self.slots_per_decode):
+            return False
+        pools = [(loc, local, self.local_svc)]
+        if self.remote_on and rem.any():
+            remote = pool_wait(rate * self.w[rem].sum(), self.remote_servers, self.remote_busy[rem], self.w[rem])
+            rho = rate * float(np.dot(self.w[rem], self.x[rem]))
+            if remote.utilization >= 1.0 or rho >= 1.0:
+                return False
+            svc = remote_ready_s(self.remote_lat, self.remote_busy, self.x / (1.0 - rho), self.layers, self.rtt)
+            pools.append((rem, remote, svc))
+        if self.q == 0:   # the mean, as `ttft_under_load` sums it
+            service = np.where(rem, pools[1][2], self.local_svc) if len(pools) == 2 else self.local_svc
+            mean = float(np.dot(self.w, service)) + sum(p.arrival_rps * p.mean_wait_s for _, p, _ in pools) / rate
+            return mean <= self.target
+        cdf = sum(float(np.dot(self.w[m], p.wait_cdf(self.target - s[m]))) for m, p, s in pools)
+        return cdf / self.total >= self.q
+
+    def unloaded(self, t: float) -> np.ndarray:
+        """Unloaded TTFT (s) of every grid length at threshold ``t`` (the load-free limit of `met`)."""
+        return np.where(self.remote_mask(t), self.remote_unloaded, self.local_svc) if self.remote_on else self.local_svc
+
+    def unloaded_ok(self, t: float) -> bool:
+        s = self.unloaded(t)
+        if self.q == 0:
+            return float(np.dot(self.w, s)) <= self.target
+        return float(self.w[s <= self.target].sum()) / self.total >= self.q
+
+    def unloaded_value(self, t: float) -> float:
+        """Unloaded TTFT at the SLO's percentile (or the mean), seconds."""
+        s = self.unloaded(t)
+        if self.q == 0:
+            return float(np.dot(self.w, s))
+        return float(weighted_percentiles(s, self.w, [self.q * 100])[0])
+
+
 def max_rate_at_ttft_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float,
                          threshold: float | None = None, n_prefill: int | None = None,
                          mode: str = "exact") -> LatencySummary | None:
     """The highest offered load at which TTFT's ``percentile`` (0 = the mean) stays within ``target_s``
-    seconds, found by bisection on the load fraction; None when even a nearly idle system misses it.
+    seconds, found by bisection on the load fraction (each step one `SloModel` test), and the latency there;
+    None when even a nearly idle system misses it.
 
     TTFT grows with load, so the feasible loads form an interval starting at zero."""
     if not 0 <= percentile < 100:
         raise PlanError(f"TTFT SLO percentile p{percentile:g}: expected a percentile between 0 and 100")
-    run = lambda load: ttft_under_load(layout, grid, perf, threshold, n_prefill, load=load, mode=mode,  # noqa: E731
-                                       percentiles=(percentile,))
+    ev = evaluate(layout, grid, perf, threshold, n_prefill, mode)
+    model = SloModel(layout, grid, perf, percentile, target_s)
+    meets = lambda load: model.met(ev.threshold, ev.n_prefill, load * ev.lambda_max)  # noqa: E731
     lo, hi = 1e-4, 1.0 - 1e-6
-    best = run(lo)
-    if not summary_value(best, percentile) <= target_s:
+    if not meets(lo):
         return None
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        s = run(mid)
-        if s.stable and summary_value(s, percentile) <= target_s:
-            lo, best = mid, s
-        else:
-            hi = mid
-    return best
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return ttft_under_load(layout, grid, perf, threshold, n_prefill, load=lo, mode=mode, percentiles=(percentile,))

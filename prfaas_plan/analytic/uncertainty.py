@@ -255,6 +255,8 @@ class ErrorBars:
     baseline: str
     inputs: tuple[ErrorBar, ...]
     point_gain: float = math.nan   # the point estimate's gain, when the caller has it (x)
+    variants: tuple[str, ...] = ()  # deployment alternatives the samples were spread over (`Variant.label`)
+    decider: str = ""               # with "cannot tell": the measurement that would decide it (planning)
 
     @property
     def given(self) -> bool:
@@ -267,10 +269,12 @@ class ErrorBars:
         g = self.gain
         said = {"pays": "PrfaaS pays", "does not pay": "PrfaaS does not pay",
                 "cannot tell": "cannot tell whether PrfaaS pays"}[self.verdict] + (f" {held}" if held else "")
-        if self.given:
+        if self.given and not self.variants:
             return f"verdict vs {self.baseline}: {said} (gain {g.p50:.2f}; given inputs, no error bar)"
+        over = f"; model error and {len(self.variants)} deployment alternatives" if self.variants else ""
+        decide = f"; {self.decider}" if self.decider and self.verdict == "cannot tell" else ""
         return (f"verdict vs {self.baseline}: {said} at 90% confidence (gain P10 {g.p10:.2f} / P50 {g.p50:.2f} / "
-                f"P90 {g.p90:.2f}, {self.samples} samples, seed {self.seed})")
+                f"P90 {g.p90:.2f}, {self.samples} samples, seed {self.seed}{over}){decide}")
 
 
 def verdict(gain: Band) -> str:
@@ -282,13 +286,18 @@ def verdict(gain: Band) -> str:
     return "cannot tell"
 
 
-def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
-               thresholds: np.ndarray, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED) -> ErrorBars:
-    """Sample the performance inputs' errors and evaluate ``layout`` and ``baseline`` (both single-PD-site,
-    the same local chips, sharing ``perf``; a baseline's remote site, if any, on the layout's remote chip)
-    in every sample."""
-    if samples < 1:
-        raise ValueError("samples must be at least 1")
+@dataclass(frozen=True)
+class Variant:
+    """One deployment alternative a band spreads its samples over: the performance inputs and throughput
+    mode it implies (another serving stack, transfer policy or mode), and a ``label`` saying which."""
+
+    label: str
+    perf: PerfInputs
+    mode: str
+
+
+def input_bars(layout: Layout, perf: PerfInputs) -> dict[str, ErrorBar]:
+    """Each performance input's `ErrorBar` by role (``local_prefill``, ``local_decode``, ``remote_prefill``)."""
     site = layout.pd_sites[0]
     local_chip = site.instance.chip.name
     sp = perf.sites[site.name]
@@ -296,6 +305,38 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
             "local_decode": decode_error_bar(sp.decode, local_chip)}
     if layout.remote is not None and perf.remote_prefill is not None:
         bars["remote_prefill"] = prefill_error_bar(perf.remote_prefill, layout.remote.instance.chip.name)
+    return bars
+
+
+def _gains(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str, thresholds: np.ndarray,
+           f_remote: np.ndarray, f_local: np.ndarray, f_decode: np.ndarray) -> tuple[SampledLayout, np.ndarray]:
+    """The layout's samples and its gain over ``baseline`` in each sample of the factors (x; inf where the
+    baseline serves nothing). The baseline's remote site, if any, runs the layout's remote chip: the same
+    draw."""
+    if baseline.remote is not None and (layout.remote is None or
+                                        baseline.remote.instance.chip.name != layout.remote.instance.chip.name):
+        raise ValueError("the baseline's remote chip must be the layout's remote chip")
+    prf = sample_layout(layout, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
+    base = sample_layout(baseline, grid, perf, mode, thresholds,
+                         f_remote if baseline.remote is not None else np.ones_like(f_remote), f_local, f_decode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return prf, np.where(base.lam > 0, prf.lam / base.lam, np.inf)
+
+
+def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
+               thresholds: np.ndarray, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED,
+               variants: tuple[Variant, ...] = ()) -> ErrorBars:
+    """Sample the performance inputs' errors and evaluate ``layout`` and ``baseline`` (both single-PD-site,
+    the same local chips, sharing ``perf``; a baseline's remote site, if any, on the layout's remote chip)
+    in every sample.
+
+    With ``variants`` (deployment alternatives the user left open, the given ``perf``/``mode`` among them)
+    each sample also draws one of them, uniformly and independently of its model-error draw, and is
+    evaluated under it: the band then spans the choices as well as the model error. The model-error
+    draws are the same with or without variants (one seeded stream each)."""
+    if samples < 1:
+        raise ValueError("samples must be at least 1")
+    bars = input_bars(layout, perf)
     keys = sorted({b.key for b in bars.values()})
     sigma = {b.key: b.sigma for b in bars.values()}
     z = np.random.default_rng(seed).standard_normal((samples, len(keys)))
@@ -303,16 +344,56 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
     ones = np.ones(samples)
     f_remote = factor[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
     f_local, f_decode = factor[bars["local_prefill"].key], factor[bars["local_decode"].key]
-    prf = sample_layout(layout, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
-    # a baseline with a remote site (naive heterogeneous) runs PrfaaS-PD's remote chip: the same draw
-    if baseline.remote is not None and (layout.remote is None or
-                                        baseline.remote.instance.chip.name != layout.remote.instance.chip.name):
-        raise ValueError("the baseline's remote chip must be the layout's remote chip")
-    base = sample_layout(baseline, grid, perf, mode, thresholds, f_remote if baseline.remote is not None else ones,
-                         f_local, f_decode)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gain = np.where(base.lam > 0, prf.lam / base.lam, np.inf)
+    if not variants:
+        prf, gain = _gains(layout, baseline, grid, perf, mode, thresholds, f_remote, f_local, f_decode)
+        lam, thr, egress = prf.lam, prf.threshold, prf.egress_bps
+    else:
+        pick = np.random.default_rng([seed, 1]).integers(0, len(variants), samples)
+        lam, thr, egress, gain = (np.empty(samples) for _ in range(4))
+        for i, v in enumerate(variants):
+            m = pick == i
+            if m.any():
+                prf, g = _gains(layout, baseline, grid, v.perf, v.mode, thresholds, f_remote[m], f_local[m],
+                                f_decode[m])
+                lam[m], thr[m], egress[m], gain[m] = prf.lam, prf.threshold, prf.egress_bps, g
     g = Band.of(gain)
-    return ErrorBars(samples, seed, Band.of(prf.lam), g, Band.of(prf.threshold), Band.of(prf.egress_bps / 1e9),
+    return ErrorBars(samples, seed, Band.of(lam), g, Band.of(thr), Band.of(egress / 1e9),
                      verdict(g), f"{baseline.name} ({baseline.pd_sites[0].instances}x{baseline.pd_sites[0].instance})",
-                     tuple(bars.values()))
+                     tuple(bars.values()), variants=tuple(v.label for v in variants))
+
+
+Z90 = 1.2815515655446004   # the standard normal's 90th percentile: an input's own P10/P90 factor is e^(-/+ Z90 sigma)
+
+
+SWING_POINTS = 9   # speed quantiles from each input's P10 to its P90, the median among them
+
+
+def input_swings(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInputs, mode: str,
+                 thresholds: np.ndarray) -> list[tuple[ErrorBar, np.ndarray, np.ndarray]]:
+    """One at a time, each uncertain input (sigma > 0) at `SWING_POINTS` speed quantiles from its own P10
+    to its P90 (the median among them), the others at their medians: (its `ErrorBar`, the speed quantiles
+    in percent, the gain at each, x). Inputs sharing a key move together, as in `error_bars`; every point
+    of every input in one vectorized evaluation. The range, not only its ends: an integer split can make
+    the gain peak inside it."""
+    from ..workload.distributions import ndtr
+
+    bars = input_bars(layout, perf)
+    keys = [k for k in dict.fromkeys(b.key for b in bars.values()) if any(b.key == k and b.sigma > 0
+                                                                          for b in bars.values())]
+    if not keys:
+        return []
+    sigma = {b.key: b.sigma for b in bars.values()}
+    z = np.linspace(-Z90, Z90, SWING_POINTS)
+    n = SWING_POINTS * len(keys)
+    f = {k: np.ones(n) for k in sigma}
+    for j, k in enumerate(keys):
+        # a prefill factor scales seconds (above 1: slower), the decode factor capacity (above 1: faster)
+        f[k][j * SWING_POINTS:(j + 1) * SWING_POINTS] = np.exp((-1.0 if k.startswith("prefill:") else 1.0)
+                                                                * sigma[k] * z)
+    ones = np.ones(n)
+    f_remote = f[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
+    _, gain = _gains(layout, baseline, grid, perf, mode, thresholds, f_remote, f[bars["local_prefill"].key],
+                     f[bars["local_decode"].key])
+    first = {b.key: b for b in bars.values()}
+    quantile = 100.0 * ndtr(z)
+    return [(first[k], quantile, gain[j * SWING_POINTS:(j + 1) * SWING_POINTS]) for j, k in enumerate(keys)]

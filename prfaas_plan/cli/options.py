@@ -106,6 +106,10 @@ TargetRate = Annotated[Optional[float], typer.Option(
     "--target-rate", help="Requests/s to serve at least cost: sizes the cheapest cluster.")]
 SizeLink = Annotated[Optional[float], typer.Option(
     "--size-link", help="Also find the smallest link keeping this fraction (e.g. 0.95) of the throughput.")]
+SensitivityOpt = Annotated[bool, typer.Option(
+    "--sensitivity", help="Rank what moves the gain most (each calibrated input at its own P10/P90, each deployment "
+                          "choice left at its default -- --stack, --transfer-bytes, --mode -- at its alternatives) "
+                          "and spread the error bars over those choices too.")]
 Verify = Annotated[bool, typer.Option("--verify", help="Cross-check the grid optimum with the linear program "
                                                        "and report whether threshold routing is optimal.")]
 BasisOpt = field_option("basis")

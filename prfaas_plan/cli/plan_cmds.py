@@ -22,6 +22,7 @@ from .options import (
     Rate,
     RemoteInstanceChips,
     Samples,
+    SensitivityOpt,
     Seed,
     SizeLink,
     Strict,
@@ -50,6 +51,12 @@ def _write_plot(path: str, plan, title: str) -> None:
     plot_threshold_sweep(plan, path, title)
 
 
+def _open_choices(question: QuestionText) -> tuple[str, ...]:
+    """The deployment choices (planning input names) the user left at their defaults: `--sensitivity`
+    spreads the error bars over them and ranks them."""
+    return tuple(n for n in ("stack", "transfer_bytes", "mode") if n not in question.given)
+
+
 @app.command("size")
 @question_command(SIZE_ORDER)
 def size_cmd(
@@ -65,6 +72,7 @@ def size_cmd(
     link_degraded: LinkDegraded = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    sensitivity: SensitivityOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
@@ -73,6 +81,7 @@ def size_cmd(
 
     questions = follow_ups(threshold=threshold, target_rate=target_rate, load=load, ttft=ttft, verify=verify,
                            size_link=size_link, link_degraded=link_degraded)
+    questions["sensitivity"] = _open_choices(question) if sensitivity else None
     replaced = ()
     if layout is not None:
         from ..planning.question import LAYOUT_FIELDS
@@ -102,6 +111,7 @@ def compare_cmd(
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    sensitivity: SensitivityOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
@@ -109,7 +119,8 @@ def compare_cmd(
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
-    answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed)
+    answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed,
+                            sensitivity=_open_choices(question) if sensitivity else None)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs "

@@ -24,6 +24,6 @@ def report_cmd(
 
     from ..output.report import Report, Section
 
-    write_html_report(results, output, SCHEMA)
-    emit_or_text(Report([Section("files", "Files written", [{"file": output, "kind": "html"}])]), fmt,
-                 f"wrote {output}\n")
+    basis = write_html_report(results, output, SCHEMA)
+    emit_or_text(Report([Section("files", "Files written", [{"file": output, "kind": "html"}])],
+                        meta={"basis": basis}), fmt, f"wrote {output}\n")

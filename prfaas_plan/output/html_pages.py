@@ -244,10 +244,12 @@ def _sweep_page(res: Result, schema) -> list[str]:
         best = max(gains, key=lambda r: r["gain_vs_homogeneous"])
         pays = sum(r["gain_vs_homogeneous"] > 1 for r in gains)
         label = ", ".join(f"{k}={best.get(k)}" for k, _ in axes)
+        basis = result_basis(res)
+        held = f"At equal {BASIS_WORDS.get(basis, basis)}, " if basis else ""
         cards += [card("points where PrfaaS-PD beats homogeneous PD", f"{pays} of {len(gains)}"),
                   card_for(best, "gain_vs_homogeneous", f"best gain vs homogeneous ({label})")]
-        verdict = (f"PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} points; the best is {label} with "
-                   f"{best['gain_vs_homogeneous']:.2f}x, {fmt(best.get('throughput_rps'))} requests/s.")
+        verdict = (f"{held}PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} points; the best is {label} "
+                   f"with {best['gain_vs_homogeneous']:.2f}x, {fmt(best.get('throughput_rps'))} requests/s.")
     cheap = [r for r in ok if r.get("cost_per_mtok_usd") is not None]
     if cheap:
         c = min(cheap, key=lambda r: r["cost_per_mtok_usd"])
@@ -318,8 +320,20 @@ def build_html(res: Result, sweep_schema=None) -> str:
     return page(TITLES[res.kind], f"from {res.source} (prfaas-plan {command})", body)
 
 
-def write_html_report(source: str, output: str, sweep_schema=None) -> None:
-    """Read a result file and write its report atomically (``sweep_schema``: see `build_html`)."""
+def result_basis(res: Result) -> str | None:
+    """The one basis a result's verdicts hold (issue 21 item 4): its ``meta.basis``, else the basis column
+    its sweep rows share, else a compare file's "comparison basis" note; None when it has none."""
+    if res.meta.get("basis"):
+        return res.meta["basis"]
+    seen = {r.get("basis") for r in res.sections.get("points", []) if r.get("basis")}
+    if len(seen) == 1:
+        return seen.pop()
+    return next((n.split(":", 1)[1].strip() for n in res.notes if n.startswith("comparison basis:")), None)
+
+
+def write_html_report(source: str, output: str, sweep_schema=None) -> str | None:
+    """Read a result file and write its report atomically (``sweep_schema``: see `build_html`); returns the
+    result's basis (`result_basis`), which the command's own envelope carries as ``meta.basis``."""
     from .html import load_result
     from .report import write_atomic
 
@@ -327,5 +341,7 @@ def write_html_report(source: str, output: str, sweep_schema=None) -> None:
         from ..errors import PlanError
 
         raise PlanError(f"`output` {output!r}: expected an .html file name")
-    write_atomic(output, build_html(load_result(source, sweep_schema), sweep_schema))
+    res = load_result(source, sweep_schema)
+    write_atomic(output, build_html(res, sweep_schema))
+    return result_basis(res)
 

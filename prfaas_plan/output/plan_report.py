@@ -124,23 +124,26 @@ def _stages_section(plan) -> Section:
                    ["the link's utilization here is of its goodput (the plan's 'link util' is of line rate)"])
 
 
-def _target_section(t) -> Section:
+def _target_section(t, plan) -> Section:
+    said = t.verdict_sentence(plan)
     row = {"target_rps": t.target_rps, "remote_instances": t.remote_instances,
            "local_prefill_instances": t.local_prefill_instances, "local_decode_instances": t.local_decode_instances,
            "capex_usd": t.capex_usd, "capacity_rps": t.capacity_rps, "pure_threshold": t.pure_threshold,
-           "threshold_tokens": t.threshold_tokens}
+           "threshold_tokens": t.threshold_tokens, "prfaas_pays": t.prfaas_pays,
+           "verdict": said or "PrfaaS-PD pays at these prices: the cheapest cluster buys remote prefill"}
     notes = ["instance counts are free here; the chips per instance and the link are as given"]
-    if t.remote_instances == 0:
-        notes.insert(0, "no remote prefill instance: homogeneous PD on the local chips is cheapest for this target")
     cols = [Column("target_rps", "target req/s", ".3f"), Column("remote_instances", "remote P"),
             Column("local_prefill_instances", "local P"), Column("local_decode_instances", "local D"),
             Column("capex_usd", "capex $", _musd), Column("capacity_rps", "capacity req/s", ".3f"),
-            Column("pure_threshold", "threshold routing"), Column("threshold_tokens", "t", tokens)]
+            Column("pure_threshold", "threshold routing"), Column("threshold_tokens", "t", tokens),
+            Column("verdict", "verdict")]
     return Section("target", "Cheapest cluster for the target rate (mixed-integer program, exact mode); "
                    "the plan above is the given hardware's", [row], cols, notes)
 
 
-def _slo_section(s) -> Section:
+def _slo_section(s, searched=None) -> Section:
+    """The rate within the TTFT SLO at the plan's threshold and split and, with ``searched``
+    (`planning.slo.SloSearch`), with both re-optimized for the SLO, and why when nothing meets it."""
     q = "mean" if s.percentile == 0 else f"p{s.percentile:g}"
     row = {"slo": s.label, "rate_rps": s.rate_rps, "load": s.load, "lambda_max_rps": s.lambda_max_rps, "met": s.met}
     notes = []
@@ -148,14 +151,29 @@ def _slo_section(s) -> Section:
         row.update(ttft_mean_s=s.ttft_mean_s, ttft_p50_s=s.ttft_p50_s, ttft_p90_s=s.ttft_p90_s,
                    ttft_p99_s=s.ttft_p99_s, ttft_at_slo_s=s.ttft_at_slo_s)
     else:
-        notes.append(f"even an idle system misses it: unloaded {q} TTFT is {s.idle_ttft_s:.2f} s > {s.target_s:g} s "
-                     "(prefill itself is too slow; a lower threshold t, faster chips or a shorter workload help)")
+        notes.append(f"at the plan's threshold an idle system misses it: unloaded {q} TTFT is {s.idle_ttft_s:.2f} s "
+                     f"> {s.target_s:g} s")
     cols = [Column("slo", "SLO"), Column("rate_rps", "req/s within SLO", ".3f"), Column("load", "of Lambda_max", ".1%"),
             Column("lambda_max_rps", "Lambda_max req/s", ".3f"), Column("ttft_at_slo_s", f"TTFT {q} s", ".2f"),
             Column("ttft_p50_s", "TTFT P50 s", ".2f"),
             Column("ttft_p90_s", "TTFT P90 s", ".2f"), Column("ttft_p99_s", "TTFT P99 s", ".2f")]
-    return Section("slo", "Throughput within the TTFT SLO (at the plan's threshold and split)", [row], cols,
-                   notes + [f"method: {s.method}"])
+    title = "Throughput within the TTFT SLO (at the plan's threshold and split)"
+    if searched is not None:
+        o = searched.optimum
+        row.update(reoptimized_met=o.met, reoptimized_rate_rps=o.rate_rps,
+                   reoptimized_threshold_tokens=o.threshold if o.met else None,
+                   reoptimized_split=f"{o.n_prefill}P+{o.n_decode}D" if o.met else None,
+                   reoptimized_ttft_at_slo_s=searched.ttft_at_slo_s, why_not_met=searched.why)
+        cols += [Column("reoptimized_rate_rps", "req/s within SLO, t and split re-optimized", ".3f"),
+                 Column("reoptimized_threshold_tokens", "re-optimized t", tokens),
+                 Column("reoptimized_split", "re-optimized split"),
+                 Column("reoptimized_ttft_at_slo_s", f"re-optimized TTFT {q} s", ".2f"),
+                 Column("why_not_met", "why not met")]
+        title = "Throughput within the TTFT SLO: at the plan's threshold and split, and with both re-optimized for it"
+        notes.append("re-optimized: branch and bound over the plan's candidate thresholds and splits, each "
+                     "tested by P(TTFT <= target) >= the percentile under the same queueing model "
+                     f"({o.evaluated} evaluations)")
+    return Section("slo", title, [row], cols, notes + [f"method: {s.method}"])
 
 
 def _verify_section(v) -> Section:
@@ -215,8 +233,37 @@ def _error_bars_section(eb, plan, mode: str, verdict: dict) -> Section:
     notes = [verdict["sentence"]] + [f"error bar {b.key}: {b.source}" for b in eb.inputs] + [
         "P50 need not equal the plan: a minimum of stages falls when any stage slows but rises only when the "
         "binding ones speed up (docs/methods.md, error bars)"]
-    return Section("error_bars", f"Error bars from calibration errors ({eb.samples} samples, {mode} mode)", rows,
+    if eb.variants:
+        notes.insert(1, f"the samples also spread uniformly over {len(eb.variants)} deployment alternatives left open "
+                        "(--sensitivity): " + "; ".join(eb.variants))
+    what = "calibration errors" + (" and open deployment choices" if eb.variants else "")
+    return Section("error_bars", f"Error bars from {what} ({eb.samples} samples, {mode} mode)", rows,
                    BAND_COLUMNS, notes)
+
+
+SENSITIVITY_COLUMNS = [Column("rank", "rank"), Column("driver", "driver"), Column("kind", "kind"),
+                       Column("gain_low", "gain low", ".2f"), Column("low_at", "at"),
+                       Column("gain_high", "gain high", ".2f"), Column("high_at", "at"),
+                       Column("swing", "swing", ".2f"), Column("straddles_1", "crosses 1"),
+                       Column("pin", "what would pin it")]
+
+
+def _sensitivity_section(sens) -> Section:
+    """The ranked drivers of the gain (`planning.sensitivity.Sensitivity`): one row each, one at a time,
+    then the open choices together (their combinations' range)."""
+    def row(rank, d) -> dict:
+        return {"rank": rank, "driver": d.name, "kind": d.kind, "varied": d.varied, "gain_low": d.gain_low,
+                "low_at": d.low_at, "gain_high": d.gain_high, "high_at": d.high_at, "swing": d.swing,
+                "straddles_1": d.straddles, "pin": d.pin}
+    rows = [row(i + 1, d) for i, d in enumerate(sens.drivers)]
+    if sens.together is not None:
+        rows.append(row(None, sens.together))
+    notes = [f"PrfaaS gain vs {sens.baseline}, point {sens.point_gain:.2f}: each driver on its own with the others at "
+             "the plan's values; a calibrated input at its own P10 and P90 model error (lognormal, its "
+             "leave-one-model-out width), an open deployment choice (left at its default) at each alternative with "
+             "threshold and split re-optimized; the last row takes the open choices together"]
+    notes += [f"{d.name}: varied over {d.varied}" for d in sens.drivers]
+    return Section("sensitivity", "What moves the gain most (ranked by swing)", rows, SENSITIVITY_COLUMNS, notes)
 
 
 def _seconds_or_saturated(v: float) -> str:
@@ -258,12 +305,12 @@ def size_report(a) -> Report:
     sections = [Section("plan", f"{what} for {sc.model.name} ({sc.mode} mode, {sc.inputs} inputs)",
                         [plan_row(name, a.plan)], SIZE_COLUMNS), _stages_section(a.plan)]
     if a.target is not None:
-        sections.append(_target_section(a.target))
+        sections.append(_target_section(a.target, a.plan))
     if a.loaded is not None:
         sections.append(Section("loaded", "TTFT and TPOT under load (queueing included)", [loaded_row(a.loaded)],
                                 LOADED_COLUMNS, [f"method: {a.loaded.method}"]))
     if a.slo is not None:
-        sections.append(_slo_section(a.slo))
+        sections.append(_slo_section(a.slo, a.slo_search))
     if a.verification is not None:
         sections.append(_verify_section(a.verification))
     if a.link_sizing is not None:
@@ -272,6 +319,8 @@ def size_report(a) -> Report:
         sections.append(_degraded_section(a.degraded))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode, a.verdict))
+    if a.sensitivity is not None:
+        sections.append(_sensitivity_section(a.sensitivity))
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
                         "stack": _stack(sc), **verdict_meta(a.verdict)})
@@ -321,6 +370,8 @@ def compare_report(a) -> Report:
                                  "TTFT, cost per token at what it serves"] + ([f"method: {method}"] if method else [])))
     if a.error_bars is not None:
         sections.append(_error_bars_section(a.error_bars, a.plans["prfaas-pd"], sc.mode, a.verdict))
+    if a.sensitivity is not None:
+        sections.append(_sensitivity_section(a.sensitivity))
     meta = {"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis, "stack": _stack(sc),
             **verdict_meta(a.verdict)}
     if a.at_rate is not None:

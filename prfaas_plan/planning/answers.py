@@ -55,6 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.throughput import PerfInputs
     from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
+    from .sensitivity import Sensitivity
+    from .slo import SloSearch
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -97,6 +99,8 @@ class SizeAnswer:
     error_bars: ErrorBars | None = None
     degraded: DegradedLink | None = None
     basis: str = "instances"
+    slo_search: SloSearch | None = None   # the SLO's rate with threshold and split re-optimized (planning/slo.py)
+    sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
 
     @property
     def verdict(self) -> dict | None:
@@ -120,26 +124,41 @@ def verdict_record(basis: str, bars: ErrorBars | None) -> dict | None:
             "sentence": bars.verdict_line(BASIS_PHRASES[basis])}
 
 
-def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning]):
-    """The error bars (None when ``samples`` is 0), with a warning when the two modes disagree on the verdict
-    and one when the point estimate's gain lies outside its own P10-P90 band."""
+def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning],
+                open_choices: tuple[str, ...] | None = None):
+    """The error bars (None when ``samples`` is 0) and, with ``open_choices`` (the deployment inputs left at
+    their defaults; `planning.sensitivity`), the ranked drivers, the bars spread over those choices; a
+    warning when the two modes disagree on the verdict and one when the point estimate's gain lies outside
+    its own P10-P90 band. A "cannot tell" verdict names the measurement that would decide it."""
+    from .sensitivity import deciding_bars, sensitivity_of
+
     modes = mode_verdicts(sc, plan, baseline)
     if modes.warning():
         warnings.append(PlanWarning("modes-disagree", modes.warning()))
     from .confidence import check_sampler
 
     check_sampler(samples, seed, len(plan.surface.thresholds))
+    ranked = sensitivity_of(sc, plan, baseline, open_choices, modes.gain[sc.mode]) if open_choices is not None \
+        else None
     if samples == 0:
-        return None
-    bars = replace(plan_error_bars(sc, plan, baseline, samples, seed), point_gain=modes.gain[sc.mode])
+        return None, ranked
+    bars = replace(plan_error_bars(sc, plan, baseline, samples, seed, variants=_variants(sc, plan, ranked)),
+                   point_gain=modes.gain[sc.mode])
+    bars = deciding_bars(sc, plan, baseline, bars, ranked)
     warnings.extend(band_warnings(bars))
-    return bars
+    return bars, ranked
+
+
+def _variants(sc: Scenario, plan: Plan, ranked) -> tuple:
+    """The deployment alternatives the bars spread over: those `sensitivity_of` ranked (none unless asked)."""
+    return () if ranked is None else ranked.variants
 
 
 def answer_size(question: Question, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
-                seed: int = 0, layout: Layout | None = None, keep_split: bool = False) -> SizeAnswer:
+                seed: int = 0, layout: Layout | None = None, keep_split: bool = False,
+                sensitivity: tuple[str, ...] | None = None) -> SizeAnswer:
     """Size PrfaaS-PD for ``question`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
@@ -151,6 +170,8 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     ``layout`` (default: the scenario's PrfaaS-PD) is what is planned, its split kept with ``keep_split``.
     The verdict is against homogeneous PD at the question's basis (None: `plans.default_basis`, as every
     command).
+    ``sensitivity`` (the deployment inputs the user left at their defaults, `planning.sensitivity.CHOICES`
+    names; None: not asked) ranks the gain's drivers and spreads the error bars over those choices.
     """
     from .plans import basis_baseline, resolve_basis
 
@@ -175,14 +196,26 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
         warnings.append(PlanWarning("threshold-not-optimal", checked.explanation))
     elif checked is None and (screen := routing_screen(plan, sc)):
         warnings.append(PlanWarning("threshold-may-not-be-optimal", screen))
+    slo = rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None
+    searched = None
+    if slo is not None:
+        from .slo import slo_search, slo_warnings
+
+        searched = slo_search(plan, sc, slo)
+        warnings.extend(slo_warnings(searched))
+    bars, ranked = _confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings, sensitivity) \
+        if offloads else (None, None)
+    target = cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None
+    if target is not None and (said := target.verdict_sentence(plan)) is not None:
+        warnings.append(PlanWarning("prfaas-not-cheapest", said))
     return SizeAnswer(
         sc, plan, warnings, notes, threshold is not None,
-        target=cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None,
+        target=target,
         loaded=latency_under_load(plan, sc, load) if load is not None else None,
-        slo=rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None,
+        slo=slo, slo_search=searched,
         verification=checked,
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
-        error_bars=_confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings) if offloads else None,
+        error_bars=bars, sensitivity=ranked,
         degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
         basis=basis)
 
@@ -229,6 +262,7 @@ class CompareAnswer:
     at_rate: AtCommonRate | None = None
     error_bars: ErrorBars | None = None
     baseline_bars: dict[str, ErrorBars] = field(default_factory=dict)  # every baseline row's gain band
+    sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
 
     @property
     def verdict(self) -> dict | None:
@@ -237,12 +271,14 @@ class CompareAnswer:
 
 
 def answer_compare(question: Question, load: float | None = None, rate: float | None = None,
-                   samples: int = 400, seed: int = 0) -> CompareAnswer:
+                   samples: int = 400, seed: int = 0,
+                   sensitivity: tuple[str, ...] | None = None) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
     budget at the question's basis (None: capex when the chips have prices) and naive
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
-    output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
+    output tokens there; ``samples``, ``seed`` and ``sensitivity`` as in `answer_size` (every baseline row's
+    band spread over the same deployment alternatives)."""
     from .plans import basis_baseline_name, resolve_basis
 
     sc = question.scenario
@@ -266,12 +302,13 @@ def answer_compare(question: Question, load: float | None = None, rate: float | 
                                                          "(offered rate at or above its Lambda_max)"))
     notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"comparison basis: {basis}", f"TTFT method: {prf.ttft.method}",
                                                      COST_NOTE]
-    bars = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings)
+    bars, ranked = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings,
+                               sensitivity)
     others = {} if bars is None else {
-        name: plan_error_bars(sc, prf, p.layout, samples, seed) for name, p in plans.items()
+        name: plan_error_bars(sc, prf, p.layout, samples, seed, _variants(sc, prf, ranked)) for name, p in plans.items()
         if name not in ("prfaas-pd", basis_baseline_name(basis)) and p.best.lambda_max > 0 and _sampleable(prf, p)}
     return CompareAnswer(sc, basis, plans, gains, warnings, notes, at, bars,
-                         {basis_baseline_name(basis): bars, **others} if bars is not None else {})
+                         {basis_baseline_name(basis): bars, **others} if bars is not None else {}, ranked)
 
 
 def _sampleable(prf: Plan, other: Plan) -> bool:

@@ -24,12 +24,29 @@ def equal_instances_baseline(sc: Scenario) -> Layout:
 
 
 def plan_error_bars(sc: Scenario, plan: Plan, baseline: Layout | None = None, samples: int = DEFAULT_SAMPLES,
-                    seed: int = DEFAULT_SEED) -> ErrorBars:
+                    seed: int = DEFAULT_SEED, variants: tuple = ()) -> ErrorBars:
     """P10/P50/P90 of the plan's Lambda, gain over ``baseline`` (default: `equal_instances_baseline`),
-    threshold and egress, and the verdict, from ``samples`` seeded draws of its inputs' errors."""
+    threshold and egress, and the verdict, from ``samples`` seeded draws of its inputs' errors (and, with
+    ``variants``, of the deployment alternatives, `analytic.uncertainty.Variant`)."""
     base = baseline if baseline is not None else equal_instances_baseline(sc)
     check_sampler(samples, seed, len(plan.surface.thresholds))
-    return error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, plan.surface.thresholds, samples, seed)
+    return error_bars(plan.layout, base, sc.grid, plan.perf, sc.mode, sampler_thresholds(plan), samples, seed,
+                      variants)
+
+
+def sampler_thresholds(plan: Plan):
+    """The thresholds the error-bar samples search: the plan's grid with the plan's own optimum added. The
+    samples search grid points only (no refinement between them), so without it a sample at the median
+    factors would fall short of the point estimate wherever its threshold was refined between grid points,
+    and a point lying at the band's kink (a stage the uncertain input cannot move binds) would sit just
+    outside its own band."""
+    import numpy as np
+
+    from ..analytic.search import sorted_unique
+
+    t = plan.best.threshold
+    ts = plan.surface.thresholds
+    return sorted_unique(np.append(ts, t)) if np.isfinite(t) and len(ts) > 1 else ts
 
 
 # Peak bytes of the error-bar sampler per sample and coarse threshold: about 12 float64 arrays of

@@ -175,6 +175,24 @@ class TargetSizing:
     pure_threshold: bool
     threshold_tokens: float | None
 
+    @property
+    def prfaas_pays(self) -> bool:
+        """True when the cheapest cluster buys at least one remote prefill instance."""
+        return self.remote_instances > 0
+
+    def verdict_sentence(self, plan: Plan) -> str | None:
+        """The sentence when the cheapest cluster buys no remote instance: PrfaaS-PD does not pay at the
+        profiles' prices for this target (None when it buys some)."""
+        if self.prfaas_pays:
+            return None
+        lay = plan.layout
+        n = self.local_prefill_instances + self.local_decode_instances
+        return (f"PrfaaS-PD does not pay at these prices: the cheapest cluster for {self.target_rps:g} req/s buys no "
+                f"{lay.remote.instance} remote prefill instance; {n} {lay.pd_sites[0].instance} instances as "
+                f"homogeneous PD ({self.local_prefill_instances}P+{self.local_decode_instances}D, "
+                f"${self.capex_usd / 1e6:,.2f}M) cost no more than any mix with remote prefill (prices: the hardware "
+                "profiles' indications)")
+
 
 def cheapest_for_rate(plan: Plan, sc: Scenario, target_rps: float) -> TargetSizing:
     """Size the cheapest cluster (remote and local counts; chips per instance and link as given)."""
