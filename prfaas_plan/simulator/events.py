@@ -12,10 +12,12 @@ tables computed once, vectorized, over every uncached length up to the longest p
    KV flow at once (layer-pipelined, capped at its production rate) and lifts the cap when it ends; the
    cache is at decode when the flow completes plus RTT/2. A local prefill's cache is at decode after the
    exposed last layer of the intra-cluster RDMA transfer.
-   A request the policy *spills* (`policies.ArrivalDecision`) runs on the local pool at low priority: it takes
-   only an instance no planned request waits for, a planned arrival finding no free instance preempts the
-   spilled run that would end last (it returns to the head of the spill queue with its remaining seconds and
-   resumes there: chunked prefill keeps its progress), and a freed instance serves the planned queue first.
+   A request the policy *spills* (`policies.ArrivalDecision`) runs on the local pool at low priority: it starts
+   only on an idle instance while more than the policy's ``spare_instances`` stay free for planned requests
+   (else the arrival takes the threshold it would be spilled above); a planned arrival finding no free instance preempts a spilled run at that run's next chunk
+   boundary (chunked prefill, ``System.chunk_tokens`` a forward: the planned request waits for the forward in
+   progress; the spilled one returns to the head of the spill queue with its remaining seconds and resumes
+   there), and a freed instance serves the planned queue first.
 3. **Decode**: request-level continuous batching: a request holds one of ``slots`` slots of a decode
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
 4. **Long-term rule**, every period of a periodic policy (at_period): one role conversion at most (a decode
@@ -79,6 +81,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
     tail_local = svc["tail_s"].tolist()
     exposed_remote = svc["remote_exposed_s"].tolist()
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
+    chunk = sysm.chunk_tokens
+    spare = policy.spare_instances
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     reacts, periodic = policy.reacts and remote_ok, policy.periodic
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
@@ -97,7 +101,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
     spilled = bytearray(n)                     # 1: a low-priority local prefill (`policies.ArrivalDecision`)
     spill_gen: dict = {}                       # spilled request -> its current LOCAL_DONE's aux (older: stale)
     spill_left: dict = {}                      # preempted spilled request -> prefill seconds still to run
-    spill_running: dict = {}                   # spilled request on an instance -> its end time
+    spill_running: dict = {}                   # spilled request on an instance -> (this run's start, seconds left then)
     spill_queue: deque = deque()
     spill_work = 0.0                           # prefill seconds waiting in the spill queue
     spill_counts = [0, 0]                      # spilled requests, preemptions
@@ -162,7 +166,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         if p_start[rid] != p_start[rid]:  # NaN: its first start
             p_start[rid] = t
         gen = spill_gen[rid] = spill_gen.get(rid, 0) + 1
-        spill_running[rid] = t + left
+        spill_running[rid] = (t, left)
         heappush(heap, (t + left, LOCAL_DONE, rid, gen))
 
     def next_spilled(t: float) -> None:
@@ -178,7 +182,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         nonlocal lp_free
         if lp_queue:
             next_local(t)
-        elif spill_queue:
+        elif spill_queue and lp_free >= spare:
             next_spilled(t)
         else:
             lp_free += 1
@@ -187,22 +191,36 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         nonlocal lp_free, spill_work
         spilled[rid] = 1
         spill_counts[0] += 1
-        if lp_free > 0:
+        if lp_free > spare:
             lp_free -= 1
             start_spilled(rid, t, t_local[uncached[rid]])
         else:
             spill_queue.append(rid)
             spill_work += t_local[uncached[rid]]
 
-    def preempt(t: float) -> None:  # a planned arrival takes the instance of the spilled run that ends last
+    def preempt(t: float) -> float:
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary
+        (chunked prefill: ``chunk`` tokens a forward, each forward an equal share of the run's busy time);
+        returns when it can start, or -1 when every spilled run is in its last chunk (it then waits in the
+        planned queue, served first when one ends). Of the runs, the one whose boundary comes first."""
         nonlocal spill_work
-        rid = max(spill_running, key=spill_running.__getitem__)
-        left = spill_running.pop(rid) - t
-        spill_gen[rid] += 1  # its pending LOCAL_DONE is stale now
-        spill_left[rid] = left
-        spill_queue.appendleft(rid)
-        spill_work += left
+        best, best_rid, best_left = INF, -1, 0.0
+        for r, (s0, left0) in spill_running.items():
+            total = t_local[uncached[r]]
+            c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
+            done = total - left0 + (t - s0)
+            boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
+            if boundary < total - 1e-9 and boundary - done < best:
+                best, best_rid, best_left = boundary - done, r, total - boundary
+        if best_rid < 0:
+            return -1.0
+        del spill_running[best_rid]
+        spill_gen[best_rid] += 1  # its pending LOCAL_DONE is stale now
+        spill_left[best_rid] = best_left
+        spill_queue.appendleft(best_rid)
+        spill_work += best_left
         spill_counts[1] += 1
+        return t + max(best, 0.0)
 
     def next_remote(t: float) -> None:
         nonlocal rp_work
@@ -217,9 +235,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         elif lp_free > 0:
             lp_free -= 1
             start_local(rid, t)
-        elif spill_running:
-            preempt(t)
-            start_local(rid, t)
+        elif spill_running and (at := preempt(t)) >= 0:
+            start_local(rid, at)
         else:
             lp_queue.append(rid)
             lp_work += t_local[uncached[rid]]
@@ -324,16 +341,19 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                     link.advance(t)
                 obs.t_s, obs.link_util, obs.remote_queue = t, link.util, len(rp_queue) / n_remote
                 thr, abundant, spill_above = policy.at_arrival(obs)
+                route_thr = thr
+                if thr > spill_above and lp_free <= spare:
+                    route_thr = spill_above  # no idle instance to spill onto: the overflow stays on its route
             else:
-                abundant, spill_above = False, INF
+                abundant, spill_above, route_thr = False, INF, thr
             if chunks is None:
-                local, u, kv_pd, u_pd, moved = router.route(None, inlen[rid], thr, abundant, lp_servers > 0)
+                local, u, kv_pd, u_pd, moved = router.route(None, inlen[rid], route_thr, abundant, lp_servers > 0)
             else:
                 if rid == c1:
                     ids, offs, c0, c1 = next(chunks)
                     offs = offs.tolist()
                 lo = offs[rid - c0]
-                local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], thr,
+                local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], route_thr,
                                                                abundant, lp_servers > 0)
             uncached[rid] = u
             if periodic:
@@ -352,10 +372,9 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                     lp_free -= 1
                     p_start[rid] = t
                     heappush(heap, (t + t_local[u], LOCAL_DONE, rid, 0))
-                elif spill_running:
-                    preempt(t)
-                    p_start[rid] = t
-                    heappush(heap, (t + t_local[u], LOCAL_DONE, rid, 0))
+                elif spill_running and (at := preempt(t)) >= 0:
+                    p_start[rid] = at
+                    heappush(heap, (at + t_local[u], LOCAL_DONE, rid, 0))
                 else:
                     lp_queue.append(rid)
                     lp_work += t_local[u]
@@ -416,7 +435,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                     add_decode_instance(t)
                 elif lp_queue:
                     next_local(t)
-                elif spill_queue:
+                elif spill_queue and lp_free >= spare:
                     next_spilled(t)
                 else:
                     lp_free += 1

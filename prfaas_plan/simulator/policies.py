@@ -104,6 +104,7 @@ class Policy(Protocol):
     periodic: bool
     period_s: float
     threshold_changes: int
+    spare_instances: int  # local prefill instances a spilled request must leave free (`events`)
 
     def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision: ...
 
@@ -124,6 +125,7 @@ class StaticPolicy:
     periodic = False
     period_s = math.inf
     threshold_changes = 0
+    spare_instances = 0
 
     def __init__(self, config: StaticConfig, threshold: float):
         self.config = config
@@ -152,6 +154,7 @@ class ThresholdPolicy:
 
     periodic = False
     period_s = math.inf
+    spare_instances = 0
 
     def __init__(self, config: ThresholdConfig, threshold: float):
         self.config = config
@@ -182,11 +185,17 @@ class AdaptiveConfig:
     """PrfaaS's dual-timescale scheduler: the short-term rule and the long-term one (`LongTermRule`).
     ``spill``: the requests the raised threshold keeps local beyond the planned one run at low priority
     (`ArrivalDecision`); False: the earlier version, where they queue FCFS with the planned ones (and runs of
-    `pipeline.COMPILED_FROM` requests or more take the compiled loop)."""
+    `pipeline.COMPILED_FROM` requests or more take the compiled loop). ``spare_instances``: a request is
+    spilled only onto an idle instance while more than this many local prefill instances are free (else it
+    keeps the route below), so that a planned arrival rarely has to preempt one and wait for the spilled run's
+    forward in progress. 2 kept the median at or below static's under every drop tested (docs/methods.md); 1
+    did not, and more instances keep the tail on the link; a pool of 2 or fewer local prefill instances never
+    spills."""
 
     short_term: ShortTermRule = field(default_factory=ShortTermRule)
     long_term: LongTermRule = field(default_factory=LongTermRule)
     spill: bool = True
+    spare_instances: int = 2
 
 
 class AdaptivePolicy(ThresholdPolicy):
@@ -208,6 +217,7 @@ class AdaptivePolicy(ThresholdPolicy):
         self.period_s = config.long_term.period_s
         self._last_change = 0          # direction of the last conversion (hysteresis: `decide`)
         self._plan = float(threshold)  # the threshold the local pool was sized for (t = 0)
+        self.spare_instances = config.spare_instances if config.spill else 0
 
     def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision:
         d = ThresholdPolicy.at_arrival(self, obs)
