@@ -7,8 +7,7 @@ from .report import Column, Report, Section
 
 TIMELINE_ROWS = 24
 BACKLOG_KEYS = ("remote_waiting", "link_waiting", "local_waiting", "decode_waiting")
-TIMELINE_KEYS = ("t_s", "link_gbps", "link_capacity_gbps", "remote_waiting", "link_waiting", "local_waiting",
-                 "decode_waiting",
+TIMELINE_KEYS = ("t_s", "link_gbps", "link_capacity_gbps", "remote_waiting", "local_waiting", "decode_waiting",
                  "decode_busy", "threshold_tokens", "n_prefill", "n_decode")
 
 
@@ -51,7 +50,11 @@ def _latency_rows(result, analytic, unloaded) -> list[dict]:
 
 
 def simulation_report(a) -> Report:
-    """The report of a `SimulationAnswer`."""
+    """The report of a `SimulationAnswer` (or of a layout of several PD sites, `sim_sites_report`)."""
+    if hasattr(a, "site_costs"):  # planning.simulate_sites.SitesSimulationAnswer
+        from .sim_sites_report import sites_simulation_report
+
+        return sites_simulation_report(a)
     result, ev, layout = a.result, a.evaluation, a.layout
     head = {"layout": layout.name, "model": a.perf.model.name, "scheduler": a.scheduler,
             "threshold_tokens": ev.threshold, "n_prefill": ev.n_prefill, "n_decode": ev.n_decode,
@@ -118,7 +121,7 @@ def simulation_report(a) -> Report:
         f"{a.config.sample_s:g} s)", _downsample(result.timeline, TIMELINE_ROWS),
         [Column("t_s", "t (s)", ",.0f"), Column("link_gbps", "egress Gbps", ".2f"),
          Column("link_capacity_gbps", "line Gbps", ".0f"), Column("remote_waiting", "remote waiting", _3g),
-         Column("link_waiting", "link waiting", _3g), Column("local_waiting", "local waiting", _3g), Column("decode_waiting", "decode waiting", _3g),
+         Column("local_waiting", "local waiting", _3g), Column("decode_waiting", "decode waiting", _3g),
          Column("decode_busy", "decode busy slots", _3g), Column("threshold_tokens", "t (tokens)", ",.0f"),
          Column("n_prefill", "N_p", _3g), Column("n_decode", "N_d", _3g)]))
     return Report(sections, a.notes, warnings=a.warnings,

@@ -161,8 +161,11 @@ class SimulationAnswer:
         if not self.others:
             return []
         ref = self.reference()
-        base = ref.summary()
-        runs = [(r.scheduler, r.summary()) for r in self.runs()]
+        def figures(r) -> dict:  # the summary and what the adaptive scheduler's spilling did
+            return {**r.summary(), "spilled_requests": r.spilled, "preemptions": r.preemptions}
+
+        base = figures(ref)
+        runs = [(r.scheduler, figures(r)) for r in self.runs()]
         rows = []
         for key, label in (("steady_throughput_rps", "steady throughput (req/s)"),
                            ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
@@ -233,6 +236,18 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     lk = Link(parse_rate_bps(link, "`link`"), link_efficiency, parse_time_s(rtt, "`rtt`", "ms") if rtt else 0.0)
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
     layout = simulation_layout(baseline, remote, local, lk, local_chips, layout_file, remote_chips)
+    if len(layout.pd_sites) > 1:  # several PD sites: the plan of size --layout, the multi-site simulator
+        from .simulate_sites import answer_simulate_sites
+
+        for given, name in ((threshold, "threshold"), (prefill_instances, "prefill_instances")):
+            if given is not None:
+                raise PlanError(f"`{name}`: a layout of several PD sites takes each site's routing and split from "
+                                "the plan (size --layout); drop it")
+        return answer_simulate_sites(
+            layout_file, model=model, tpot=tpot, inputs=inputs, trace=trace, synthetic=synthetic, rate=rate,
+            load=load, duration_s=duration_s, scheduler=scheduler, compared=compared, link_profile=link_profile,
+            seed=seed, stack=stack, transfer_bytes=transfer_bytes, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            cfg_base=SimConfig(math.inf, scheduler, long_term=LongTermRule(period_s=rebalance_s)), progress=progress)
     tpot_s = parse_tpot_s(tpot)
     profile = read_link_profile(link_profile) if link_profile is not None else None
     model, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
@@ -343,7 +358,13 @@ def plot_format(path: str) -> str:
 
 def simulation_plot(answer: SimulationAnswer, fmt: str) -> bytes:
     """The run's figure (link load, queues, threshold and roles over time, TTFT CDF) as ``png`` or
-    ``svg`` bytes, the compared scheduler's run overlaid when there is one."""
+    ``svg`` bytes, the compared scheduler's run overlaid when there is one; for several PD sites, the whole
+    layout's run (queues and link rates summed over the sites)."""
     from ..simulator import plot
+
+    if not isinstance(answer, SimulationAnswer):  # `simulate_sites.SitesSimulationAnswer`
+        runs = [r.total for r in answer.runs]
+        return plot.render(runs[0], fmt, runs[1:], f"{answer.layout.name}: {len(answer.layout.pd_sites)} PD sites "
+                           f"in total, {answer.scheduler} scheduler")
 
     return plot.render(answer.result, fmt, answer.others, f"{answer.layout.name}, {answer.scheduler} scheduler")

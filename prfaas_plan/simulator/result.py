@@ -216,8 +216,6 @@ class SimResult:
         out["peak_link_flows"] = self.peak_link_flows
         out["threshold_changes"] = self.threshold_changes
         out["role_changes"] = len(self.role_changes)
-        out["spilled_requests"] = self.spilled
-        out["preemptions"] = self.preemptions
         out["end_s"] = self.end_s
         return out
 
