@@ -242,7 +242,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         for given, name in ((threshold, "threshold"), (prefill_instances, "prefill_instances")):
             if given is not None:
                 raise PlanError(f"`{name}`: a layout of several PD sites takes each site's routing and split from "
-                                "the plan (size --layout); drop it")
+                                "the plan (as `size` plans the layout file); drop it")
         return answer_simulate_sites(
             layout_file, model=model, tpot=tpot, inputs=inputs, trace=trace, synthetic=synthetic, rate=rate,
             load=load, duration_s=duration_s, scheduler=scheduler, compared=compared, link_profile=link_profile,
