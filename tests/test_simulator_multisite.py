@@ -5,6 +5,8 @@
 - at t = 0 the simulated layout is the plan of ``size --layout``: each site's split and routing threshold;
 - the requests are split among the sites by planned rate, and the per-site results partition the total;
 - each site's link follows its own profile; a drop on one site's link delays that site only;
+- on random layouts (hypothesis): every request completes with its stages in order, no pool holds more
+  requests than it has instances, the sites partition the total;
 - the command line: three sites with ``--compare``, one-line refusals (adaptive, an unknown site, ``--threshold``).
 """
 
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prfaas_plan.analytic.search import grid_search
 from prfaas_plan.analytic.throughput import LengthGrid
@@ -147,3 +151,53 @@ def test_the_command_line_runs_three_sites_and_refuses_in_one_line(tmp_path):
             code = run(["simulate", "--layout", THREE, "--duration", "60s", *args])
         lines = [x for x in err.getvalue().splitlines() if x.strip()]
         assert code == 2 and len(lines) == 1 and needle in lines[0], err.getvalue()
+
+
+def _most_at_once(start: np.ndarray, end: np.ndarray) -> int:
+    """Most intervals [start, end) open at one time."""
+    ok = np.isfinite(start) & np.isfinite(end)
+    events = sorted([(s, 1) for s in start[ok]] + [(e, -1) for e in end[ok]], key=lambda x: (x[0], x[1]))
+    most = cur = 0
+    for _, d in events:
+        cur += d
+        most = max(most, cur)
+    return most
+
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3), st.sampled_from([1e9, 1e10, 1e11]),
+                          st.sampled_from([8e3, 3e4, 1e9])), min_size=2, max_size=3),
+       st.integers(1, 3), st.sampled_from(["static", "threshold"]), st.integers(0, 10**6))
+def test_multi_site_invariants_on_random_layouts(sites, n_remote, scheduler, seed):
+    """Whatever the sites: every request completes once, its stages in order, no pool ever holds more requests
+    than it has instances (remote shared, local per site), and the sites partition the total."""
+    from prfaas_plan.layout import Layout, PDSite, PrefillSite
+    from prfaas_plan.performance.base import parse_instance
+
+    perf0 = paper.case_study_perf("paper")
+    base = next(iter(perf0.sites.values()))
+    pd_sites = tuple(PDSite(f"s{k}", parse_instance("8xH20", "x"), p, d, Link(bw, rtt_s=0.004))
+                     for k, (p, d, bw, _) in enumerate(sites))
+    layout = Layout("random", pd_sites, PrefillSite("remote", parse_instance("8xH200", "x"), n_remote))
+    perf = replace(perf0, sites={s.name: base for s in pd_sites})
+    rng = np.random.default_rng(seed)
+    n = 400
+    req = Requests.from_arrays(np.sort(rng.uniform(0, 60, n)), np.clip(rng.lognormal(9.9, 1.0, n), 128, 100_000),
+                               rng.integers(1, 600, n))
+    site_of = rng.integers(0, len(sites), n)
+    runs = [SiteRun(System.build(Layout("random", (s,), layout.remote), perf, t),
+                    LinkProfile.drop(10.0, 20.0, s.link.bandwidth_bps, 0.2))
+            for s, (_, _, _, t) in zip(pd_sites, sites)]
+    out = simulate_sites(req, site_of, runs, SimConfig(0.0, scheduler), scheduler, [s.name for s in pd_sites])
+    total = out.total
+    assert np.all(np.isfinite(total.finish_s)) and total.summary()["completed"] == n
+    assert np.all(total.prefill_start_s >= total.arrival_s) and np.all(total.prefill_end_s >= total.prefill_start_s)
+    assert np.all(total.ready_s >= total.prefill_end_s) and np.all(total.decode_start_s >= total.ready_s)
+    remote = total.route == 1
+    assert _most_at_once(total.prefill_start_s[remote], total.prefill_end_s[remote]) <= n_remote
+    for k, (r, s) in enumerate(zip(out.sites, pd_sites)):
+        local = r.route == 0
+        assert _most_at_once(r.prefill_start_s[local], r.prefill_end_s[local]) <= s.prefill
+        assert np.array_equal(r.arrival_s, req.arrival_s[site_of == k])
+    assert sum(r.summary()["completed"] for r in out.sites) == n
