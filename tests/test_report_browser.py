@@ -31,6 +31,8 @@ COMMANDS = [
     ("compare", ["compare", "--model", "kimi-linear", "--samples", "50", "--format", "json"], "json"),
     ("reproduce", ["reproduce", "--format", "json"], "json"),
     ("simulate", ["simulate", "--duration", "120s", "--format", "json"], "json"),
+    ("simulate-layout", ["simulate", "--layout", str(EXAMPLES / "three-sites.yaml"), "--duration", "120s",
+                         "--compare", "threshold", "--format", "json"], "json"),
     ("calibrate", ["calibrate", "--measurements", "nvidia_silicon_sample_subset.csv", "--no-loo",
                    "--format", "json"], "json"),
     ("check", ["check", "nvidia_silicon_sample_subset.csv", "--format", "json"], "json"),

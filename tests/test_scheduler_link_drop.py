@@ -1,49 +1,67 @@
-"""The schedulers under the README's link drop (`examples/link-drop.csv`: 100 -> 10 Gbps for 600-900 s) on
-the default synthetic workload (issue 22 item 5). What the policies promise there, measured on the run:
+"""The schedulers under two link drops on the default synthetic workload (issue 22 item 5):
 
-- adaptive and threshold-only: P90 and P99 TTFT below static's (static leaves the whole overflow on the
-  link, where the longest requests wait out the drop and the drain);
-- P50: the local pool, 79% busy under static, absorbs part of the overflow, which delays the short
-  requests that make the median; the cost is bounded here (at most 2x static's median), not zero -- the
-  target "P50 not worse" is not met (docs/methods.md);
-- no role change, and each period says why: no queue backlog outlasts a period (the short-term rule drains
-  it first), and the throughput model gains less than the rule's 5% from a conversion (or loses).
+- the README's `examples/link-drop.csv` (100 -> 10 Gbps for 600-900 s, a step);
+- `examples/link-degrade.csv` (100 -> 50 Gbps at 300 s, 20 Gbps from 500 s, 50 Gbps from 1,000 s, back to 100 Gbps
+  at 1,200 s: a longer, staircase-shaped loss at other times), so that the rule is not fitted to one example.
+
+What the adaptive scheduler promises on each, measured on the run: P50 and P90 TTFT not above static's, P99 below
+it (the requests the link cannot carry are spilled onto the local pool's idle time at low priority, so the planned
+short requests that make the median are not delayed), the same completions, and every long-term period saying
+what it decided and why (no role change: no backlog outlasts a period, or decode cannot spare an instance).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from prfaas_plan.planning.simulate import answer_simulate
 
 ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ("link-drop.csv", "link-degrade.csv")
 
 
-@pytest.fixture(scope="module")
-def drop():
+@pytest.fixture(scope="module", params=PROFILES)
+def drop(request):
     a = answer_simulate(synthetic="paper", scheduler="adaptive", compare="static,threshold",
-                        link_profile=str(ROOT / "examples" / "link-drop.csv"))
+                        link_profile=str(ROOT / "examples" / request.param))
     return {r.scheduler: r for r in a.runs()}, a
 
 
-def test_adaptive_and_threshold_beat_static_at_p90_and_p99(drop):
+def test_adaptive_not_worse_at_p50_p90_and_better_at_p99(drop):
     runs, _ = drop
     s = {k: r.summary() for k, r in runs.items()}
-    for name in ("adaptive", "threshold"):
-        assert s[name]["completed"] == s["static"]["completed"]
-        assert s[name]["ttft_p90_s"] < s["static"]["ttft_p90_s"], name
-        assert s[name]["ttft_p99_s"] < 0.8 * s["static"]["ttft_p99_s"], name
-        assert s[name]["ttft_p50_s"] < 2.0 * s["static"]["ttft_p50_s"], name   # the stated cost, bounded
+    a, st = s["adaptive"], s["static"]
+    assert a["completed"] == st["completed"]
+    assert a["ttft_p50_s"] <= st["ttft_p50_s"]
+    assert a["ttft_p90_s"] <= st["ttft_p90_s"]
+    assert a["ttft_p99_s"] < st["ttft_p99_s"]
+    assert runs["adaptive"].spilled > 0 and a["threshold_changes"] > 0
+
+
+def test_spilled_requests_leave_the_planned_ones_alone(drop):
+    """The requests static serves locally (at or below the plan's threshold) keep their median under adaptive
+    within 1%: the planned class preempts a spilled run, which only takes idle instances, at its next chunk
+    boundary (measured: -0.0% under the drop, +0.5% under the staircase, where spilling lasts 900 s)."""
+    runs, a = drop
+    ad, st = runs["adaptive"], runs["static"]
+    planned = st.route == 0
+    # the short-term rule also lowers t when the local backlog leads (more goes remote): a few planned ones move
+    assert np.mean(ad.route[planned] == 1) < 0.05
+    ttft_a, ttft_s = ad.ttft_s[planned], st.ttft_s[planned]
+    assert np.nanmedian(ttft_a) <= 1.01 * np.nanmedian(ttft_s)
+    assert ad.utilization["local_prefill"] <= 1.0 + 1e-9   # preempted time is not counted as busy
+    assert ad.utilization["local_prefill"] > st.utilization["local_prefill"]  # the idle time it used
 
 
 def test_each_period_states_its_decision_and_why_no_role_change_helps(drop):
-    runs, a = drop
+    runs, _ = drop
     adaptive = runs["adaptive"]
-    assert len(adaptive.periods) == 6 and adaptive.summary()["threshold_changes"] > 0
+    assert len(adaptive.periods) == 6
     assert not adaptive.role_changes
-    for p in adaptive.periods:  # why none helps: no backlog outlasts a period, and the model loses or gains < 5%
+    for p in adaptive.periods:  # why none helps: no backlog outlasts a period or decode cannot spare one
         assert ("no backlog persisted" in p["reason"] or "decode cannot spare an instance" in p["reason"]) \
             and "model gain of a conversion" in p["reason"], p
 
@@ -51,6 +69,5 @@ def test_each_period_states_its_decision_and_why_no_role_change_helps(drop):
 def test_static_link_backlog_is_on_the_timeline(drop):
     runs, _ = drop
     static = runs["static"].timeline
-    during = (static["t_s"] > 600) & (static["t_s"] < 900)
-    assert static["link_waiting"][during].max() > 100      # the backlog the plot must show for static too
+    assert static["link_waiting"].max() > 100      # the backlog the plot must show for static too
     assert static["local_waiting"].max() < static["link_waiting"].max()

@@ -5,7 +5,9 @@ Measured errors (seeded; asserted with margin):
 - low-load TTFT mean/P50/P90/P99 vs the unloaded model: +0.3% / -0.2% / +2.0% / +0.4%;
 - analytic M/G/c TTFT vs simulation: within 2% at loads 0.3-0.7; at 0.9 within 3% here (pooled runs) and
   within 9% across other seeds;
-- link at 1/10 for 5 minutes at load 0.9: adaptive P99 TTFT 67% lower than static, same throughput.
+- link at 1/10 for 5 minutes at load 0.9 (the paper's inputs): adaptive P50/P90/P99 TTFT 4.13/15.8/76.5 s against
+  static's 4.61/16.7/79.0 s, same throughput (the spilled overflow only takes idle local instances; the earlier
+  FCFS version gave P99 58 s at P50 4.84 s: a lower tail for a higher median).
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ def test_adaptive_scheduler_rides_out_a_link_drop(case):
           f"{adaptive['ttft_p99_s']:.1f} s ({gain:.0%} lower); P90 {static['ttft_p90_s']:.1f} vs "
           f"{adaptive['ttft_p90_s']:.1f} s; mean {static['ttft_mean_s']:.2f} vs {adaptive['ttft_mean_s']:.2f} s; "
           f"steady throughput {static['steady_throughput_rps']:.3f} vs {adaptive['steady_throughput_rps']:.3f} req/s")
-    assert gain > 0.4  # measured 67%
+    assert gain > 0.0  # measured 3%
+    assert adaptive["ttft_p50_s"] <= static["ttft_p50_s"] and adaptive["ttft_p90_s"] <= static["ttft_p90_s"]
     assert adaptive["steady_throughput_rps"] >= 0.99 * static["steady_throughput_rps"]
     assert adaptive["threshold_changes"] > 0
 

@@ -126,7 +126,12 @@ def simulate_cmd(
             stack=stack, transfer_bytes=None if transfer_bytes is None else str(transfer_bytes), progress=tick)
     finally:
         done()
-    report = simulation_report(answer)
+    if hasattr(answer, "site_costs"):  # several PD sites (planning.simulate_sites)
+        from ..output.sim_sites_report import sites_simulation_report
+
+        report = sites_simulation_report(answer)
+    else:
+        report = simulation_report(answer)
     if plot is not None:
         write_atomic(plot, simulation_plot(answer, plot_fmt))
     emit(report, fmt)

@@ -120,6 +120,10 @@ def _timeline_plot(rows: list[dict]) -> str:
 
 
 def simulate_page(res: Result) -> list[str]:
+    if "sim_sites" in res.sections:  # several PD sites
+        from .html_simsites import simulate_sites_page
+
+        return simulate_sites_page(res)
     s = (res.sections.get("summary") or [{}])[0]
     split = f"{s['n_prefill']}P+{s['n_decode']}D local" if s.get("n_prefill") is not None else "its planned split"
     question = (f"What latency do requests see when {_model(res)} is served on {s.get('layout', 'the layout')} "

@@ -50,7 +50,7 @@ def _latency_rows(result, analytic, unloaded) -> list[dict]:
 
 
 def simulation_report(a) -> Report:
-    """The report of a `SimulationAnswer`."""
+    """The report of a `SimulationAnswer` (a layout of several PD sites: `sim_sites_report`)."""
     result, ev, layout = a.result, a.evaluation, a.layout
     head = {"layout": layout.name, "model": a.perf.model.name, "scheduler": a.scheduler,
             "threshold_tokens": ev.threshold, "n_prefill": ev.n_prefill, "n_decode": ev.n_decode,

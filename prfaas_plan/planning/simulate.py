@@ -152,14 +152,18 @@ class SimulationAnswer:
         if not self.others:
             return []
         ref = self.reference()
-        base = ref.summary()
-        runs = [(r.scheduler, r.summary()) for r in self.runs()]
+        def figures(r) -> dict:  # the summary and what the adaptive scheduler's spilling did
+            return {**r.summary(), "spilled_requests": r.spilled, "preemptions": r.preemptions}
+
+        base = figures(ref)
+        runs = [(r.scheduler, figures(r)) for r in self.runs()]
         rows = []
         for key, label in (("steady_throughput_rps", "steady throughput (req/s)"),
                            ("throughput_rps", "throughput (req/s)"), ("completed", "completed requests"),
                            ("ttft_mean_s", "mean TTFT (s)"), ("ttft_p50_s", "P50 TTFT (s)"),
                            ("ttft_p90_s", "P90 TTFT (s)"), ("ttft_p99_s", "P99 TTFT (s)"),
-                           ("threshold_changes", "threshold moves"), ("role_changes", "role changes")):
+                           ("threshold_changes", "threshold moves"), ("role_changes", "role changes"),
+                           ("spilled_requests", "spilled to local (low priority)"), ("preemptions", "preemptions")):
             x = float(base[key])
             row = {"figure": label}
             row.update({name: float(s[key]) for name, s in runs})
@@ -227,6 +231,18 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     local_chips, remote_chips = q.instance_chips
     layout = simulation_layout(baseline, remote, local, q.link, local_chips, layout_file,
                                None if remote_chips == local_chips else remote_chips)
+    if len(layout.pd_sites) > 1:  # several PD sites: the plan of size --layout, the multi-site simulator
+        from .simulate_sites import answer_simulate_sites
+
+        for given, name in ((threshold, "threshold"), (prefill_instances, "prefill_instances")):
+            if given is not None:
+                raise PlanError(f"`{name}`: a layout of several PD sites takes each site's routing and split from "
+                                "the plan (as `size` plans the layout file); drop it")
+        return answer_simulate_sites(
+            layout_file, model=model, tpot=tpot, inputs=inputs, trace=trace, synthetic=synthetic, rate=rate,
+            load=load, duration_s=duration_s, scheduler=scheduler, compared=compared, link_profile=link_profile,
+            seed=seed, stack=stack, transfer_bytes=transfer_bytes, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            cfg_base=SimConfig(math.inf, scheduler, long_term=LongTermRule(period_s=rebalance_s)), progress=progress)
     tpot_s = q.tpot_s
     profile = read_link_profile(link_profile) if link_profile is not None else None
     model, dtype_notes = q.model, q.dtype_notes
@@ -257,6 +273,11 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
                      "replays each cluster's own prefix cache (2 TB per instance), so its hits can differ")
     cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)
 
+    from ..simulator.pipeline import COMPILED_FROM
+
+    if len(requests) >= COMPILED_FROM and "adaptive" in (scheduler, *compared):
+        notes.append(f"adaptive: the Python event loop at {len(requests):,} requests (the compiled loop has no "
+                     "low-priority class for the spilled overflow; static and threshold run compiled)")
     tick = None if progress is None else (lambda n: progress(n, len(requests)))
     result = simulate(requests, layout, perf, cfg, progress=tick)
     others = tuple(simulate(requests, layout, perf, replace(cfg, scheduler=name), progress=tick)
@@ -332,7 +353,13 @@ def plot_format(path: str) -> str:
 
 def simulation_plot(answer: SimulationAnswer, fmt: str) -> bytes:
     """The run's figure (link load, queues, threshold and roles over time, TTFT CDF) as ``png`` or
-    ``svg`` bytes, the compared scheduler's run overlaid when there is one."""
+    ``svg`` bytes, the compared scheduler's run overlaid when there is one; for several PD sites, the whole
+    layout's run (queues and link rates summed over the sites)."""
     from ..simulator import plot
+
+    if not isinstance(answer, SimulationAnswer):  # `simulate_sites.SitesSimulationAnswer`
+        runs = [r.total for r in answer.runs]
+        return plot.render(runs[0], fmt, runs[1:], f"{answer.layout.name}: {len(answer.layout.pd_sites)} PD sites "
+                           f"in total, {answer.scheduler} scheduler")
 
     return plot.render(answer.result, fmt, answer.others, f"{answer.layout.name}, {answer.scheduler} scheduler")

@@ -2,7 +2,8 @@
 
 `simulate(requests, layout, perf, SimConfig(...))` replays `Requests` (plain arrays: arrival seconds,
 input and output tokens, optional prefix-block hashes) through a single-PD-site layout and returns a
-`SimResult`. `inputs` holds the small adapters for the Mooncake trace and the paper's synthetic workload.
+`SimResult`; `multisite.simulate_sites` replays several PD sites sharing one remote prefill pool. `inputs`
+holds the small adapters for the Mooncake trace and the paper's synthetic workload.
 """
 
 from .engine import SCHEDULERS, SimConfig, simulate

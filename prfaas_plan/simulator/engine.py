@@ -35,7 +35,8 @@ class SimConfig:
     host DRAM of an 8-GPU node such as a DGX H200; 0: no caching; requests without hashes never hit).
     ``block_tokens``: tokens per prefix-cache block (one trace hash id). ``sample_s``: timeline resolution, s.
     ``horizon_s``: stop time, s (None: until every request is done). ``mode``: throughput mode of the
-    long-term re-optimization."""
+    long-term re-optimization. ``spill``: the adaptive scheduler's overflow kept local runs at low priority
+    (`policies.AdaptiveConfig`)."""
 
     threshold: float
     scheduler: str = "static"
@@ -47,6 +48,7 @@ class SimConfig:
     sample_s: float = 1.0
     horizon_s: float | None = None
     mode: str = "exact"
+    spill: bool = True
 
 
 def simulate(requests: Requests, layout: Layout, perf: PerfInputs, cfg: SimConfig, progress=None,

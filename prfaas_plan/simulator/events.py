@@ -12,6 +12,12 @@ tables computed once, vectorized, over every uncached length up to the longest p
    KV flow at once (layer-pipelined, capped at its production rate) and lifts the cap when it ends; the
    cache is at decode when the flow completes plus RTT/2. A local prefill's cache is at decode after the
    exposed last layer of the intra-cluster RDMA transfer.
+   A request the policy *spills* (`policies.ArrivalDecision`) runs on the local pool at low priority: it starts
+   only on an idle instance while more than the policy's ``spare_instances`` stay free for planned requests
+   (else the arrival takes the threshold it would be spilled above); a planned arrival finding no free instance preempts a spilled run at that run's next chunk
+   boundary (chunked prefill, ``System.chunk_tokens`` a forward: the planned request waits for the forward in
+   progress; the spilled one returns to the head of the spill queue with its remaining seconds and resumes
+   there), and a freed instance serves the planned queue first.
 3. **Decode**: request-level continuous batching: a request holds one of ``slots`` slots of a decode
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
 4. **Long-term rule**, every period of a periodic policy (at_period): one role conversion at most (a decode
@@ -75,6 +81,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
     tail_local = svc["tail_s"].tolist()
     exposed_remote = svc["remote_exposed_s"].tolist()
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
+    chunk = sysm.chunk_tokens
+    spare = policy.spare_instances
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     reacts, periodic = policy.reacts and remote_ok, policy.periodic
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
@@ -90,6 +98,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
     d_start = array("d", [nan]) * n
     finish = array("d", [nan]) * n
     flow_bytes = array("d", [0.0]) * n
+    spilled = bytearray(n)                     # 1: a low-priority local prefill (`policies.ArrivalDecision`)
+    spill_gen: dict = {}                       # spilled request -> its current LOCAL_DONE's aux (older: stale)
+    spill_left: dict = {}                      # preempted spilled request -> prefill seconds still to run
+    spill_running: dict = {}                   # spilled request on an instance -> (this run's start, seconds left then)
+    spill_queue: deque = deque()
+    spill_work = 0.0                           # prefill seconds waiting in the spill queue
+    spill_counts = [0, 0]                      # spilled requests, preemptions
 
     heap = sorted_initial_events(cfg, remote_ok, policy.period_s if periodic else None)
     lp_servers = lp_free = sysm.n_prefill
@@ -147,6 +162,66 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         lp_work -= t_local[uncached[rid]]
         start_local(rid, t)
 
+    def start_spilled(rid: int, t: float, left: float) -> None:
+        if p_start[rid] != p_start[rid]:  # NaN: its first start
+            p_start[rid] = t
+        gen = spill_gen[rid] = spill_gen.get(rid, 0) + 1
+        spill_running[rid] = (t, left)
+        heappush(heap, (t + left, LOCAL_DONE, rid, gen))
+
+    def next_spilled(t: float) -> None:
+        nonlocal spill_work
+        rid = spill_queue.popleft()
+        left = spill_left.pop(rid, None)
+        if left is None:
+            left = t_local[uncached[rid]]
+        spill_work -= left
+        start_spilled(rid, t, left)
+
+    def instance_freed(t: float) -> None:  # a local prefill instance has nothing to finish: the next request
+        nonlocal lp_free
+        if lp_queue:
+            next_local(t)
+        elif spill_queue and lp_free >= spare:
+            next_spilled(t)
+        else:
+            lp_free += 1
+
+    def enqueue_spilled(rid: int, t: float) -> None:
+        nonlocal lp_free, spill_work
+        spilled[rid] = 1
+        spill_counts[0] += 1
+        if lp_free > spare:
+            lp_free -= 1
+            start_spilled(rid, t, t_local[uncached[rid]])
+        else:
+            spill_queue.append(rid)
+            spill_work += t_local[uncached[rid]]
+
+    def preempt(t: float) -> float:
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary
+        (chunked prefill: ``chunk`` tokens a forward, each forward an equal share of the run's busy time);
+        returns when it can start, or -1 when every spilled run is in its last chunk (it then waits in the
+        planned queue, served first when one ends). Of the runs, the one whose boundary comes first."""
+        nonlocal spill_work
+        best, best_rid, best_left = INF, -1, 0.0
+        for r, (s0, left0) in spill_running.items():
+            total = t_local[uncached[r]]
+            c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
+            done = total - left0 + (t - s0)
+            boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
+            if boundary < total - 1e-9 and boundary - done < best:
+                best, best_rid, best_left = boundary - done, r, total - boundary
+        if best_rid < 0:
+            return -1.0
+        del spill_running[best_rid]
+        spill_gen[best_rid] += 1  # its pending LOCAL_DONE is stale now
+        spill_left[best_rid] = best_left
+        spill_queue.appendleft(best_rid)
+        spill_work += best_left
+        spill_counts[1] += 1
+        return t + max(best, 0.0)
+
     def next_remote(t: float) -> None:
         nonlocal rp_work
         rid = rp_queue.popleft()
@@ -155,9 +230,13 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
 
     def enqueue_local(rid: int, t: float) -> None:
         nonlocal lp_free, lp_work
-        if lp_free > 0:
+        if spilled[rid]:
+            enqueue_spilled(rid, t)
+        elif lp_free > 0:
             lp_free -= 1
             start_local(rid, t)
+        elif spill_running and (at := preempt(t)) >= 0:
+            start_local(rid, at)
         else:
             lp_queue.append(rid)
             lp_work += t_local[uncached[rid]]
@@ -187,18 +266,15 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                 free_slots.append(inst)
 
     def add_prefill_server(t: float) -> None:
-        nonlocal lp_servers, lp_free
+        nonlocal lp_servers
         lp_servers += 1
-        if lp_queue:
-            next_local(t)
-        else:
-            lp_free += 1
+        instance_freed(t)
 
     def sample(t_until: float) -> None:
         nonlocal next_sample, k_sample
         while next_sample <= t_until:
             rows.append((next_sample, link.capacity * 8e-9 / eff if remote_ok else 0.0, len(rp_queue),
-                         len(lp_queue), lp_servers - lp_free, len(dec_queue), sum(dec_active), thr,
+                         len(lp_queue) + len(spill_queue), lp_servers - lp_free, len(dec_queue), sum(dec_active), thr,
                          n_prefill_now(), len(dec_open), i - completed))
             k_sample += 1
             next_sample = k_sample * sample_s
@@ -236,7 +312,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
 
     def backlogs() -> tuple[float, float]:  # seconds (`ShortTermRule`): remote queue + unsent KV, local queue
         unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
-        return rp_work / n_remote + unsent_s, lp_work / lp_servers if lp_servers else INF
+        return rp_work / n_remote + unsent_s, (lp_work + spill_work) / lp_servers if lp_servers else INF
 
     obs = ArrivalObs(backlogs)
     i = 0
@@ -264,17 +340,20 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                 if t > link.t:
                     link.advance(t)
                 obs.t_s, obs.link_util, obs.remote_queue = t, link.util, len(rp_queue) / n_remote
-                thr, abundant = policy.at_arrival(obs)
+                thr, abundant, spill_above = policy.at_arrival(obs)
+                route_thr = thr
+                if thr > spill_above and lp_free <= spare:
+                    route_thr = spill_above  # no idle instance to spill onto: the overflow stays on its route
             else:
-                abundant = False
+                abundant, spill_above, route_thr = False, INF, thr
             if chunks is None:
-                local, u, kv_pd, u_pd, moved = router.route(None, inlen[rid], thr, abundant, lp_servers > 0)
+                local, u, kv_pd, u_pd, moved = router.route(None, inlen[rid], route_thr, abundant, lp_servers > 0)
             else:
                 if rid == c1:
                     ids, offs, c0, c1 = next(chunks)
                     offs = offs.tolist()
                 lo = offs[rid - c0]
-                local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], thr,
+                local, u, kv_pd, u_pd, moved = router.route_at(ids, lo, offs[rid - c0 + 1] - lo, inlen[rid], route_thr,
                                                                abundant, lp_servers > 0)
             uncached[rid] = u
             if periodic:
@@ -285,10 +364,17 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                     prefix_moves[0] += 1
                     prefix_moves[1] += skv[moved]
                     link.add(t, ~rid, skv[moved])
+                    if u > spill_above:  # spilled once the prefix is here (enqueue_local)
+                        spilled[rid] = 1
+                elif u > spill_above:
+                    enqueue_spilled(rid, t)
                 elif lp_free > 0:  # enqueue_local, inlined: most arrivals
                     lp_free -= 1
                     p_start[rid] = t
                     heappush(heap, (t + t_local[u], LOCAL_DONE, rid, 0))
+                elif spill_running and (at := preempt(t)) >= 0:
+                    p_start[rid] = at
+                    heappush(heap, (at + t_local[u], LOCAL_DONE, rid, 0))
                 else:
                     lp_queue.append(rid)
                     lp_work += t_local[u]
@@ -336,6 +422,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                 else:
                     free_slots.append(aux)
             elif kind == LOCAL_DONE:
+                if aux:  # a spilled run: its latest start's completion, or stale (it was preempted)
+                    if aux != spill_gen[rid]:
+                        continue
+                    del spill_running[rid]
                 p_end[rid] = t
                 heappush(heap, (t + tail_local[uncached[rid]], READY, rid, 0))
                 if lp_convert:
@@ -345,6 +435,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
                     add_decode_instance(t)
                 elif lp_queue:
                     next_local(t)
+                elif spill_queue and lp_free >= spare:
+                    next_spilled(t)
                 else:
                     lp_free += 1
             elif kind == REMOTE_DONE:
@@ -386,9 +478,12 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         del values[:]
         return out
 
+    # a preempted spilled run held no instance between its preemption and its resumption
+    preempted_s = math.fsum(p_end[r] - p_start[r] - t_local[uncached[r]] for r in spill_gen if p_end[r] == p_end[r])
     return RunRecord(route=take(route, np.int64), uncached=take(uncached, np.int64), p_start=take(p_start, float),
                 p_end=take(p_end, float), ready=take(ready, float), d_start=take(d_start, float),
                 finish=take(finish, float), flow_bytes=take(flow_bytes, float), arrived=i, end_s=end,
                 link_bins_bytes=np.array(link.bins), timeline=timeline, roles=roles,
                 threshold_changes=policy.threshold_changes, server_area=server_area, prefix_moves=prefix_moves,
-                peak_flows=link.peak_flows, periods=periods)
+                peak_flows=link.peak_flows, periods=periods, spilled=spill_counts[0], preemptions=spill_counts[1],
+                preempted_s=preempted_s)

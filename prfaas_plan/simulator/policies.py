@@ -4,9 +4,9 @@ As in BLIS ("policies return decisions, the simulator applies them"), a policy n
 system. The event loop (`events.run_events`, and its compiled twin `compiled_events`) builds an observation
 and asks:
 
-- ``at_arrival(ArrivalObs) -> ArrivalDecision``: the routing threshold (tokens) and whether bandwidth is
-  *abundant* (the prefix rule that moves a cached prefix across the link), for each arrival of a policy that
-  ``reacts``;
+- ``at_arrival(ArrivalObs) -> ArrivalDecision``: the routing threshold (tokens), whether bandwidth is
+  *abundant* (the prefix rule that moves a cached prefix across the link) and the length above which a
+  request kept local runs at low priority (``spill_above``), for each arrival of a policy that ``reacts``;
 - ``at_period(PeriodObs) -> PeriodDecision``: every ``period_s`` seconds for a ``periodic`` policy, one
   role change (+1: a local decode instance prefills, -1: the reverse, 0: none), a re-optimized threshold,
   and the reason in words.
@@ -43,10 +43,15 @@ class ArrivalObs:
 
 class ArrivalDecision(NamedTuple):
     """Route an arrival with ``threshold`` (tokens; at most this many uncached tokens prefill locally) and the
-    ``abundant``-bandwidth prefix rule (`routing.Router`)."""
+    ``abundant``-bandwidth prefix rule (`routing.Router`). A request kept local with more than ``spill_above``
+    uncached tokens is *spilled*: it runs on the local prefill pool at low priority, only on an instance no
+    planned request wants (a planned arrival preempts it; it resumes where it stopped, `events`), so the
+    overflow the link cannot carry uses the local pool's idle time without delaying the requests the pool
+    was planned for (inf: no spilling, every local request is planned)."""
 
     threshold: float
     abundant: bool
+    spill_above: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class Policy(Protocol):
     periodic: bool
     period_s: float
     threshold_changes: int
+    spare_instances: int  # local prefill instances a spilled request must leave free (`events`)
 
     def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision: ...
 
@@ -119,6 +125,7 @@ class StaticPolicy:
     periodic = False
     period_s = math.inf
     threshold_changes = 0
+    spare_instances = 0
 
     def __init__(self, config: StaticConfig, threshold: float):
         self.config = config
@@ -147,6 +154,7 @@ class ThresholdPolicy:
 
     periodic = False
     period_s = math.inf
+    spare_instances = 0
 
     def __init__(self, config: ThresholdConfig, threshold: float):
         self.config = config
@@ -174,15 +182,32 @@ class ThresholdPolicy:
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
-    """PrfaaS's dual-timescale scheduler: the short-term rule and the long-term one (`LongTermRule`)."""
+    """PrfaaS's dual-timescale scheduler: the short-term rule and the long-term one (`LongTermRule`).
+    ``spill``: the requests the raised threshold keeps local beyond the planned one run at low priority
+    (`ArrivalDecision`); False: the earlier version, where they queue FCFS with the planned ones (and runs of
+    `pipeline.COMPILED_FROM` requests or more take the compiled loop). ``spare_instances``: a request is
+    spilled only onto an idle instance while more than this many local prefill instances are free (else it
+    keeps the route below), so that a planned arrival rarely has to preempt one and wait for the spilled run's
+    forward in progress. 2 kept the median at or below static's under every drop tested (docs/methods.md); 1
+    did not, and more instances keep the tail on the link; a pool of 2 or fewer local prefill instances never
+    spills."""
 
     short_term: ShortTermRule = field(default_factory=ShortTermRule)
     long_term: LongTermRule = field(default_factory=LongTermRule)
+    spill: bool = True
+    spare_instances: int = 2
 
 
 class AdaptivePolicy(ThresholdPolicy):
     """The short-term rule at every arrival, and every ``period_s`` the long-term rule (`long_term_step`):
-    one role conversion at most, then ``t`` re-optimized for the split."""
+    one role conversion at most, then ``t`` re-optimized for the split.
+
+    With ``spill`` the local pool keeps its planned work first: a request above the lower of the plan's
+    threshold and the long-term value that the short-term rule keeps local (the link backs up) is spilled
+    (`ArrivalDecision`). Without it, the raised threshold moved the link's overflow into the local FCFS queue,
+    where it delayed the short requests that make the median (P50 1.50 s against static's 0.96 s under
+    ``examples/link-drop.csv``, docs/methods.md); and a long-term value re-optimized for a dropped link would
+    make the overflow planned work."""
 
     periodic = True
 
@@ -191,6 +216,14 @@ class AdaptivePolicy(ThresholdPolicy):
         self.config = config
         self.period_s = config.long_term.period_s
         self._last_change = 0          # direction of the last conversion (hysteresis: `decide`)
+        self._plan = float(threshold)  # the threshold the local pool was sized for (t = 0)
+        self.spare_instances = config.spare_instances if config.spill else 0
+
+    def at_arrival(self, obs: ArrivalObs) -> ArrivalDecision:
+        d = ThresholdPolicy.at_arrival(self, obs)
+        if not self.config.spill:
+            return d
+        return ArrivalDecision(d.threshold, d.abundant, min(self._plan, self.short.base))
 
     def at_period(self, obs: PeriodObs) -> PeriodDecision:
         step = long_term_step(self.config.long_term, obs.system, obs.perf, obs.mode, obs.split, obs.line_bps,
@@ -200,5 +233,7 @@ class AdaptivePolicy(ThresholdPolicy):
             self.short.reset(step.threshold)
         return PeriodDecision(step.change, step.threshold, step.gain, step.reason)
 
-    def compiled(self) -> CompiledRule:
+    def compiled(self) -> CompiledRule | None:
+        if self.config.spill:  # the compiled loop has no low-priority class: the Python loop runs it
+            return None
         return CompiledRule(True, True, self.config.short_term, self.period_s)

@@ -50,6 +50,9 @@ class RunRecord:
     prefix_moves: list
     peak_flows: int
     periods: list = field(default_factory=list)   # one entry per long-term period: what the rule saw and did
+    spilled: int = 0                              # requests prefilled locally at low priority (`events`)
+    preemptions: int = 0                          # spilled runs a planned arrival preempted
+    preempted_s: float = 0.0                      # seconds finished spilled runs spent preempted (not busy)
 
 
 def _count_before(times: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -95,6 +98,8 @@ class SimResult:
     egress_bytes: float             # bytes the link delivered in the run (KV and prefix moves; the timeline's sum)
     method: str = SIM_METHOD
     periods: tuple[dict, ...] = ()  # the long-term rule at each period: backlogs seen, decision, reason
+    spilled: int = 0                # requests prefilled locally at low priority (`policies.ArrivalDecision`)
+    preemptions: int = 0            # spilled runs a planned arrival preempted
 
     @classmethod
     def build(cls, requests, raw: RunRecord, *, sample_s: float, caches: dict, link_bps: float, scheduler: str,
@@ -120,7 +125,7 @@ class SimResult:
             return float(np.sum(np.where(np.isfinite(e[started]), e[started], end) - s[started]))
 
         area = raw.server_area
-        spent = {"local_prefill": busy(raw.p_start, raw.p_end, route == 0),
+        spent = {"local_prefill": busy(raw.p_start, raw.p_end, route == 0) - raw.preempted_s,
                  "remote_prefill": busy(raw.p_start, raw.p_end, route == 1),
                  "local_decode": busy(raw.d_start, raw.finish, route >= 0)}
         util = {k: (spent[k] / area[k] if area[k] > 0 else 0.0) for k in spent}
@@ -137,7 +142,8 @@ class SimResult:
                    raw.p_start, raw.p_end, raw.ready, raw.d_start, raw.finish,
                    raw.flow_bytes, int(raw.arrived), end, sample_s, timeline, tuple(raw.roles),
                    int(raw.threshold_changes), util, cache, scheduler, float(threshold),
-                   int(raw.peak_flows), float(sent.sum()), periods=tuple(raw.periods))
+                   int(raw.peak_flows), float(sent.sum()), periods=tuple(raw.periods), spilled=int(raw.spilled),
+                   preemptions=int(raw.preemptions))
 
     @property
     def completed(self) -> np.ndarray:

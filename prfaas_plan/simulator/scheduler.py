@@ -178,10 +178,23 @@ def decide_why(rule: LongTermRule, obs: Observation, min_prefill: int, last_chan
         why.append(f"decode backlog persisted (at least {decode_low:,.0f} waiting) but "
                    + ("the last period converted the other way" if n_p > min_prefill and last_change > 0 else
                       f"prefill cannot spare an instance ({obs.local_busy:.1f} busy)"))
+    # the model's gain is at its steady state; the instance must also be one the other role can spare now
+    # (the rest of decode holds the busy slots seen, the rest of prefill the busy instances seen)
+    decode_spares = obs.decode_busy_slots < rule.busy_max * (n_d - 1) * slots
+    prefill_spares = obs.local_busy < rule.busy_max * (n_p - 1)
     if can_up and obs.gain_more_prefill > rule.min_gain and obs.gain_more_prefill >= obs.gain_more_decode:
-        return +1, f"the throughput model gains {obs.gain_more_prefill:+.1%} Lambda_max with one more prefill instance"
-    if can_down and obs.gain_more_decode > rule.min_gain:
-        return -1, f"the throughput model gains {obs.gain_more_decode:+.1%} Lambda_max with one more decode instance"
+        if decode_spares:
+            return +1, (f"the throughput model gains {obs.gain_more_prefill:+.1%} Lambda_max with one more prefill "
+                        "instance")
+        why.append(f"the throughput model gains {obs.gain_more_prefill:+.1%} with one more prefill instance but "
+                   f"decode cannot spare one now ({obs.decode_busy_slots:,.0f} busy slots, {max(n_d - 1, 0)} "
+                   f"instance(s) hold {rule.busy_max * (n_d - 1) * slots:,.0f} at {rule.busy_max:.0%})")
+    elif can_down and obs.gain_more_decode > rule.min_gain:
+        if prefill_spares:
+            return -1, (f"the throughput model gains {obs.gain_more_decode:+.1%} Lambda_max with one more decode "
+                        "instance")
+        why.append(f"the throughput model gains {obs.gain_more_decode:+.1%} with one more decode instance but "
+                   f"prefill cannot spare one now ({obs.local_busy:.1f} busy)")
     if not why:
         why.append("no backlog persisted over the period")
     why.append(f"model gain of a conversion {max(obs.gain_more_prefill, obs.gain_more_decode):+.1%} "

@@ -98,4 +98,4 @@ class AdaptiveScheduler(PolicyScheduler):
     config = AdaptiveConfig
 
     def policy(self, cfg, threshold: float) -> AdaptivePolicy:
-        return AdaptivePolicy(AdaptiveConfig(cfg.short_term, cfg.long_term), threshold)
+        return AdaptivePolicy(AdaptiveConfig(cfg.short_term, cfg.long_term, cfg.spill), threshold)

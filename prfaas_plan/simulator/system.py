@@ -16,6 +16,9 @@ from ..layout import Layout
 from ..workload.prefix_cache import PrefixCache
 
 INF = math.inf
+DEFAULT_CHUNK_TOKENS = 8192
+"""Chunked-prefill budget, tokens a forward, of a local prefill model without a stack (the paper's tables):
+SGLang's default ``chunked_prefill_size`` on 80-160 GB GPUs, as the bundled stack profiles assume."""
 CACHE_LOW_WATERMARK = 0.9
 """A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
 
@@ -44,6 +47,7 @@ class System:
     rtt_half_s: float          # half the link's round-trip time, seconds (0 without a link)
     keep: float                # share of a remote flow producible before its prefill ends
     threshold: float           # uncached tokens
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS  # tokens a local prefill forward takes (chunked prefill)
 
     @classmethod
     def build(cls, layout: Layout, perf: PerfInputs, threshold: float) -> "System":
@@ -66,10 +70,12 @@ class System:
         if site.prefill == 0:
             thr = -1.0
         layers = perf.model.num_layers
+        stack = getattr(sp.prefill, "stack", None)
+        chunk = int(getattr(stack, "prefill_token_budget", 0) or DEFAULT_CHUNK_TOKENS)
         return cls(layout, perf, remote_ok, layout.remote.instances if remote_ok else 0, site.prefill,
                    site.decode, int(sp.decode.batch), sp.decode.step_s,
                    site.link.bandwidth_bps if remote_ok else 0.0, site.link.efficiency if remote_ok else 1.0,
-                   site.link.rtt_s / 2 if remote_ok else 0.0, (layers - 1) / layers, thr)
+                   site.link.rtt_s / 2 if remote_ok else 0.0, (layers - 1) / layers, thr, chunk)
 
     @property
     def goodput_Bps(self) -> float:
