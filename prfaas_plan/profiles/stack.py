@@ -216,7 +216,9 @@ def _by_version(section, path: str) -> dict[str, VersionEntry]:
         sources, spread = entry.get("sources") or {}, entry.get("spread") or {}
         if not isinstance(sources, dict) or not isinstance(spread, dict):
             raise PlanError(f"{where}: sources and spread must map numbers to text and log-widths")
-        keys = tuple(k for k in NUMBERS + OPTIONAL_NUMBERS if k in entry)
+        # the file's own key strings, not the interned constants: the snapshot's pickle must round-trip
+        # byte for byte (tests/test_profile_snapshot.py), and unpickling re-interns only attribute names
+        keys = tuple(k for k in entry if k in NUMBERS + OPTIONAL_NUMBERS)
         values = _numbers(entry, sources, keys, where)
         for key, width in spread.items():
             if key not in values:
