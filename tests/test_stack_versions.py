@@ -225,3 +225,20 @@ def test_calibrate_reports_terms_and_errors_per_version_and_writes_entries(tmp_p
     entry = written.by_version["0.5.6"]
     assert set(entry.values) <= set(stack_versions.VERSION_TERMS) and set(entry.spread) == set(entry.values)
     assert all("deviation from the engine's" in s for s in entry.sources.values())
+
+
+def test_check_predicts_a_recorded_version_with_its_entry_and_says_when_there_is_none():
+    """A benchmark file's engine version is a label: with an entry, check predicts with it (the stack column
+    names it); without one, with the pooled profile and a note naming the version measured."""
+    from prfaas_plan.performance.bench_import import Tags
+    from prfaas_plan.planning.check import answer_check
+
+    vllm_run = str(Path(__file__).parent / "data" / "bench" / "vllm_bench_serve_kimi_k2_b200_c4.json")
+    assert "0.15.1" in get_stack("vllm").by_version
+    known = answer_check([vllm_run], Tags(instance="8xB200", stack="vllm@0.15.1"))
+    unknown = answer_check([vllm_run], Tags(instance="8xB200", stack="vllm@0.13"))
+    assert known.rows[0]["stack"] == "vllm@0.15.1" and unknown.rows[0]["stack"] == "vllm"
+    assert known.rows[0]["ttft_predicted_s"] != unknown.rows[0]["ttft_predicted_s"]
+    assert any("engine vllm@0.13: measured with this version, predicted with stack profile vllm" in n
+               for n in unknown.notes)
+    assert not any(n.startswith("engine vllm@0.15.1") for n in known.notes)
