@@ -242,3 +242,60 @@ def test_check_predicts_a_recorded_version_with_its_entry_and_says_when_there_is
     assert any("engine vllm@0.13: measured with this version, predicted with stack profile vllm" in n
                for n in unknown.notes)
     assert not any(n.startswith("engine vllm@0.15.1") for n in known.notes)
+
+
+# --- the schema ---------------------------------------------------------------------------------------------
+
+def _agree(doc) -> tuple[bool, bool]:
+    import jsonschema
+
+    from prfaas_plan.profiles.stack import stack_json_schema
+
+    schema = stack_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    by_schema = jsonschema.Draft202012Validator(schema).is_valid(doc)
+    try:
+        stack_from_dict(doc, "s.yaml")
+        by_parser = True
+    except PlanError:
+        by_parser = False
+    return by_schema, by_parser
+
+
+@pytest.mark.parametrize("path", sorted(BUNDLED.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_bundled_stack_validates_on_both(path):
+    assert _agree(yaml.safe_load(path.read_text())) == (True, True)
+
+
+def _version(**entry):
+    data = _sglang_yaml()
+    data["by_version"] = {"1.0": entry}
+    return data
+
+
+SCHEMA_CASES = [
+    (_version(latency_s=0.1, sources={"latency_s": "x"}), True),
+    (_version(latency_s=0.1, chunked_prefill=False, spread={"latency_s": 0.2}, sources={"latency_s": "x"}), True),
+    (_version(latency_s=0.1, speed=2, sources={"latency_s": "x"}), False),
+    (_version(latency_s=-0.1, sources={"latency_s": "x"}), False),
+    (_version(wave_fraction=1.5, sources={"wave_fraction": "x"}), False),
+    (_version(latency_s=0.1, spread={"latency_s": 9.0}, sources={"latency_s": "x"}), False),
+    (_version(latency_s=0.1, chunked_prefill="no", sources={"latency_s": "x"}), False),
+    (_version(prefill_token_budget=0, sources={"prefill_token_budget": "x"}), False),
+    (_version(), False),
+    ({**_sglang_yaml(), "by_version": {"1@2": {"latency_s": 0.1, "sources": {"latency_s": "x"}}}}, False),
+    ({**_sglang_yaml(), "by_versions": {}}, False),
+]
+
+
+@pytest.mark.parametrize("doc, valid", SCHEMA_CASES)
+def test_the_stack_schema_and_the_validator_agree(doc, valid):
+    assert _agree(doc) == (valid, valid)
+
+
+def test_schema_stack_prints_the_new_section(cli):
+    code, out, err = cli("schema", "stack", "-f", "json")
+    assert code == 0, err
+    schema = json.loads(out)["sections"]["schema"][0]
+    assert "by_version" in schema["properties"] and schema["additionalProperties"] is False
+    assert schema["properties"]["latency_s"]["description"].endswith("(seconds)")

@@ -369,3 +369,57 @@ def stack_for_run(name: str, version: str) -> StackProfile:
     fitted; only choosing ``--stack NAME@VERSION`` for a plan does)."""
     prof = get_stack(name)
     return prof.at_version(version) if version and version in prof.by_version else prof
+
+
+# What each number means and its unit, for the JSON Schema (`stack_json_schema`); the module docstring says more.
+DESCRIPTIONS = {
+    "latency_s": "fixed per-request latency, adds to TTFT, not to GPU time (seconds)",
+    "forward_overhead_s": "GPU-busy overhead of one prefill forward (seconds)",
+    "step_overhead_s": "GPU-busy overhead of one decode step (seconds)",
+    "request_overhead_s": "scheduler time per admitted request, adds to TTFT under load (seconds; default 0)",
+    "ep_forward_overhead_s": "extra GPU-busy overhead per prefill forward with expert parallelism (seconds; default 0)",
+    "prefill_token_budget": "tokens one prefill forward carries (whole tokens)",
+    "wave_fraction": "share of the other in-flight requests arriving together in a closed-loop benchmark (0-1)",
+}
+
+
+def stack_json_schema() -> dict:
+    """The JSON Schema of a stack profile file (``prfaas-plan schema stack``), built from the constants the
+    validator `stack_from_dict` checks with (`KEYS`, `NUMBERS`, `LIMITS`, `VERSION_KEYS`), so the two cannot
+    drift (tests/test_stack_versions.py runs jsonschema and the validator on the same files). What a JSON
+    Schema cannot say (every number present needs a source; ``spread`` only for numbers the version holds)
+    is in the descriptions."""
+    def number(key: str) -> dict:
+        if key == "prefill_token_budget":
+            return {"type": "integer", "minimum": 1, "maximum": MAX_PREFILL_TOKEN_BUDGET,
+                    "description": DESCRIPTIONS[key]}
+        out = {"type": "number", "minimum": 0, "description": DESCRIPTIONS[key]}
+        if key in LIMITS:
+            out["maximum"] = LIMITS[key][0]
+        return out
+
+    text_map = {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}
+    numbers = {k: number(k) for k in NUMBERS + OPTIONAL_NUMBERS}
+    version = {"type": "object", "additionalProperties": False, "minProperties": 1,
+               "description": "one engine version's own numbers; those it leaves out are the engine's",
+               "properties": {**numbers, "chunked_prefill": {"type": "boolean"},
+                              "sources": {**text_map, "description": "where each of this version's numbers "
+                                          "comes from (required for every number it holds)"},
+                              "spread": {"type": "object", "description": "log-width of each number's "
+                                         "uncertainty (0.3 = about a factor 1.35)",
+                                         "additionalProperties": {"type": "number", "minimum": 0,
+                                                                  "maximum": MAX_SPREAD}}}}
+    assert set(version["properties"]) == set(VERSION_KEYS)
+    props = {"kind": {"const": "stack"}, "name": {"type": "string"}, "engine": {"type": "string"},
+             "versions": {"type": "string", "description": "the engine version range the numbers describe"},
+             "description": {"type": "string"}, "chunked_prefill": {"type": "boolean"},
+             "sources": {**text_map, "description": "where each number comes from, or 'assumed: why' "
+                         "(required for every number)"},
+             "by_version": {"type": "object", "description": "per engine version (a quoted string key, "
+                            "'0.5.6'): selected with --stack NAME@VERSION",
+                            "propertyNames": {"pattern": "^[^@\\s]+$"}, "additionalProperties": version},
+             **numbers}
+    assert set(props) == set(KEYS)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "prfaas-plan stack profile",
+            "type": "object", "additionalProperties": False, "properties": props,
+            "required": ["name", "engine", "versions", "sources", *NUMBERS]}
