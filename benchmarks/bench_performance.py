@@ -60,6 +60,27 @@ def main() -> None:
           f"{best_of(lambda: fit_joint(points, excluded, loo=False, lomo=False), 1):.2f} s")
     print(f"joint fit + approximate leave-one-out + leave-one-model-out (bundled): "
           f"{best_of(lambda: fit_joint(points, excluded), 1):.2f} s")
+    print(f"  of which the per-version stack layer (performance/stack_versions.py): {_version_layer_s(points):.2f} s")
+
+
+def _version_layer_s(points) -> float:
+    """Seconds `fit_joint` spends in the per-version layer (timed by wrapping it for one fit)."""
+    from prfaas_plan.performance import calibrate
+
+    spent, inner = [], calibrate.fit_version_layer
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        out = inner(*args, **kwargs)
+        spent.append(time.perf_counter() - start)
+        return out
+
+    calibrate.fit_version_layer = timed
+    try:
+        fit_joint(points)
+    finally:
+        calibrate.fit_version_layer = inner
+    return spent[0]
 
 
 if __name__ == "__main__":

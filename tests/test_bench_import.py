@@ -140,9 +140,13 @@ def test_vllm_fields_round_trip(tmp_path_factory, c, isl, ttft, tpot):
     assert m.ttft_s == pytest.approx(ttft / 1e3) and m.tpot_s == pytest.approx(tpot / 1e3)
 
 
-def _errors(rows):
-    return {(r["model"], r["instance"], r["stack"], r["moe"], r["precision"], r["concurrency"], r["len_tokens"],
-             r["output_tokens"], r.get("ttft_measured_s")): (r.get("ttft_error"), r.get("tpot_error")) for r in rows}
+def _errors(rows, calibrated: bool = False):
+    """{point: (TTFT error, TPOT error)}; of calibrate's rows, the errors with the version entry the written
+    profile holds (``run_stack``: what check predicts a versioned row with)."""
+    kind = "_version_error" if calibrated else "_error"
+    return {(r["model"], r["instance"], r["run_stack" if calibrated else "stack"], r["moe"], r["precision"],
+             r["concurrency"], r["len_tokens"], r["output_tokens"], r.get("ttft_measured_s")):
+            (r.get(f"ttft{kind}"), r.get(f"tpot{kind}")) for r in rows}
 
 
 # The written profiles keep 4 significant digits: a constant moves by up to 5e-5 of itself, and a
@@ -153,7 +157,7 @@ ROUNDING = 1e-3
 def test_check_on_the_nvidia_subset_equals_calibrates_per_point_errors():
     """The bundled profiles were fitted by ``calibrate`` on every bundled set: check's error on each NVIDIA
     point is calibrate's in-sample error of that point."""
-    fit = _errors(answer_calibrate(loo=False).points)
+    fit = _errors(answer_calibrate(loo=False).points, calibrated=True)
     checked = answer_check([NVIDIA]).rows
     assert len(checked) > 100
     for key, (ttft, tpot) in _errors(checked).items():
@@ -167,7 +171,7 @@ def test_check_with_profiles_written_by_calibrate_reproduces_its_errors(tmp_path
                            tags=Tags(instance="8xH200", weight_dtype="fp8"))
     add_profile_dir(str(tmp_path))
     checked = answer_check([str(SGLANG)], Tags(instance="8xH200", weight_dtype="fp8"))
-    fit = _errors(cal.points)
+    fit = _errors(cal.points, calibrated=True)
     for key, (ttft, tpot) in _errors(checked.rows).items():
         assert fit[key][0] == pytest.approx(ttft, abs=ROUNDING) and fit[key][1] == pytest.approx(tpot, abs=ROUNDING)
     assert checked.summary[0]["points"] == 2

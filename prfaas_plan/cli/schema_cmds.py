@@ -10,7 +10,7 @@ from .options import FormatOpt
 
 
 @app.command("schema")
-def schema_cmd(kind: str = typer.Argument(..., metavar="KIND", help="File kind: layout."),
+def schema_cmd(kind: str = typer.Argument(..., metavar="KIND", help="File kind: layout, stack."),
                fmt: FormatOpt = "table") -> None:
     """Print the JSON Schema of an input file kind, generated from the definition the parser uses
     (table: the schema document itself; json: the envelope with the schema as the one row of ``schema``;

@@ -76,8 +76,12 @@ def calibrate_report(a) -> Report:
                 a.by_chip, [Column("chip", "chip"), Column("quantity", "quantity")] + err_cols),
         Section("by_stack", "|error| per stack", a.by_stack,
                 [Column("stack", "stack"), Column("quantity", "quantity")] + err_cols),
-        Section("by_version", "|error| per stack and engine version", a.by_version,
-                [Column("version", "stack@version"), Column("quantity", "quantity")] + err_cols),
+        Section("by_version", "|error| per stack and engine version: pooled profile, then with the version's "
+                "own entry (ver)", a.by_version,
+                [Column("version", "stack@version"), Column("quantity", "quantity")] + err_cols
+                + [Column("ver_in_median", "ver in median", ".1%")]
+                + ([Column("ver_loo_median", "ver loo median", ".1%")] if a.loo else [])
+                + [Column("ver_lomo_median", "ver lomo median", ".1%")]),
         Section("chips", "Fitted chip constants (fractions of the chip's peaks)", a.chips,
                 [Column("chip", "chip")] + [Column(k, k.replace("gemm_", "GEMM "), ".3f") for k in a.gemm_classes]
                 + [Column("memory", "HBM", ".3f"), Column("comm", "scale-up", ".3f")]),

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from ..errors import PlanError, closest_names
 from ..profiles import all_models, get_model, get_stack
+from ..profiles.stack import split_stack
 from .base import parse_instance
 from .measurements import MAX_LATENCY_S, MAX_MEASUREMENTS, NVIDIA_KEYS, Measurement, load_measurements, resolve_path
 
@@ -69,7 +70,7 @@ class Tags:
 
     def csv_defaults(self) -> dict:
         """The tags as defaults of the project's measurement CSV (`measurements.load_measurements`)."""
-        stack = resolve_stack("", "", self, "`stack`")[0] if self.stack else ""
+        stack = resolve_stack("", "", self, "`stack`")[1] if self.stack else ""   # NAME@VERSION kept
         return {"stack": stack, "moe": self.moe, "weight_dtype": self.weight_dtype}
 
 
@@ -187,18 +188,15 @@ def resolve_model(recorded: str, tags: Tags, where: str) -> str:
 
 
 def resolve_stack(recorded_engine: str, recorded_version: str, tags: Tags, where: str) -> tuple[str, str]:
-    """(stack profile name, engine label) for a run: ``--stack NAME[@VERSION]`` wins, else the engine and
-    version the file records. A version without a stack profile of its own uses the engine's profile, and
-    the label says which version was measured."""
+    """(stack profile name, engine label ``NAME@VERSION``) for a run: ``--stack NAME[@VERSION]`` wins, else
+    the engine and version the file records. The name is the engine's pooled profile; the measured version
+    needs no entry of its own (`Measurement.run_stack` predicts with its entry when there is one)."""
     text = tags.stack or (f"{recorded_engine}@{recorded_version}" if recorded_engine and recorded_version
                           else recorded_engine)
     if not text:
         raise PlanError(f"{where}: the serving engine is not recorded; pass `stack` (e.g. vllm@0.16.0)")
-    name, _, version = text.partition("@")
-    try:
-        stack = get_stack(text).name
-    except PlanError:
-        stack = get_stack(name).name
+    name, version = split_stack(text)
+    stack = get_stack(name).name
     label = f"{name}@{version}" if version else name
     return stack, label
 
@@ -244,7 +242,7 @@ def _build(where: str, fmt: str, model: str, instance: str, stack: str, engine: 
     if moe not in ("tp", "ep"):
         raise PlanError(f"`moe` must be tp or ep, not {moe!r}")
     m = Measurement(model, instance, stack, isl_i, source, osl_i, concurrency, moe, tags.weight_dtype.lower(),
-                    "", ttft, tpot, None, derived)
+                    "", ttft, tpot, None, derived, split_stack(engine)[1])
     pct = {k: v / 1e3 for k, v in percentiles.items() if v is not None and math.isfinite(v)}
     return Run(m, fmt, engine, pct)
 

@@ -23,12 +23,14 @@ import numpy as np
 from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
 from ..profiles.efficiency import KERNEL_DEFAULTS
+from ..profiles.stack import split_stack
 from .base import parse_instance
 from .kernel_curves import plateau_efficiency
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
 from .serving import closed_loop, wave_shape
+from .stack_versions import error_notes, fit_version_layer, with_entries
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
 EXACT_LOO_POINTS = 40     # up to this many rows, leave-one-out refits; beyond, the one-step approximation
@@ -285,7 +287,8 @@ class JointFit:
     unidentified: tuple[str, ...]
     loo_done: bool
     loo_exact: bool = False
-    terms: tuple = ()   # `TermReport` per pooled and per-stack term
+    terms: tuple = ()   # `TermReport` per pooled, per-stack and per-version term
+    versions: object = None   # `stack_versions.VersionLayer`: the per-version layer on this fit
 
 
     def summary(self, by: str) -> list[dict]:
@@ -327,6 +330,7 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     the recorded sources; ``loo=False`` skips the leave-one-out refits (one per row)."""
     if len(points) < 2:
         raise PlanError("calibrate: need at least two measurements")
+    points = [_engine_level(m) for m in points]
     chips = sorted({m.chip for m in points})
     stacks = sorted({get_stack(m.stack).name for m in points})
     params = _params(chips, stacks)
@@ -362,8 +366,22 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     v = dict(zip(params.keys, np.exp(params.effective(x))))
     chip_fits = {c: _chip_calibration(c, v, identified, draft, data_name) for c in chips}
     stack_fits = {s: _stack_profile(get_stack(s), v, identified, draft, data_name) for s in stacks}
+    layer = fit_version_layer(problem, params, x, points, loo_pred, lomo_pred, SIGMA_MEASUREMENT, QUANTITIES)
+    stack_fits = with_entries(stack_fits, layer, error_notes(points, layer, QUANTITIES))
     return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact,
-                    _term_reports(res, owner, params, points))
+                    _term_reports(res, owner, params, points) + version_terms(layer), layer)
+
+
+def _engine_level(m):
+    """The point with a ``NAME@VERSION`` stack tag split into the stack and its ``stack_version``: the joint
+    fit's stack terms are the engine's, pooled over versions; versions are `stack_versions`' layer."""
+    name, version = split_stack(m.stack)
+    return dataclasses.replace(m, stack=name, stack_version=version) if version else m
+
+
+def version_terms(layer) -> tuple[TermReport, ...]:
+    """`TermReport` per fitted version term: prior = the engine's pooled value, shift in version widths."""
+    return tuple(TermReport(f.label, t, v[0], v[1], v[4], v[3]) for f in layer.fits for t, v in f.terms.items())
 
 
 def _error_note(fit: JointFit, by: str, key: str) -> str:

@@ -9,7 +9,8 @@ request of a saturated prefill instance (input tokens/s turned into seconds per 
 Measurement CSV (``prfaas-plan calibrate --measurements FILE.csv``)
 -------------------------------------------------------------------
 Lines starting with ``#`` are comments. A header row names the columns (any order; unknown columns are
-errors): ``model``, ``instance`` (``8xH200``), ``len_tokens``, ``stack`` (a stack profile name), then at
+errors): ``model``, ``instance`` (``8xH200``), ``len_tokens``, ``stack`` (a stack profile name, or
+``NAME@VERSION``: the engine version measured, which needs no entry in the profile), then at
 least one of ``ttft_s`` (``latency_s`` is the same at concurrency 1), ``kv_throughput_gbps`` (converted by
 ``T = S_kv * 8 / (Phi * 1e9)``), ``tpot_s``, ``busy_s``; optional ``output_tokens``, ``concurrency``
 (default 1), ``moe``, ``weight_dtype``, ``expert_dtype``, ``state_dtype`` (the dtype the engine kept
@@ -43,6 +44,7 @@ from .. import arithmetic as A
 from .._data import REFERENCE_DIR
 from ..errors import PlanError, closest_names
 from ..profiles import get_model, get_stack
+from ..profiles.stack import split_stack, stack_for_run
 from ..units import parse_finite, parse_length
 from ..vocabulary import MoeSplit, values
 from .base import parse_instance
@@ -88,6 +90,12 @@ class Measurement:
     busy_s: float | None = None
     derived: str = ""
     stack_version: str = ""   # the engine version the row was measured on, where its file records one
+
+    @property
+    def run_stack(self) -> str:
+        """The stack profile that predicts this row: its version's entry when the stack has one, else the
+        pooled profile (`profiles.stack.stack_for_run`)."""
+        return stack_for_run(self.stack, self.stack_version).name
 
     @property
     def chip(self) -> str:
@@ -156,7 +164,8 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
     except PlanError as exc:
         raise PlanError(f"{where}: {exc}") from None
     parse_instance(row["instance"], f"{where}: instance")
-    stack = get_stack(row["stack"]).name
+    stack_name, version = split_stack(row["stack"])   # a measured version needs no entry of its own
+    stack = get_stack(stack_name).name
     length = _number(row, "len_tokens", where, int)
     moe = row.get("moe") or "tp"
     if moe not in values(MoeSplit):
@@ -177,7 +186,7 @@ def _generic(row: dict, where: str, default_source: str) -> Measurement:
         raise PlanError(f"{where}: tpot_s needs output_tokens >= 2")
     return Measurement(model, row["instance"], stack, length, row.get("source") or default_source, output,
                        _optional(row, "concurrency", where, int) or 1, moe, (row.get("weight_dtype") or "").lower(),
-                       (row.get("expert_dtype") or "").lower(), ttft, tpot, busy, derived)
+                       (row.get("expert_dtype") or "").lower(), ttft, tpot, busy, derived, version)
 
 
 def _nvidia(row: dict, where: str) -> Measurement:
@@ -186,7 +195,8 @@ def _nvidia(row: dict, where: str) -> Measurement:
         raise PlanError(f"{where}: NVIDIA silicon-sample row without column '{missing[0]}' "
                         f"(the layout needs {', '.join(NVIDIA_COLUMNS)})")
     int4 = row["precision"] == "int4"
-    return dataclasses.replace(_nvidia_row(row, int4, where), stack_version=row["backend_version"])
+    version = "" if row["backend_version"] == "unrecorded" else row["backend_version"]
+    return dataclasses.replace(_nvidia_row(row, int4, where), stack_version=version)
 
 
 def _nvidia_row(row: dict, int4: bool, where: str) -> Measurement:

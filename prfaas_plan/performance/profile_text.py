@@ -44,9 +44,16 @@ def stack_profile_text(stack: StackProfile) -> str:
     """A stack profile file holding ``stack``'s numbers and sources, validated by loading it back."""
     import yaml
 
-    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources")
+    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources", "by_version")
             and (k not in OPTIONAL_NUMBERS or k in stack.sources)}
-    text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources}, sort_keys=False, width=110,
+    versions = {version: {**e.values, **({"chunked_prefill": e.chunked_prefill} if e.chunked_prefill is not None
+                                         else {}), "spread": e.spread, "sources": e.sources}
+                for version, e in stack.by_version.items()}
+    for entry in versions.values():
+        if not entry["spread"]:
+            del entry["spread"]
+    text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources,
+                           **({"by_version": versions} if versions else {})}, sort_keys=False, width=110,
                           allow_unicode=True)
     stack_from_dict(yaml.safe_load(text), stack.path)
     return text

@@ -45,13 +45,13 @@ def predict_point(m) -> dict[str, float]:
     model = m.model_profile()
     if m.ttft_s is not None or m.tpot_s is not None:
         s = serving_at_concurrency(model, m.instance, m.len_tokens, max(m.output_tokens, 2), m.concurrency, m.moe,
-                                   stack=m.stack)
+                                   stack=m.run_stack)
         if m.ttft_s is not None:
             out["ttft"] = s.ttft_s
         if m.tpot_s is not None:
             out["tpot"] = s.tpot_s
     if m.busy_s is not None:
-        roof = RooflinePrefill.build(model, parse_instance(m.instance), m.moe, stack=m.stack)
+        roof = RooflinePrefill.build(model, parse_instance(m.instance), m.moe, stack=m.run_stack)
         out["busy"] = float(roof.busy_s(float(m.len_tokens)))
     return out
 
@@ -83,7 +83,7 @@ def answer_check(files: list[str], tags=None, defaults: dict | None = None) -> C
     for m in kept:
         run = by_measurement[m]
         predicted = predict_point(m)
-        row = {"model": m.model, "instance": m.instance, "stack": m.stack, "engine": run.engine, "moe": m.moe,
+        row = {"model": m.model, "instance": m.instance, "stack": m.run_stack, "engine": run.engine, "moe": m.moe,
                "precision": m.expert_dtype or m.weight_dtype or "profile", "concurrency": m.concurrency,
                "len_tokens": m.len_tokens, "output_tokens": m.output_tokens, "format": run.format,
                "derived": m.derived, "source": m.source}
@@ -102,7 +102,7 @@ def answer_check(files: list[str], tags=None, defaults: dict | None = None) -> C
             summary.append({"quantity": q, "points": len(errs), "median_abs_error": float(np.median(errs)),
                             "worst_abs_error": float(max(errs)),
                             "within_25pct": sum(e <= 0.25 for e in errs) / len(errs)})
-    stacks = sorted({m.stack for m in kept})
+    stacks = sorted({m.run_stack for m in kept})
     notes = ["predicted with the profiles in use (bundled, or `profiles` folders: calibrate `output` writes them); "
              "nothing is fitted to these points",
              "TTFT and TPOT are means of a closed-loop benchmark at the run's concurrency (docs/methods.md, "

@@ -267,7 +267,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     that folder."""
     from ..output.report import write_files
     from ..performance.calibrate import fit_joint
-    from ..performance.bench_import import Tags, load_any
+    from ..performance.stack_versions import CONFIGURATION_SIGMA, VERSION_WIDTH
+    from ..performance.bench_import import Tags, load_any, resolve_stack
     from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
     from ..profiles import dtype_bytes, get_hardware, get_stack
@@ -277,7 +278,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     if weight_dtype:
         dtype_bytes(weight_dtype, "`row_weight_dtype`")
     tags = tags or Tags(stack=stack or "", moe=moe if moe != "tp" else "", weight_dtype=weight_dtype or "")
-    defaults = {"stack": get_stack(stack).name if stack else "", "moe": check_moe(moe),
+    defaults = {"stack": resolve_stack("", "", Tags(stack=stack), "`stack`")[1] if stack else "", "moe": check_moe(moe),
                 "weight_dtype": (weight_dtype or "").lower()}
     files = [resolve_path(f) for f in (measurements or BUNDLED_FILES)]
     runs, excluded = load_any(files, tags, defaults)
@@ -285,16 +286,20 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     data_name = ", ".join(p.name for p in files)
     fit = fit_joint(points, excluded, data_name, loo=loo)
     rows = []
-    for p in fit.points:
+    entries = {f.label for f in fit.versions.fits if f.terms}
+    for p, layered in zip(fit.points, fit.versions.predicted):
         m = p.measurement
+        version = f"{m.stack}@{m.stack_version}"
         row = {"model": m.model, "instance": m.instance, "stack": m.stack, "moe": m.moe,
+               "run_stack": version if version in entries else m.stack,
                "precision": m.expert_dtype or m.weight_dtype or "profile", "concurrency": m.concurrency,
                "len_tokens": m.len_tokens, "output_tokens": m.output_tokens, "derived": m.derived}
         for q in ("ttft", "tpot", "busy"):
             if getattr(m, f"{q}_s") is not None:
                 row.update({f"{q}_measured_s": getattr(m, f"{q}_s"), f"{q}_predicted_s": p.predicted[q],
                             f"{q}_error": p.error(q), f"{q}_loo_error": p.error(q, "loo") if loo else None,
-                            f"{q}_lomo_error": p.error(q, "lomo")})
+                            f"{q}_lomo_error": p.error(q, "lomo"),
+                            f"{q}_version_error": layered[q] / getattr(m, f"{q}_s") - 1.0})
         rows.append(row)
     chip_rows = [{"chip": c, **{f"gemm_{k}": v for k, v in cal.gemm.items()}, "memory": cal.memory,
                   "comm": cal.comm} for c, cal in fit.chips.items()]
@@ -314,6 +319,11 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
                      "one run recorded twice)")
     notes += [f"term {t.owner} {t.name}: {t.value:.4g} (prior {t.prior:.4g}; moved {t.shift:+.1f} prior widths; "
               f"identified by {t.configurations} model x configuration group(s))" for t in fit.terms]
+    if fit.versions.fits:
+        notes.append("per-version terms (stack@version): the engine's pooled value is their prior (log-width "
+                     f"{VERSION_WIDTH:g}); a configuration's rows weigh as at most one observation of scatter "
+                     f"{CONFIGURATION_SIGMA:g}, so a term seen in one configuration stays near the pooled value; "
+                     "select one with --stack NAME@VERSION, the plain name stays pooled (docs/methods.md)")
     notes += [f"excluded: {e}" for e in fit.excluded]
     if fit.unidentified:
         notes.append("not identified by these data, left at their priors: " + ", ".join(fit.unidentified))
@@ -332,4 +342,15 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
                  + headline)
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
-                           stack_rows, notes, fit.summary("version"))
+                           stack_rows, notes, _by_version(fit))
+
+
+def _by_version(fit) -> list[dict]:
+    """Errors per stack@version: the pooled fit's (``in_median`` ...) beside those with the version's own
+    entry (``ver_in_median``, ``ver_loo_median``, ``ver_lomo_median``; `performance.stack_versions`)."""
+    from ..performance.calibrate import QUANTITIES
+    from ..performance.stack_versions import layer_summary
+
+    layered = {(r["version"], r["quantity"]): r for r in
+               layer_summary([p.measurement for p in fit.points], fit.versions, QUANTITIES)}
+    return [{**row, **layered.get((row["version"], row["quantity"]), {})} for row in fit.summary("version")]

@@ -14,11 +14,17 @@ def _layout() -> dict:
     return layout_json_schema()
 
 
-SCHEMAS = {"layout": _layout}
+def _stack() -> dict:
+    from ..profiles.stack import stack_json_schema
+
+    return stack_json_schema()
+
+
+SCHEMAS = {"layout": _layout, "stack": _stack}
 
 
 def json_schema(kind: str) -> dict:
-    """The JSON Schema of input files of ``kind`` (``layout``)."""
+    """The JSON Schema of input files of ``kind`` (``layout``, ``stack``)."""
     if kind not in SCHEMAS:
         raise PlanError(f"schema {kind!r}: unknown file kind; {closest_names(kind, SCHEMAS)}")
     return SCHEMAS[kind]()

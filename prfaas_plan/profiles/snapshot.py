@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SNAPSHOT = Path(__file__).with_name("bundled_profiles.pickle")
-FORMAT = 2  # bump when the entries' layout changes
+FORMAT = 3  # bump when the entries' layout changes
 FACT_KEYS = ("kind", "name", "aliases")  # the fields the store indexes a file by
 
 

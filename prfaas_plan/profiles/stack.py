@@ -17,7 +17,13 @@ A stack profile (``kind: stack``) holds, each number with its source (or ``assum
   ``chunked_prefill: true`` longer prompts are split into chunks of it;
 - ``wave_fraction``: in a closed-loop benchmark at fixed concurrency, the share of the other in-flight
   requests whose prompts arrive together with one (1 = lockstep waves, 0 = evenly staggered); it describes
-  the measuring harness and is used only to predict such benchmarks (`prfaas_plan.performance.serving`).
+  the measuring harness and is used only to predict such benchmarks (`prfaas_plan.performance.serving`);
+- ``by_version`` (optional): per engine version (a quoted string key, ``'0.5.6'``), only the numbers that
+  version's data identify, each with its ``sources:`` entry and, optionally, its ``spread:`` (the log-width
+  of its uncertainty, 0.3 = about a factor 1.35). ``calibrate`` writes them as the engine's value shrunk
+  toward by that version's rows (version <- engine <- prior, docs/methods.md "Calibration"); the numbers a
+  version leaves out are the engine's. ``--stack sglang@0.5.6`` selects an entry (`get_stack`); the plain
+  name is the pooled profile.
 
 Bundled profiles live in ``stack_profiles/`` at the top of the repository (installed as
 ``prfaas_plan/stack_profiles``); user folders (``--profiles``, ``PRFAAS_PLAN_PROFILES``) may add more.
@@ -25,6 +31,7 @@ Bundled profiles live in ``stack_profiles/`` at the top of the repository (insta
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,7 +54,24 @@ LIMITS = {
     "wave_fraction": (1.0, "it is a share of the in-flight requests"),
 }
 MAX_PREFILL_TOKEN_BUDGET = 2**30   # the planner's token cap (`prfaas_plan.units.MAX_TOKENS`)
-KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources") + NUMBERS + OPTIONAL_NUMBERS
+KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources", "by_version") \
+    + NUMBERS + OPTIONAL_NUMBERS
+FITTED_NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "wave_fraction", "request_overhead_s",
+                  "ep_forward_overhead_s")   # the terms calibrate fits (the budget is the engine's setting)
+VERSION_KEYS = ("sources", "spread", "chunked_prefill") + NUMBERS + OPTIONAL_NUMBERS
+MAX_SPREAD = 5.0   # log-width; e^5 = a factor 150: beyond that the entry says nothing
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """One engine version's own numbers (``values``: seconds, tokens for ``prefill_token_budget``, a share for
+    ``wave_fraction``; ``chunked_prefill`` when it differs), with their ``sources`` and ``spread`` (log-width
+    per number; absent = not recorded). Numbers it leaves out are the engine's."""
+
+    values: dict
+    sources: dict
+    spread: dict
+    chunked_prefill: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +92,31 @@ class StackProfile:
     path: str = ""
     request_overhead_s: float = 0.0
     ep_forward_overhead_s: float = 0.0
+    by_version: dict = field(default_factory=dict, hash=False, compare=False)   # version -> `VersionEntry`
+    engine_stack: str = ""   # for a profile selected as NAME@VERSION: NAME (the pooled profile); else ""
+
+    @property
+    def version(self) -> str:
+        """The engine version of a profile selected as NAME@VERSION, else ""."""
+        return self.name.partition("@")[2] if self.engine_stack else ""
+
+    def at_version(self, version: str) -> StackProfile:
+        """This (pooled) profile with version ``version``'s entry applied, named ``NAME@VERSION``; `PlanError`
+        naming the known versions when there is no such entry."""
+        entry = self.by_version.get(version)
+        if entry is None:
+            known = (f"known versions: {', '.join(self.by_version)}" if self.by_version
+                     else "it has no per-version entries")
+            raise PlanError(f"`stack` {self.name}@{version}: {self.name} has no entry for version {version!r}; "
+                            f"{known} (or `{self.name}` alone: the values pooled over {self.versions})")
+        values = dict(entry.values)
+        if "prefill_token_budget" in values:
+            values["prefill_token_budget"] = int(values["prefill_token_budget"])
+        sources = {**self.sources, **{k: f"version {version}: {v}" for k, v in entry.sources.items()}}
+        return dataclasses.replace(self, name=f"{self.name}@{version}", versions=version, by_version={},
+                                   engine_stack=self.name, sources=sources,
+                                   chunked_prefill=self.chunked_prefill if entry.chunked_prefill is None
+                                   else entry.chunked_prefill, **values)
 
     def prefill_forward_overhead_s(self, expert_parallel: bool) -> float:
         """GPU-busy seconds one prefill forward adds to its operators' roofline (``expert_parallel``: routed
@@ -85,7 +134,14 @@ class StackProfile:
                 + (f", {self.request_overhead_s * 1e3:.1f} ms admission per request under load"
                    if self.request_overhead_s else "")
                 + f"; prefill budget {self.prefill_token_budget:,} tokens"
-                f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})")
+                f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})"
+                + (f"; version entry: {self._version_note()}" if self.engine_stack else ""))
+
+    def _version_note(self) -> str:
+        own = [k for k in NUMBERS + OPTIONAL_NUMBERS if self.sources.get(k, "").startswith(f"version {self.version}:")]
+        rest = [k for k in NUMBERS + OPTIONAL_NUMBERS if k not in own]
+        return (f"{', '.join(own) or 'no numbers'} of {self.version} itself"
+                + (f", the rest ({', '.join(rest)}) pooled over {self.engine_stack}'s versions" if rest else ""))
 
 
 def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
@@ -101,32 +157,85 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
     sources = data["sources"]
     if not isinstance(sources, dict):
         raise PlanError(f"{path}: sources must map each number to where it comes from")
-    values = {}
-    for key in NUMBERS + tuple(k for k in OPTIONAL_NUMBERS if k in data):
-        v = data[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise PlanError(f"{path}: {key} must be a finite number >= 0, not {v!r}")
-        if not str(sources.get(key, "")).strip():
-            raise PlanError(f"{path}: sources.{key} missing (say where the number comes from, or 'assumed: why')")
-        if key in LIMITS and v > LIMITS[key][0]:
-            raise PlanError(f"{path}: {key} must be at most {LIMITS[key][0]:g}, not {v!r}: {LIMITS[key][1]}")
-        values[key] = float(v)
+    values = _numbers(data, sources, NUMBERS + tuple(k for k in OPTIONAL_NUMBERS if k in data), path)
     values = {**dict.fromkeys(OPTIONAL_NUMBERS, 0.0), **values}
-    budget = data["prefill_token_budget"]
-    if budget != int(budget) or not 1 <= budget <= MAX_PREFILL_TOKEN_BUDGET:
-        raise PlanError(f"{path}: prefill_token_budget must be a whole number of tokens from 1 to "
-                        f"{MAX_PREFILL_TOKEN_BUDGET:,}, not {budget!r}: one forward carries whole tokens, and a "
-                        "budget beyond any context is a typo")
     chunked = data.get("chunked_prefill", True)
     if not isinstance(chunked, bool):
         raise PlanError(f"{path}: chunked_prefill must be true or false")
+    by_version = _by_version(data.get("by_version"), path)
     return StackProfile(name=str(data["name"]).lower(), engine=str(data["engine"]), versions=str(data["versions"]),
                         description=str(data.get("description", "")), latency_s=values["latency_s"],
                         forward_overhead_s=values["forward_overhead_s"], step_overhead_s=values["step_overhead_s"],
                         prefill_token_budget=int(values["prefill_token_budget"]), chunked_prefill=chunked,
                         wave_fraction=values["wave_fraction"], request_overhead_s=values["request_overhead_s"],
                         ep_forward_overhead_s=values["ep_forward_overhead_s"],
-                        sources={str(k): str(v) for k, v in sources.items()}, path=path)
+                        sources={str(k): str(v) for k, v in sources.items()}, path=path, by_version=by_version)
+
+
+def _numbers(data: dict, sources: dict, keys, where: str) -> dict[str, float]:
+    """The numbers ``keys`` of ``data``, each finite, >= 0, within `LIMITS` and with a source in ``sources``."""
+    values = {}
+    for key in keys:
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise PlanError(f"{where}: {key} must be a finite number >= 0, not {v!r}")
+        if not str(sources.get(key, "")).strip():
+            raise PlanError(f"{where}: sources.{key} missing (say where the number comes from, or 'assumed: why')")
+        if key in LIMITS and v > LIMITS[key][0]:
+            raise PlanError(f"{where}: {key} must be at most {LIMITS[key][0]:g}, not {v!r}: {LIMITS[key][1]}")
+        values[key] = float(v)
+    if "prefill_token_budget" in values:
+        budget = data["prefill_token_budget"]
+        if budget != int(budget) or not 1 <= budget <= MAX_PREFILL_TOKEN_BUDGET:
+            raise PlanError(f"{where}: prefill_token_budget must be a whole number of tokens from 1 to "
+                            f"{MAX_PREFILL_TOKEN_BUDGET:,}, not {budget!r}: one forward carries whole tokens, and a "
+                            "budget beyond any context is a typo")
+    return values
+
+
+def _by_version(section, path: str) -> dict[str, VersionEntry]:
+    """The ``by_version`` section: {version: `VersionEntry`}, every key and number checked."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise PlanError(f"{path}: by_version must map each engine version to its numbers")
+    out = {}
+    for version, entry in section.items():
+        if not isinstance(version, str):
+            raise PlanError(f"{path}: by_version key {version!r} must be a quoted string ('{version}'): YAML reads "
+                            "an unquoted 0.10 as the number 0.1")
+        where = f"{path}: by_version '{version}'"
+        if not version.strip() or version != version.strip() or "@" in version or " " in version:
+            raise PlanError(f"{where}: a version is one word without '@' or spaces")
+        if not isinstance(entry, dict):
+            raise PlanError(f"{where}: expected a mapping of numbers with their sources")
+        unknown = sorted(set(map(str, entry)) - set(VERSION_KEYS))
+        if unknown:
+            raise PlanError(f"{where}: unknown field(s) {', '.join(unknown)} (a version may hold "
+                            f"{', '.join(NUMBERS + OPTIONAL_NUMBERS)}, chunked_prefill, sources, spread)")
+        sources, spread = entry.get("sources") or {}, entry.get("spread") or {}
+        if not isinstance(sources, dict) or not isinstance(spread, dict):
+            raise PlanError(f"{where}: sources and spread must map numbers to text and log-widths")
+        # the file's own key strings, not the interned constants: the snapshot's pickle must round-trip
+        # byte for byte (tests/test_profile_snapshot.py), and unpickling re-interns only attribute names
+        keys = tuple(k for k in entry if k in NUMBERS + OPTIONAL_NUMBERS)
+        values = _numbers(entry, sources, keys, where)
+        for key, width in spread.items():
+            if key not in values:
+                raise PlanError(f"{where}: spread.{key} without a {key} in this version")
+            if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 <= width <= MAX_SPREAD:
+                raise PlanError(f"{where}: spread.{key} must be a log-width from 0 to {MAX_SPREAD:g}, not {width!r}")
+        extra = sorted(set(map(str, sources)) - set(values))
+        if extra:
+            raise PlanError(f"{where}: sources for number(s) it does not hold: {', '.join(extra)}")
+        chunked = entry.get("chunked_prefill")
+        if chunked is not None and not isinstance(chunked, bool):
+            raise PlanError(f"{where}: chunked_prefill must be true or false")
+        if not values and chunked is None:
+            raise PlanError(f"{where}: holds no numbers (leave the version out: it is the engine's profile)")
+        out[version] = VersionEntry(values, {str(k): str(v) for k, v in sources.items()},
+                                    {str(k): float(v) for k, v in spread.items()}, chunked)
+    return out
 
 
 def bundled_stack_dirs() -> list[Path]:
@@ -231,14 +340,86 @@ def all_stacks() -> dict[str, StackProfile]:
     return _load_stacks(tuple(_stack_dirs()))[0]
 
 
+def split_stack(text: str) -> tuple[str, str]:
+    """(stack name, engine version) of ``NAME`` or ``NAME@VERSION`` (version "" when none)."""
+    name, _, version = str(text).strip().partition("@")
+    return name.strip().lower(), version.strip()
+
+
 def get_stack(name: str | StackProfile | None) -> StackProfile:
-    """A stack profile by name (case-insensitive); ``None`` is the default stack `DEFAULT_STACK`."""
+    """A stack profile by name (case-insensitive); ``None`` is the default stack `DEFAULT_STACK`.
+    ``NAME@VERSION`` selects that version's entry (`StackProfile.at_version`: one clear line naming the
+    known versions when it has none); the plain name is the profile pooled over the engine's versions."""
     if isinstance(name, StackProfile):
         return name
-    key = str(name or DEFAULT_STACK).strip().lower()
+    key, version = split_stack(name or DEFAULT_STACK)
     stacks, broken, _ = _load_stacks(tuple(_stack_dirs()))
     if key in broken:
         raise PlanError(broken[key])
     if key not in stacks:
         raise PlanError(f"`stack` {name!r}: unknown serving stack; {closest_names(key, list(stacks))}")
-    return stacks[key]
+    if "@" in str(name) and not version:
+        raise PlanError(f"`stack` {name!r}: expected NAME or NAME@VERSION")
+    return stacks[key].at_version(version) if version else stacks[key]
+
+
+def stack_for_run(name: str, version: str) -> StackProfile:
+    """The profile that predicts a run measured on stack ``name`` at engine ``version``: that version's entry
+    when the profile has one, else the pooled profile (a measured version needs no entry to be predicted or
+    fitted; only choosing ``--stack NAME@VERSION`` for a plan does)."""
+    prof = get_stack(name)
+    return prof.at_version(version) if version and version in prof.by_version else prof
+
+
+# What each number means and its unit, for the JSON Schema (`stack_json_schema`); the module docstring says more.
+DESCRIPTIONS = {
+    "latency_s": "fixed per-request latency, adds to TTFT, not to GPU time (seconds)",
+    "forward_overhead_s": "GPU-busy overhead of one prefill forward (seconds)",
+    "step_overhead_s": "GPU-busy overhead of one decode step (seconds)",
+    "request_overhead_s": "scheduler time per admitted request, adds to TTFT under load (seconds; default 0)",
+    "ep_forward_overhead_s": "extra GPU-busy overhead per prefill forward with expert parallelism (seconds; default 0)",
+    "prefill_token_budget": "tokens one prefill forward carries (whole tokens)",
+    "wave_fraction": "share of the other in-flight requests arriving together in a closed-loop benchmark (0-1)",
+}
+
+
+def stack_json_schema() -> dict:
+    """The JSON Schema of a stack profile file (``prfaas-plan schema stack``), built from the constants the
+    validator `stack_from_dict` checks with (`KEYS`, `NUMBERS`, `LIMITS`, `VERSION_KEYS`), so the two cannot
+    drift (tests/test_stack_versions.py runs jsonschema and the validator on the same files). What a JSON
+    Schema cannot say (every number present needs a source; ``spread`` only for numbers the version holds)
+    is in the descriptions."""
+    def number(key: str) -> dict:
+        if key == "prefill_token_budget":
+            return {"type": "integer", "minimum": 1, "maximum": MAX_PREFILL_TOKEN_BUDGET,
+                    "description": DESCRIPTIONS[key]}
+        out = {"type": "number", "minimum": 0, "description": DESCRIPTIONS[key]}
+        if key in LIMITS:
+            out["maximum"] = LIMITS[key][0]
+        return out
+
+    text_map = {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}}
+    numbers = {k: number(k) for k in NUMBERS + OPTIONAL_NUMBERS}
+    version = {"type": "object", "additionalProperties": False, "minProperties": 1,
+               "description": "one engine version's own numbers; those it leaves out are the engine's",
+               "properties": {**numbers, "chunked_prefill": {"type": "boolean"},
+                              "sources": {**text_map, "description": "where each of this version's numbers "
+                                          "comes from (required for every number it holds)"},
+                              "spread": {"type": "object", "description": "log-width of each number's "
+                                         "uncertainty (0.3 = about a factor 1.35)",
+                                         "additionalProperties": {"type": "number", "minimum": 0,
+                                                                  "maximum": MAX_SPREAD}}}}
+    assert set(version["properties"]) == set(VERSION_KEYS)
+    props = {"kind": {"const": "stack"}, "name": {"type": "string"}, "engine": {"type": "string"},
+             "versions": {"type": "string", "description": "the engine version range the numbers describe"},
+             "description": {"type": "string"}, "chunked_prefill": {"type": "boolean"},
+             "sources": {**text_map, "description": "where each number comes from, or 'assumed: why' "
+                         "(required for every number)"},
+             "by_version": {"type": "object", "description": "per engine version (a quoted string key, "
+                            "'0.5.6'): selected with --stack NAME@VERSION",
+                            "propertyNames": {"pattern": "^[^@\\s]+$"}, "additionalProperties": version},
+             **numbers}
+    assert set(props) == set(KEYS)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "prfaas-plan stack profile",
+            "type": "object", "additionalProperties": False, "properties": props,
+            "required": ["name", "engine", "versions", "sources", *NUMBERS]}
