@@ -60,23 +60,40 @@ class Serving:
     step_s: float
 
 
+def serving_over_lengths(model: ModelProfile | str, instance: Instance | str, isl, osl: int, concurrency: int,
+                         moe: str = "tp", constants: ChipConstants | None = None,
+                         stack: StackProfile | str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean TTFT, TPOT and the bare decode step (seconds, arrays shaped like ``isl``) of ``concurrency``
+    closed-loop clients sending prompts of each length in ``isl`` for ``osl`` output tokens: the same model
+    as `serving_at_concurrency`, evaluated over every length in a few array operations."""
+    model, instance, stack = get_model(model), parse_instance(instance), get_stack(stack)
+    constants = constants or chip_constants(instance.chip)
+    par = Parallel(instance.chips, moe)
+    overhead = forward_overhead_s(stack, model, par)
+    l = np.asarray(isl, dtype=float)
+    busy_req, busy_q, busy_ctx, busy_chunks = prefill_shape(l, stack, batched=True)
+    _, q, context, chunks = prefill_shape(l, stack, batched=False)
+    budget_fit = np.maximum(1.0, np.floor(float(stack.prefill_token_budget) / np.maximum(l, 1.0)))
+    per_forward = np.where(chunks == 1, np.minimum(budget_fit, float(concurrency)), 1.0)
+
+    def forwards_s(requests, tokens, ctx, n) -> np.ndarray:
+        works = pass_work(model, par, requests, tokens, ctx, "prefill")
+        return (pass_seconds(works, instance.chip, constants.calibration) + overhead) * n
+
+    step = np.asarray(decode_step_s(model, instance, float(concurrency), l + osl / 2, moe, constants, stack),
+                      dtype=float) * np.ones_like(l)
+    ttft, tpot = closed_queue(stack.latency_s, forwards_s(1.0, q, context, chunks),
+                              forwards_s(per_forward, q, context, chunks), per_forward,
+                              forwards_s(busy_req, busy_q, busy_ctx, busy_chunks) / busy_req, busy_chunks / busy_req,
+                              step, chunks, float(concurrency), float(osl), stack.wave_fraction,
+                              stack.request_overhead_s)
+    return np.asarray(ttft, dtype=float), np.asarray(tpot, dtype=float), step
+
+
 def serving_at_concurrency(model: ModelProfile | str, instance: Instance | str, isl: int, osl: int,
                            concurrency: int, moe: str = "tp", constants: ChipConstants | None = None,
                            stack: StackProfile | str | None = None) -> Serving:
     """Mean TTFT and TPOT of ``concurrency`` closed-loop clients sending ``isl``-token prompts for ``osl``
     output tokens (see the module docstring)."""
-    model, instance, stack = get_model(model), parse_instance(instance), get_stack(stack)
-    constants = constants or chip_constants(instance.chip)
-    par = Parallel(instance.chips, moe)
-    shape = wave_shape(isl, concurrency, stack)
-    overhead = forward_overhead_s(stack, model, par)
-
-    def forwards_s(requests, tokens, context, chunks) -> float:
-        works = pass_work(model, par, requests, tokens, context, "prefill")
-        return (float(pass_seconds(works, instance.chip, constants.calibration)) + overhead) * chunks
-
-    step = float(decode_step_s(model, instance, concurrency, isl + osl / 2, moe, constants, stack))
-    ttft, tpot = closed_queue(stack.latency_s, forwards_s(*shape.alone), forwards_s(*shape.full), shape.per_forward,
-                             forwards_s(*shape.busy) / shape.busy[0], shape.busy_per_prompt, step, shape.alone[3],
-                             concurrency, osl, stack.wave_fraction, stack.request_overhead_s)
-    return Serving(concurrency, float(ttft), float(tpot), step)
+    ttft, tpot, step = serving_over_lengths(model, instance, float(isl), osl, concurrency, moe, constants, stack)
+    return Serving(concurrency, float(ttft), float(tpot), float(step))
