@@ -83,7 +83,8 @@ def test_vectorized_over_points_equals_one_at_a_time():
 def test_faster_chip_never_slower_at_concurrency(model, chip, stack, isl, osl, concurrency, flops, hbm, link):
     slow = get_hardware(chip)
     fast = dataclasses.replace(slow, name=f"{slow.name}-fast",
-                               peak_tflops={k: v * flops for k, v in slow.peak_tflops.items()}, hbm_tb_s=slow.hbm_tb_s * hbm, scaleup_gb_s=slow.scaleup_gb_s * link)
+                               peak_tflops={k: v * flops for k, v in slow.peak_tflops.items()},
+                               hbm_tb_s=slow.hbm_tb_s * hbm, scaleup_gb_s=slow.scaleup_gb_s * link)
     from prfaas_plan.performance.constants import chip_constants
 
     constants = chip_constants(slow)
