@@ -1,9 +1,12 @@
 """Time the performance model: roofline prefill latency and busy time over 10^5 lengths, decode capacity, the
-serving model at a fixed concurrency, and the joint calibration (small set with exact leave-one-out; the
+serving model at a fixed concurrency (one point, and the closed-queue model over 10^5 points at once), the
+``rates --concurrency`` answer over 10^5 lengths, and the joint calibration (small set with exact leave-one-out; the
 bundled set in-sample, and with approximate leave-one-out and leave-one-model-out).
 
 Run from the repository root after ``pip install .`` (or with ``PYTHONPATH=.``):
-``python3 benchmarks/bench_performance.py``. Prints the best of several
+``python3 benchmarks/bench_performance.py``. On a shared machine set ``OPENBLAS_NUM_THREADS=1``: the fit's SVDs
+are small (about 540 x 80) and oversubscribed BLAS threads make them ~50x slower (measured: one bundled solve
+25.7 s at load 11 on 2 cores with default threads, 3.3 s with one). Prints the best of several
 repeats (wall-clock, this process, warm imports) for each case.
 """
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from prfaas_plan.performance import RooflinePrefill, decode_capacity, parse_instance, prefill_model
 from prfaas_plan.performance.calibrate import fit_joint
+from prfaas_plan.performance.closed_queue import closed_queue
 from prfaas_plan.performance.measurements import BUNDLED_FILES, load_measurements
 from prfaas_plan.performance.serving import serving_at_concurrency
 from prfaas_plan.profiles import get_model
@@ -48,6 +52,21 @@ def main() -> None:
     m = get_model("deepseek-v3")
     print(f"serving_at_concurrency (deepseek-v3, 8xH200, 8K in, 1K out, C=64): "
           f"{best_of(lambda: serving_at_concurrency(m, '8xH200', 8192, 1024, 64)) * 1e3:.2f} ms")
+    rng = np.random.default_rng(1)
+    n = N_LENGTHS
+    alone = rng.uniform(0.01, 1.0, n)
+    args = dict(latency=rng.uniform(0.01, 0.1, n), alone=alone, full=alone * rng.uniform(1, 8, n),
+                per_forward=rng.integers(1, 9, n).astype(float), busy=alone, forwards_per_prompt=np.ones(n),
+                step=rng.uniform(0.005, 0.05, n), chunks=np.ones(n), concurrency=rng.integers(1, 513, n),
+                osl=rng.integers(2, 8193, n), wave_fraction=rng.uniform(0, 1, n), request_overhead=np.zeros(n))
+    print(f"closed_queue over {n:,} points (TTFT and TPOT at their concurrencies): "
+          f"{best_of(lambda: closed_queue(**args)) * 1e3:.2f} ms")
+    from prfaas_plan.planning.rates import answer_rates
+
+    as_list = lengths.astype(int).tolist()
+    for c in (None, 16):
+        print(f"rates{f' --concurrency {c}' if c else ''} over {n:,} lengths (deepseek-v3, 8xH200, sglang): "
+              f"{best_of(lambda: answer_rates('deepseek-v3', '8xH200', lengths=as_list, concurrency=c), 1):.2f} s")
     small, _ = load_measurements("mooncake_h20_qwen3_235b_pd.csv")
     print(f"joint fit + exact leave-one-out + leave-one-model-out (mooncake, {len(small)} points): "
           f"{best_of(lambda: fit_joint(small), 3):.2f} s")

@@ -29,7 +29,8 @@ from .kernel_curves import plateau_efficiency
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
-from .serving import closed_loop, wave_shape
+from .closed_queue import closed_queue
+from .serving import wave_shape
 from .stack_versions import error_notes, fit_version_layer, with_entries
 
 SIGMA_MEASUREMENT = 0.1   # assumed scatter of one measured time (10%)
@@ -48,9 +49,19 @@ MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
 POOL = "engines"          # owner of the pooled stack terms every stack deviates from
 STACK_DEVIATION_WIDTH = 1.0  # log-width of one stack's deviation from the pooled term (a factor e), assumed
-STACK_PRIORS = {"latency_s": (0.1, 2.0, 1e-4, 5.0), "forward_overhead_s": (0.003, 1.5, 1e-5, 0.5),
+# name: (prior centre, log-width, lower bound, upper bound) of the pooled term every stack deviates from. The
+# centres are what an engine itself costs, so that concurrency effects are left to the closed-queue model
+# (`closed_queue`) rather than absorbed as constants (assumed, from how the engines work):
+# - latency_s 30 ms: tokenization, scheduling, the first detokenization and the HTTP/SSE response of one
+#   request, not GPU-busy (a single short request on a small-active model is tens of ms);
+# - forward_overhead_s 5 ms: launching a prefill forward without CUDA graphs, ~60 layers x ~15 kernels x ~5 us;
+# - step_overhead_s 5 ms: scheduling, sampling and launch gaps of one decode step that graph replay leaves;
+# - request_overhead_s 2 ms and ep_forward_overhead_s 2 ms: admission of one request (tokenize, match,
+#   batch) and the all-to-all set-up of one expert-parallel forward;
+# - wave_fraction 0.5: no prior knowledge of how synchronised a benchmark's clients are.
+STACK_PRIORS = {"latency_s": (0.03, 0.5, 1e-4, 5.0), "forward_overhead_s": (0.005, 0.5, 1e-5, 0.5),
                 "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0),
-                "request_overhead_s": (0.001, 2.0, 1e-6, 0.1), "ep_forward_overhead_s": (0.001, 2.0, 1e-6, 1.0)}
+                "request_overhead_s": (0.002, 0.7, 1e-6, 0.1), "ep_forward_overhead_s": (0.002, 0.7, 1e-6, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -175,7 +186,7 @@ class _Problem:
         t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
               + self.u["latency"]).sum(axis=1) + v[self.term_ovh].sum(axis=1)) * self.term_mult
         s, i = self.shape, self.idx
-        ttft, tpot = closed_loop(v[i["latency"]], t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
+        ttft, tpot = closed_queue(v[i["latency"]], t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
                                  s["forwards_per_prompt"], t[i["decode"]], s["chunks"], s["concurrency"], s["osl"],
                                  v[i["wave"]], v[i["request"]])
         return {"ttft": ttft, "tpot": tpot, "busy": t[i["busy"]]}

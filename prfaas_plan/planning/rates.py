@@ -110,6 +110,8 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
     and a decode SLO of ``tpot_s`` seconds per token for requests of ``input_len`` + ``output_len`` tokens.
     ``batch`` and ``context_tokens`` set the decode step (default: the capacity batch, input + output / 2);
     ``concurrency`` adds a closed-loop benchmark's mean TTFT and TPOT."""
+    import numpy as np
+
     from .. import arithmetic as A
     from ..performance import (
         RooflinePrefill,
@@ -122,7 +124,7 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
         source_kind,
         tabulated,
     )
-    from ..performance.serving import serving_at_concurrency
+    from ..performance.serving import Serving, serving_over_lengths
     from ..profiles import get_stack
 
     m = model_variant(model, weight_dtype)
@@ -136,8 +138,11 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
     ctx = float(context_tokens) if context_tokens is not None else l_in + l_out / 2
     cap = decode_capacity(m, inst, tpot_s, l_in + l_out / 2, moe, stack=prof)
     mem = decode_memory(m, inst, l_in + l_out / 2)
-    serving = ([serving_at_concurrency(m, inst, n, l_out, concurrency, moe, stack=prof) for n in lengths]
-               if concurrency else None)
+    serving = None
+    if concurrency:
+        ttft, tpot, step = serving_over_lengths(m, inst, np.asarray(lengths, dtype=float), l_out, concurrency, moe,
+                                                stack=prof)
+        serving = [Serving(concurrency, float(a), float(b), float(c)) for a, b, c in zip(ttft, tpot, step)]
     notes = stack_notes(stack) + [f"prefill source: {chosen.source}"]
     if source_kind(chosen) == "measured":
         notes.append(f"roofline: {roof.source}")
