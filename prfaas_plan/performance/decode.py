@@ -43,45 +43,65 @@ class DecodeMemory:
     usable_bytes: float
     weight_bytes: float
     request_bytes: float
+    ranks: int = 1  # attention ranks holding requests of their own (DP attention: the chips; else 1)
 
     @property
     def max_batch(self) -> int:
-        """Largest number of concurrent requests that fits (0 when the weights alone do not)."""
+        """Largest number of concurrent requests of the instance that fits (0 when the weights alone do not):
+        ``ranks`` times what one rank's free HBM holds."""
         free = self.usable_bytes - self.weight_bytes
         if free <= 0:
             return 0
         if self.request_bytes <= 0:
             return 1 << 30  # nothing held per request: memory sets no limit
-        return int(free // self.request_bytes)
+        return int(free // self.request_bytes) * self.ranks
 
 
-def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float) -> DecodeMemory:
-    """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request."""
+def attention_weight_bytes(model: ModelProfile) -> float:
+    """Bytes of every layer's attention projections (one copy), at the weight dtype."""
+    from ..profiles import dtype_bytes
+
+    return A.param_counts(model).attention * dtype_bytes(model.weight_dtype, model.name)
+
+
+def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float,
+                  dp_attention: bool = False) -> DecodeMemory:
+    """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request.
+
+    Under TP attention a request's cache is split (or, for MLA latents and KV heads fewer than the chips,
+    replicated) over every chip; under DP attention (``dp_attention``) a request sits whole on one chip,
+    which also holds a whole copy of the attention weights (the rest stays split over the chips)."""
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
-    per_request = state_bytes_per_chip(model, tp)
+    ranks = tp if dp_attention else 1
+    atp = 1 if dp_attention else tp
+    per_request = state_bytes_per_chip(model, atp)
     for g in model.cached_as("growing"):
-        per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, tp)
+        per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, atp)
     for g in model.cached_as("window"):
-        per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, tp)
-    return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
+        per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, atp)
+    weights = A.weight_bytes(model) / tp
+    if dp_attention and tp > 1:
+        weights += attention_weight_bytes(model) * (1 - 1 / tp)
+    return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, weights, per_request, ranks)
 
 
 def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens,
                   moe: str = "tp", constants: ChipConstants | None = None,
-                  stack: StackProfile | str | None = None) -> np.ndarray:
+                  stack: StackProfile | str | None = None, dp_attention: bool = False) -> np.ndarray:
     """Seconds of one decode step (the TPOT) of ``batch`` requests at mean context ``context_tokens``
-    (both vectorized), the stack's per-step overhead included."""
+    (both vectorized), the stack's per-step overhead included; ``dp_attention`` runs attention
+    data-parallel (`Parallel`)."""
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
-    works = pass_work(model, Parallel(instance.chips, moe), np.asarray(batch, dtype=float), 1.0,
+    works = pass_work(model, Parallel(instance.chips, moe, dp_attention), np.asarray(batch, dtype=float), 1.0,
                       np.asarray(context_tokens, dtype=float), "decode")
     return pass_seconds(works, instance.chip, constants.calibration) + get_stack(stack).step_overhead_s
 
 
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None,
-                    stack: StackProfile | str | None = None) -> DecodeCapacity:
+                    stack: StackProfile | str | None = None, dp_attention: bool = False) -> DecodeCapacity:
     """What one decode instance sustains at a TPOT SLO of ``tpot_s`` seconds per token.
 
     ``context_tokens`` is the mean context a request holds while decoding (input + output/2). The batch is
@@ -93,10 +113,10 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
     stack = get_stack(stack)
-    mem = decode_memory(model, instance, context_tokens)
+    mem = decode_memory(model, instance, context_tokens, dp_attention)
 
     def step(b: int) -> float:
-        return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack))
+        return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack, dp_attention))
 
     cap = mem.max_batch
     if cap >= 1 and step(1) <= tpot_s:
@@ -110,9 +130,9 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     else:
         batch, binding = 0, ("memory" if cap < 1 else "slo")
     gb = 1e9
-    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe)}) at {context_tokens:,.0f} "
+    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}) at {context_tokens:,.0f} "
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
               f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
-              f"(fits {cap:,}); {constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
+              f"{' on each of its ' + str(mem.ranks) + ' attention ranks' if mem.ranks > 1 else ''} (fits {cap:,}); {constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
     return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)
