@@ -71,6 +71,19 @@ def _given(names: list[str]) -> list[str]:
             if ctx.get_parameter_source(n).name not in ("DEFAULT", "DEFAULT_MAP")]
 
 
+def _search_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes):
+    """What `size` pins of the configuration search: the instance shapes and transfer policy the user gave
+    (None: searched); no search with ``--inputs paper`` (the paper's tables are 8-chip instances)."""
+    from ..planning import SearchSpec
+
+    if str(inputs) == "paper":
+        return None
+    given = _given(["instance_chips", "transfer_bytes"])
+    both = instance_chips if "--instance-chips" in given else None
+    return SearchSpec(remote_instance_chips or both, local_instance_chips or both,
+                      str(transfer_bytes) if "--transfer-bytes" in given else None)
+
+
 @app.command("size")
 def size_cmd(
     model: Model = DEFAULTS.model,
@@ -133,8 +146,12 @@ def size_cmd(
         sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency,
                        rtt, link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                        local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+        search = _search_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
         answer = answer_size(sc, samples=samples, seed=seed, basis=None if basis is None else str(basis),
-                             **questions)
+                             search=search, **questions)
+        if search is not None:  # the searched inputs' defaults are not in effect
+            replaced = tuple(n for n, v in (("instance_chips", search.local_chips),
+                                            ("transfer_bytes", search.transfer)) if v is None)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")

@@ -32,6 +32,7 @@ from .operators import (
 )
 from .roofline import pass_seconds
 
+VECTOR_BATCHES = 4096  # up to this many batches fit, `decode_capacity` evaluates all at once (else bisects)
 MEM_FRACTION = 0.9  # share of HBM for weights + KV pool (SGLang mem_fraction_static ~0.88-0.9), assumed
 
 
@@ -119,6 +120,10 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
         return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack, dp_attention))
 
     cap = mem.max_batch
+    if 1 <= cap <= VECTOR_BATCHES:  # every batch's step in one vectorized pass, read by the same bisection
+        steps = np.asarray(decode_step_s(model, instance, np.arange(1, cap + 1), context_tokens, moe, constants,
+                                         stack, dp_attention), dtype=float)
+        step = lambda b: float(steps[b - 1])  # noqa: E731 - the same figures, looked up
     if cap >= 1 and step(1) <= tpot_s:
         lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO
         if step(hi) <= tpot_s:
@@ -133,6 +138,7 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}) at {context_tokens:,.0f} "
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
-              f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
-              f"{' on each of its ' + str(mem.ranks) + ' attention ranks' if mem.ranks > 1 else ''} (fits {cap:,}); {constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
+              f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request"
+              f"{f' on each of its {mem.ranks} attention ranks' if mem.ranks > 1 else ''} (fits {cap:,}); "
+              f"{constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
     return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)

@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.throughput import PerfInputs
     from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
+    from .configurations import ConfigSearch, SearchSpec
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -97,6 +98,7 @@ class SizeAnswer:
     error_bars: ErrorBars | None = None
     degraded: DegradedLink | None = None
     basis: str = "instances"
+    configurations: ConfigSearch | None = None  # the configuration search, when the roles were searched
 
     @property
     def verdict(self) -> dict | None:
@@ -140,7 +142,7 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
                 seed: int = 0, layout: Layout | None = None, keep_split: bool = False,
-                basis: str | None = None) -> SizeAnswer:
+                basis: str | None = None, search: SearchSpec | None = None) -> SizeAnswer:
     """Size PrfaaS-PD for ``sc`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
@@ -151,9 +153,17 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
     ``samples`` (0: none) seeded draws of the calibration errors give error bars and a verdict.
     ``layout`` (default: the scenario's PrfaaS-PD) is what is planned, its split kept with ``keep_split``.
     The verdict is against homogeneous PD at ``basis`` (None: `plans.default_basis`, as every command).
+    ``search`` (what the user pinned) searches every role's configuration first
+    (`configurations.search_configurations`) and plans the best; None keeps the scenario's shapes.
     """
     from .plans import basis_baseline, resolve_basis
 
+    found = None
+    if search is not None and layout is None:
+        from .configurations import chosen_scenario, search_configurations
+
+        found = search_configurations(sc, search)
+        sc = chosen_scenario(sc, found)
     basis = resolve_basis(sc, basis)
     perf = perf_inputs(sc) if layout is None else layout_perf(layout, sc)
     layout = prfaas_layout(sc) if layout is None else layout
@@ -183,7 +193,7 @@ def answer_size(sc: Scenario, *, threshold: float | None = None, target_rate: fl
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
         error_bars=_confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings) if offloads else None,
         degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
-        basis=basis)
+        basis=basis, configurations=found)
 
 
 def non_unique_split(plan: Plan) -> str | None:

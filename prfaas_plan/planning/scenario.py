@@ -73,6 +73,8 @@ class Scenario:
     local_moe: str = "tp"         # local prefill's
     decode_moe: str = "tp"        # local decode's
     dp_attention: bool = False    # local decode runs data-parallel attention (one cache copy per request)
+    weight_dtypes: tuple[str, ...] = ()  # dtypes the configuration search may choose from (empty: the model's)
+    kv_dtypes: tuple[str, ...] = ()
 
     @property
     def local_chips_per_instance(self) -> int:
@@ -169,11 +171,32 @@ def scenario(model: str = DEFAULTS.model, remote: str = DEFAULTS.remote, local: 
     from ..profiles import get_stack
 
     local_chips, remote_chips = resolve_instance_chips(instance_chips, remote_instance_chips, local_instance_chips)
-    profile, dtype_notes = with_dtypes(get_model(model), weight_dtype, kv_dtype)
+    weight_dtypes, kv_dtypes = dtype_choices(weight_dtype, "`weight_dtype`"), dtype_choices(kv_dtype, "`kv_dtype`")
+    profile, dtype_notes = with_dtypes(get_model(model), weight_dtypes[0] if weight_dtypes else None,
+                                       kv_dtypes[0] if kv_dtypes else None)
     notes = dtype_notes + (() if rtt else (RTT_NOTE,))
     notes += stack_notes(stack, inputs)
-    return scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
-                        resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name, remote_chips)
+    sc = scenario_for(profile, remote, local, lk, local_chips, parse_tpot_s(tpot), mode, inputs,
+                      resolve_workload(workload), notes, transfer_bytes, get_stack(stack).name, remote_chips)
+    many = len(weight_dtypes) > 1 or len(kv_dtypes) > 1
+    return replace(sc, weight_dtypes=weight_dtypes if many else (), kv_dtypes=kv_dtypes if many else ())
+
+
+def dtype_choices(text: str | None, what: str) -> tuple[str, ...]:
+    """``"fp8,bf16"`` -> ("fp8", "bf16"): the dtypes the configuration search may choose from (the first is
+    the one a plan without the search uses); () for None. Each is checked; a repeat is an error."""
+    if text is None:
+        return ()
+    from ..profiles.schema import dtype_bytes
+
+    out = tuple(p.strip() for p in str(text).split(","))
+    for p in out:
+        if not p:
+            raise PlanError(f"{what} {text!r}: an empty dtype in the list")
+        dtype_bytes(p, what)
+    if len(set(out)) != len(out):
+        raise PlanError(f"{what} {text!r}: a dtype is listed twice")
+    return out
 
 
 def stack_notes(stack: str | None, inputs: str = "predicted", layout: Layout | None = None) -> tuple[str, ...]:
