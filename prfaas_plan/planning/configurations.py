@@ -49,6 +49,8 @@ class SearchSpec:
     remote_chips: int | None = None
     local_chips: int | None = None
     transfer: str | None = None
+    remote_shapes: tuple[int, ...] | None = None  # the chips per instance to try (None: every divisor in 1..16)
+    local_shapes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,11 @@ class ConfigSearch:
                 for i in range(len(cands)) if i in chip or i in dollar]
 
 
-def _shapes(pool: int, pinned: int | None, what: str) -> list[int]:
-    """Chips per instance to try: ``pinned``, or the divisors of the pool in 1..16 (whole instances)."""
+def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
+    """Chips per instance to try: ``pinned``, or the divisors of the pool in 1..16 (whole instances), only
+    those in ``allowed`` when given."""
+    if allowed is not None:
+        return [n for n in _shapes(pool, pinned, what) if n in allowed]
     if pinned is not None:
         if pool % pinned:
             raise PlanError(f"{what}: {pool} chips do not make whole {pinned}-chip instances")
@@ -202,7 +207,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
     from ..analytic.ttft import ttft_summary
-    from ..performance import decode_capacity, parse_instance
+    from ..performance import decode_capacity, decode_memory, parse_instance
     from ..performance.base import Instance
     from .plans import _costs
     from .scenario import instance_prefill
@@ -211,8 +216,8 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         raise PlanError("`inputs` paper gives the paper's 8-chip H200 and H20 instances only: the configuration "
                         "search needs `inputs` predicted (or pin `instance_chips` 8)")
     r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
-    r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`")
-    l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`")
+    r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
+    l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
     longest = float(sc.grid.lengths[-1])
     lengths = sc.grid.lengths
     infeasible: list[Infeasible] = []
@@ -275,8 +280,12 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
                                           dp_attention=dp)
                     if cap.batch <= 0:
-                        reason = ("even one request's step exceeds the TPOT SLO" if cap.binding == "slo" else
-                                  "the weights leave no HBM for one request's cache")
+                        mem = decode_memory(model, inst, sc.context_tokens, dp)
+                        reason = (f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
+                                  f"{sc.tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
+                                  f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
+                                  f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the "
+                                  f"{mem.usable_bytes / 1e9:.1f} GB usable")
                         infeasible.append(Infeasible("decode", "local", n_l, par, wd, reason))
                         continue
                     policy = spec.transfer or ("dp-attention" if dp else "replicated")
@@ -303,8 +312,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                 for r in dropped:
                     evaluate(model, r, n_l, lp, d, extra=True)
     if not ranked:
-        why = "; ".join(f"{i.site} {i.role} {i.chips_per_instance}-chip {i.parallel}: {i.reason}" for i in infeasible[:4])
-        raise PlanError(f"no configuration of {sc.model.name} fits: {why}")
+        _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
     # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
     # former fixed shape (8 chips, TP, TP attention)
     top = max(c.lambda_max for c in ranked)
@@ -317,6 +325,28 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             c = replace(c, ttft_p90_s=ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s)
         out.append(c)
     return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
+
+
+def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, l_pool, l_shapes: list[int]) -> None:
+    """Raise the one-line error of a search where no joint configuration fits: decode's own error (at the
+    largest local shape tried, TP attention) when no decode candidate fits, else the first role with none."""
+    from ..performance.base import Instance
+    from .scenario import instance_decode
+
+    bad: dict[str, list[Infeasible]] = {}
+    for i in infeasible:
+        bad.setdefault(f"{i.site} {i.role}", []).append(i)
+    if len(bad.get("local decode", [])) >= counts["local decode"][0]:
+        instance_decode(sc.model, Instance(l_pool.chip, max(l_shapes)), sc.tpot_s, sc.context_tokens, sc.inputs,
+                        sc.stack)  # its own error: cannot decode at the SLO, or no HBM for one request
+    role = next((r for r in counts if len(bad.get(r, [])) >= counts[r][0]), None)
+    if role is None:
+        raise PlanError(f"no configuration of {sc.model.name} fits: no local instance shape both prefills and "
+                        "decodes (each fits alone on another shape); pin `local_instance_chips`")
+    first = max(bad[role], key=lambda i: i.chips_per_instance)
+    raise PlanError(f"no configuration of {sc.model.name} fits: {role} on {first.chips_per_instance}-chip instances "
+                    f"({first.parallel}): {first.reason}; use chips with more HBM, more chips per instance or "
+                    "lighter weights (`weight_dtype` fp8)")
 
 
 def _tie_level(lam: float, top: float) -> float:
