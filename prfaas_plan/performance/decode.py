@@ -95,9 +95,27 @@ def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, co
     data-parallel (`Parallel`)."""
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
-    works = pass_work(model, Parallel(instance.chips, moe, dp_attention), np.asarray(batch, dtype=float), 1.0,
-                      np.asarray(context_tokens, dtype=float), "decode")
-    return pass_seconds(works, instance.chip, constants.calibration) + get_stack(stack).step_overhead_s
+    stack = get_stack(stack)
+    b, c = np.asarray(batch, dtype=float), np.asarray(context_tokens, dtype=float)
+    works = pass_work(model, Parallel(instance.chips, moe, dp_attention), b, 1.0, c, "decode")
+    ratio = _ep_ratio(model, instance, moe, stack, b)
+    if ratio is not None:  # the engine's measured EP kernel: TP's routed-expert time x its EP/TP ratio
+        tp_routed = next(w for w in pass_work(model, Parallel(instance.chips, "tp", dp_attention), b, 1.0, c, "decode")
+                         if w.name == "moe_routed")
+        works = [w for w in works if w.name != "moe_routed"]
+        routed = pass_seconds([tp_routed], instance.chip, constants.calibration) * ratio
+        return pass_seconds(works, instance.chip, constants.calibration) + routed + stack.step_overhead_s
+    return pass_seconds(works, instance.chip, constants.calibration) + stack.step_overhead_s
+
+
+def _ep_ratio(model: ModelProfile, instance: Instance, moe: str, stack: StackProfile, tokens):
+    """The measured EP/TP routed-expert kernel ratio (`moe_split.split_ratio`) for an EP decode step, or None
+    (TP, no experts, one chip, or no kernel data: the roofline's own EP model then)."""
+    if moe != "ep" or model.moe is None or instance.chips < 2:
+        return None
+    from .moe_split import split_ratio
+
+    return split_ratio(instance.chip.name, stack.engine, model.expert_dtype, instance.chips, tokens)
 
 
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
