@@ -235,3 +235,24 @@ def test_report_checks_the_configurations_section(cli, tmp_path):
     code, _, err = cli("report", str(bad), "--output", str(tmp_path / "bad.html"))
     assert code != 0 and "configurations[0]" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "bad.html").exists()
+
+
+def test_methods_quotes_the_aiconfigurator_comparison_as_computed():
+    """docs/methods.md's table beside aiconfigurator is benchmarks/compare_aiconfigurator.py's output: its
+    disaggregated 16 + 16 row (aiconfigurator's split, instances within one 8-GPU node) is recomputed here (the script's own function) and must match to the printed
+    2 decimals."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("cmp_aic", root / "benchmarks" / "compare_aiconfigurator.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = mod.disaggregated(16, "trtllm", 8)
+    text = (root / "docs" / "methods.md").read_text()
+    quoted = re.search(r"\| prfaas-plan: disaggregated 16 P \+ 16 D, instances <= 8 chips \| ([0-9.]+) \| ([^|]+) "
+                       r"\| ([^|]+) \|", text)
+    assert quoted, "docs/methods.md lacks the comparison row"
+    assert float(quoted.group(1)) == pytest.approx(round(row["rps"], 2), abs=0.005)
+    assert quoted.group(2).strip() == row["prefill"] and quoted.group(3).strip() == row["decode"]

@@ -3,8 +3,9 @@ whole experts per chip (EP) against sliced experts (TP) at the same degree, per 
 
 ``data/reference/moe_split.csv`` holds ``ratio(tokens) = latency(EP n) / latency(TP n)`` of the fused MoE
 kernel, medians over NVIDIA's micro-benchmarked MoE shapes, derived by ``benchmarks/derive_moe_split.py``
-(its docstring says which rows; source and Apache-2.0 licence in the file's header and beside it). A decode
-step under EP (`decode.decode_step_s`) takes the routed experts' time as the roofline's TP time times this
+(its docstring says which rows; source and Apache-2.0 licence in the file's header and beside it). With
+`decode.EP_KERNEL_RATIO` on (off by default until the bundled profiles are refitted with it; its comment
+gives the measured errors), a decode step under EP (`decode.decode_step_s`, and the calibration) takes the routed experts' time as the roofline's TP time times this
 ratio at the step's token count; everything else (attention, the all-to-all that replaces the MoE
 all-reduce) stays the roofline's. Without a row for the chip (H20, H800, MI300X, ...), the engine or the
 dtype class, the roofline's own EP model holds (busiest chip under uniform routing, `operators._moe_ops`),

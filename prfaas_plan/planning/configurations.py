@@ -174,13 +174,15 @@ def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]
     return out
 
 
-def _prefill_fits(model, inst, longest: float) -> str | None:
-    """Why a prefill instance cannot hold ``model`` and one prompt of ``longest`` tokens, or None."""
+def _prefill_fits(model, inst, context: float) -> str | None:
+    """Why a prefill instance cannot hold ``model`` and one request's cache at ``context`` tokens (the mean
+    context decode is sized at: the planner's one memory basis; prompts far above it need the HBM a long
+    prompt's cache takes, which the routing may send remote), or None."""
     from ..performance.decode import decode_memory
 
-    mem = decode_memory(model, inst, longest)
+    mem = decode_memory(model, inst, context)
     if mem.max_batch < 1:
-        return (f"weights {mem.weight_bytes / 1e9:.1f} GB + one {longest:,.0f}-token prompt's cache "
+        return (f"weights {mem.weight_bytes / 1e9:.1f} GB + one {context:,.0f}-token request's cache "
                 f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the {mem.usable_bytes / 1e9:.1f} GB usable "
                 "(HBM less the activation reserve)")
     return None
@@ -218,7 +220,6 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
     r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
     l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
-    longest = float(sc.grid.lengths[-1])
     lengths = sc.grid.lengths
     infeasible: list[Infeasible] = []
     counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
@@ -255,7 +256,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                 inst = Instance(pool.chip, n)
                 for moe in _moe_splits(model, n):
                     counts[f"{site} prefill"][0] += 1
-                    why = _prefill_fits(model, inst, longest)
+                    why = _prefill_fits(model, inst, sc.context_tokens)
                     if why:
                         infeasible.append(Infeasible("prefill", site, n, f"MoE {moe.upper()}", wd, why))
                         continue
