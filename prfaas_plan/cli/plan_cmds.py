@@ -84,6 +84,14 @@ def _search_spec(inputs, instance_chips, remote_instance_chips, local_instance_c
                       str(transfer_bytes) if "--transfer-bytes" in given else None)
 
 
+def _searched(search) -> tuple[str, ...]:
+    """The inputs whose defaults the configuration search replaces (not 'in effect': it chose them)."""
+    if search is None:
+        return ()
+    return tuple(n for n, v in (("instance_chips", search.local_chips), ("transfer_bytes", search.transfer))
+                 if v is None)
+
+
 @app.command("size")
 def size_cmd(
     model: Model = DEFAULTS.model,
@@ -149,12 +157,15 @@ def size_cmd(
         search = _search_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
         answer = answer_size(sc, samples=samples, seed=seed, basis=None if basis is None else str(basis),
                              search=search, **questions)
-        if search is not None:  # the searched inputs' defaults are not in effect
-            replaced = tuple(n for n, v in (("instance_chips", search.local_chips),
-                                            ("transfer_bytes", search.transfer)) if v is None)
+        replaced = _searched(search)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
+        if getattr(answer, "configurations", None) is not None:
+            from ..output.plots import pareto_path, plot_pareto
+
+            plot_pareto(answer.configurations, pareto_path(plot), f"{answer.scenario.model.name}: searched configurations")
+            report.notes.append(f"Pareto figure of the configuration search: {pareto_path(plot)}")
     emit(report, fmt, replaced=replaced)
 
 
@@ -194,11 +205,13 @@ def compare_cmd(
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
                    link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                    local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed)
+    search = _search_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
+    answer = answer_compare(sc, None if basis is None else str(basis), load, rate, samples=samples, seed=seed,
+                            search=search)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
-    emit(report, fmt)
+    emit(report, fmt, replaced=_searched(search))
 
 
 @app.command("reproduce")

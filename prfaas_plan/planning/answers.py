@@ -246,14 +246,20 @@ class CompareAnswer:
 
 
 def answer_compare(sc: Scenario, basis: str | None = None, load: float | None = None,
-                   rate: float | None = None, samples: int = 400, seed: int = 0) -> CompareAnswer:
+                   rate: float | None = None, samples: int = 400, seed: int = 0,
+                   search: SearchSpec | None = None) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
     ``basis`` budget (capex or rental; None: capex when the chips have prices) and naive
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
-    output tokens there; ``samples`` and ``seed`` as in `answer_size`."""
+    output tokens there; ``samples``, ``seed`` and ``search`` as in `answer_size` (the searched configuration
+    is PrfaaS-PD's, and the homogeneous baselines run the local shape and decode configuration it chose)."""
     from .plans import basis_baseline_name, resolve_basis
 
+    if search is not None:
+        from .configurations import chosen_scenario, search_configurations
+
+        sc = chosen_scenario(sc, search_configurations(sc, search))
     basis = resolve_basis(sc, basis)
     if load is not None and rate is not None:
         raise PlanError("give either `load` or `rate`, not both")

@@ -13,7 +13,9 @@ Roles and what is searched (each candidate checked for HBM fit, the reason kept 
 - weight and KV dtypes: only those the user allows (``--weight-dtype fp8,bf16``), else the profile's.
 
 The bytes on the link follow from the decode configuration (DP attention moves one copy per request,
-``dp-attention``; TP attention the per-rank copies, ``replicated``) unless the user pins a transfer policy.
+``dp-attention``; TP attention the per-rank copies, ``replicated``) unless the user pins a transfer policy;
+pinning ``replicated`` or ``dp-attention`` also pins the decode attention mode it names (``logical``, the
+paper's counting convention, pins only the bytes).
 
 Candidates are evaluated in two steps, both exact: (1) per role, a candidate that is no better at every
 prompt length than another is dropped (a remote prefill pool whose requests/s per length is at most another's
@@ -161,6 +163,15 @@ def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] |
     return out
 
 
+def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
+    """Decode attention modes to try (True: DP attention): both on several chips, unless the user pinned a
+    transfer policy that names one (``replicated``: what TP attention receives; ``dp-attention``: DP
+    attention); ``logical`` is a counting convention and pins the bytes only."""
+    if chips == 1:
+        return [False]
+    return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, True])
+
+
 def _moe_splits(model, chips: int) -> list[str]:
     return ["tp", "ep"] if model.moe is not None and chips > 1 else ["tp"]
 
@@ -202,7 +213,7 @@ def _dtype_models(sc: Scenario) -> list:
     return out
 
 
-def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 8) -> ConfigSearch:
+def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32) -> ConfigSearch:
     """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
     ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables."""
     from ..analytic.search import grid_search
@@ -274,7 +285,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             lp_keep = [c for c, d in zip(lp_cands, _dominated(lp_rates)) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
-            for dp in ([False, True] if n_l > 1 else [False]):
+            for dp in _attention_modes(n_l, spec.transfer):
                 for moe in _moe_splits(model, n_l):
                     counts["local decode"][0] += 1
                     par = f"{'DP' if dp else 'TP'}{n_l} attention, MoE {moe.upper()}"
