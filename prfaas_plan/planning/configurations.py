@@ -235,10 +235,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     infeasible: list[Infeasible] = []
     counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
     ranked: list[Candidate] = []
-    evaluated: list[tuple] = []  # (layout, perf, best evaluation) of each ranked candidate, for its TTFT
-    local_best: dict = {}
+    evaluated: list[tuple] = []  # (perf, best evaluation, local prefill, decode) of each ranked candidate
 
-    def evaluate(model, r, n_l, lp, d, extra=False) -> None:
+    def evaluate(model, r, n_l, lp, d) -> None:
         """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``)."""
         (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
         wd, kd = model.weight_dtype, model.kv_dtype
@@ -311,10 +310,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                 for lp in lp_keep:
                     for d in d_keep:
                         evaluate(model, r, n_l, lp, d)
-            local_best[(model, n_l)] = (lp_keep, d_keep)
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
         # never the optimum, but they can trade throughput for TTFT (the Pareto tables)
-        dropped = [c for c in r_cands if c not in r_keep]
+        dropped = [c for c in r_cands if not any(c is k for k in r_keep)]
         if dropped and ranked:
             mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
             if mine:
@@ -322,7 +320,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                 n_l = ranked[b].scenario.instance_chips
                 lp, d = evaluated[b][2], evaluated[b][3]
                 for r in dropped:
-                    evaluate(model, r, n_l, lp, d, extra=True)
+                    evaluate(model, r, n_l, lp, d)
     if not ranked:
         _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
     # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
