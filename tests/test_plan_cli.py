@@ -61,7 +61,8 @@ def test_compare_equal_budget_baseline_spends_the_budget(cli, basis, price_key):
 def test_compare_count_baselines_hold_instances_or_chips(cli, basis, count):
     # 32xH200 in 4-chip instances + 64xH20 in 8-chip ones: 16 instances but 96 chips = 12 local 8xH20 instances
     code, out, err = cli("compare", "--model", "kimi-linear", "--remote-instance-chips", "4", "--basis", basis,
-                         "--samples", "0", "--format", "json")
+                         "--local-instance-chips", "8", "--transfer-bytes", "replicated", "--samples", "0",
+                         "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     rows = {r["layout"]: r for r in doc["sections"]["compare"]}
@@ -352,7 +353,7 @@ def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
     # minimax-m2.5 at 100G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
     code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--basis", "instances",
-                         "--format", "json")
+                         "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
     assert code == 0, err
     message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
     gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))
