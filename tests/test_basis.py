@@ -21,6 +21,7 @@ from prfaas_plan.planning import sweep as S
 from prfaas_plan.planning.warnings import band_warnings
 
 QUICK = ("--samples", "60")
+FIXED = ("--instance-chips", "8", "--transfer-bytes", "replicated")  # the former fixed shape (no search)
 PHRASES = {"capex": "at equal capex", "rental": "at equal rental cost", "chips": "at equal chip count",
            "instances": "at equal instance count"}
 
@@ -32,8 +33,10 @@ def _json(cli, *args):
 
 
 def test_meta_basis_is_the_same_in_size_compare_and_sweep_on_the_defaults(cli, tmp_path):
-    size = _json(cli, "size", *QUICK)
-    compare = _json(cli, "compare", *QUICK)
+    # the fixed 8-chip shape the sweep plans (size and compare search configurations unless pinned)
+    pin = ("--instance-chips", "8", "--transfer-bytes", "replicated")
+    size = _json(cli, "size", *QUICK, *pin)
+    compare = _json(cli, "compare", *QUICK, *pin)
     spec = tmp_path / "spec.yaml"
     spec.write_text("grid: {link: [100G]}\n")
     rows = tmp_path / "r.csv"
@@ -58,9 +61,10 @@ def test_the_verdict_sentence_names_the_basis_and_is_against_its_baseline(cli, b
 
 
 def test_the_verdict_changes_with_the_basis_on_the_readme_question(cli):
-    # kimi-linear at 100G: ahead of homogeneous PD at equal instance count, behind it at equal capex
-    by_count = _json(cli, "size", "--model", "kimi-linear", "--link", "100G", "--basis", "instances")
-    by_capex = _json(cli, "size", "--model", "kimi-linear", "--link", "100G")
+    # kimi-linear at 100G on 8-chip TP instances: ahead of homogeneous PD at equal instance count, behind
+    # it at equal capex
+    by_count = _json(cli, "size", "--model", "kimi-linear", "--link", "100G", "--basis", "instances", *FIXED)
+    by_capex = _json(cli, "size", "--model", "kimi-linear", "--link", "100G", *FIXED)
     gain = lambda d: next(r for r in d["sections"]["error_bars"] if r["quantity"] == "prfaas_gain_x")  # noqa: E731
     assert gain(by_count)["p50"] > 1 > gain(by_capex)["p90"]
     assert by_capex["sections"]["plan"] == by_count["sections"]["plan"]  # the plan itself does not move
@@ -127,18 +131,18 @@ def test_a_baseline_identical_to_the_plan_has_gain_one_in_every_sample():
 
 def test_link_above_90_percent_of_line_rate_warns_and_a_wide_link_does_not(cli):
     codes = lambda d: {w["code"] for w in d["warnings"]}  # noqa: E731
-    # 80G carries 75.9 Gbps, 94.9% of line rate (the default 100G plan sits at 88.5% since the closed-queue refit)
-    tight = _json(cli, "size", "--samples", "0", "--link", "80G")
+    # fixed shapes at 80G carry 75.9 Gbps, 94.9% of line rate (100G sits at 88.5% since the closed-queue refit)
+    tight = _json(cli, "size", "--samples", "0", "--link", "80G", *FIXED)
     assert "link-no-headroom" in codes(tight)
-    assert "link-no-headroom" not in codes(_json(cli, "size", "--samples", "0", "--link", "400G"))
+    assert "link-no-headroom" not in codes(_json(cli, "size", "--samples", "0", "--link", "400G", *FIXED))
 
 
 def test_a_role_below_60_percent_busy_warns(cli):
-    doc = _json(cli, "size", "--samples", "0", "--remote", "64xH200")
+    doc = _json(cli, "size", "--samples", "0", "--remote", "64xH200", *FIXED)
     message = {w["code"]: w["message"] for w in doc["warnings"]}["role-underused"]
     busy = float(re.search(r"remote prefill (\d+)% busy", message).group(1))
     assert busy < 60
-    plan = _json(cli, "size", "--samples", "0")  # the default plan: every role is at least 60% busy
+    plan = _json(cli, "size", "--samples", "0", *FIXED)  # every role is at least 60% busy
     assert "role-underused" not in {w["code"] for w in plan["warnings"]}
 
 

@@ -15,6 +15,8 @@ from prfaas_plan.output.deploy import ENGINE_VERSIONS, engine_args, flags_in, mi
 from prfaas_plan.planning.export import answer_export, read_plan
 
 README_PLAN = ("size", "--model", "kimi-linear", "--link", "100G", "--link-degraded", "10G", "-f", "json")
+# the fixed 8-chip shape (no configuration search): the derived-parallelism path; the searched plan below
+FIXED_PLAN = README_PLAN + ("--instance-chips", "8", "--transfer-bytes", "replicated")
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +29,10 @@ def plan_file(tmp_path_factory):
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert run(list(README_PLAN)) == 0
-    path.write_text(buf.getvalue())
+        assert run(list(FIXED_PLAN)) == 0
+    doc = json.loads(buf.getvalue())
+    doc["sections"].pop("configurations")  # a plan without the search's section: parallelism is derived
+    path.write_text(json.dumps(doc))
     return path
 
 
@@ -117,6 +121,21 @@ def test_schema_check_catches_a_wrong_manifest():
            "spec": {"replicas": "two", "selector": {}, "template": {}}}
     with pytest.raises(Exception):
         kubernetes_validate.validate(bad, "1.30", strict=True)
+
+
+def test_a_searched_plan_exports_its_own_configurations(cli, tmp_path):
+    """The searched plan's `configurations` section (size's default) goes straight into the engine flags."""
+    code, out, err = cli(*README_PLAN, "--samples", "0")
+    assert code == 0, err
+    path = tmp_path / "searched.json"
+    path.write_text(out)
+    doc = json.loads(out)
+    d = read_plan(str(path))
+    want = {(c["site"], c["role"]): c for c in doc["sections"]["configurations"]}
+    for r in d.roles:
+        c = want[(r.site, r.role)]
+        assert (r.chips, r.tp, r.ep, r.dp_attention) == (c["chips_per_instance"], c["tp"], c["ep"], c["dp_attention"])
+        assert "configurations section" in r.basis
 
 
 def test_configurations_section_sets_parallelism_when_present(plan_file, tmp_path):

@@ -22,16 +22,25 @@ def _json(cli, *args):
 
 
 def test_qwen_does_not_fit_8xh20_and_the_hint_names_the_flags(cli):
-    code, out, err = cli("size", *QWEN, "--load", "0.7")
+    code, out, err = cli("size", *QWEN, "--load", "0.7", "--local-instance-chips", "8")
     assert code == 2 and out == "" and "--local-instance-chips" in err and "--weight-dtype fp8" in err
+
+
+def test_the_search_finds_the_local_shape_that_fits_qwen(cli):
+    """Unpinned, the configuration search skips the 8-chip H20 instances that cannot hold Qwen3.5-397B."""
+    doc = _json(cli, "size", *QWEN, "--samples", "0")
+    assert doc["sections"]["plan"][0]["local_instance"] == "16xH20"
+    assert any(r["site"] == "local" and r["chips_per_instance"] == 8 and "GB" in r["reason"]
+               for r in doc["sections"]["infeasible"])
 
 
 @pytest.mark.parametrize("flags", [("--local-instance-chips", "16"), ("--weight-dtype", "fp8")])
 def test_qwen_walkthrough_in_one_size_call(cli, flags):
-    doc = _json(cli, "size", *QWEN, "--load", "0.7", *flags)
+    doc = _json(cli, "size", *QWEN, "--load", "0.7", "--remote-instance-chips", "8", *flags)
     plan, loaded = doc["sections"]["plan"][0], doc["sections"]["loaded"][0]
     assert plan["remote_instance"] == "8xH200"
-    assert plan["local_instance"] == ("16xH20" if "16" in flags else "8xH20")
+    # fp8 weights fit 8-chip H20 instances, but the search (local shape unpinned) may choose another
+    assert plan["local_instance"] == "16xH20" if "16" in flags else plan["local_instance"] in ("8xH20", "16xH20")
     assert plan["throughput_rps"] > 0 and plan["capex_usd"] > 0 and plan["cloud_usd_per_hour"] > 0
     assert loaded["rate_rps"] == pytest.approx(0.7 * plan["throughput_rps"])
     assert loaded["loaded_ttft_p90_s"] >= plan["ttft_unloaded_p90_s"]
@@ -42,8 +51,9 @@ def test_qwen_walkthrough_in_one_size_call(cli, flags):
 
 
 def test_remote_shape_changes_only_the_remote_instances(cli):
-    base = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20")["sections"]["plan"][0]
-    wide = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20", "--remote-instance-chips", "16")
+    pin = ("--instance-chips", "8", "--transfer-bytes", "replicated")
+    base = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20", *pin)["sections"]["plan"][0]
+    wide = _json(cli, "size", "--remote", "32xH200", "--local", "64xH20", *pin, "--remote-instance-chips", "16")
     row = wide["sections"]["plan"][0]
     assert row["remote_instance"] == "16xH200" and row["remote_prefill_instances"] == 2
     assert row["local_instance"] == base["local_instance"] == "8xH20"

@@ -110,7 +110,7 @@ def test_the_non_threshold_finding_is_reported(cli, tmp_path):
     (tmp_path / "eq4.yaml").write_text(EQ4_STACK)
     args = ("--profiles", str(tmp_path), "size", "--model", "kimi-linear", "--remote", "64xH100", "--local",
             "40xH100", "--link", "12.06G", "--tpot", "40ms", "--transfer-bytes", "logical", "--samples", "0", "--mode", "exact",
-            "--stack", "eq4", "--format", "json")
+            "--stack", "eq4", "--instance-chips", "8", "--format", "json")
     code, out, err = cli(*args[:-2], "--verify", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

@@ -100,11 +100,11 @@ def test_infinite_threshold_is_null_with_a_flag(cli):
 def test_warning_codes_are_listed_not_buried_in_notes(cli):
     # deepseek-v3 (fp8, 671 GB) barely fits 8xH20 for decode: a real warning (the README's kimi-linear
     # default prints none since 8xH200 is no longer predicted slower than 8xH20)
-    code, out, err = cli("size", "--model", "deepseek-v3", "--format", "json")
+    code, out, err = cli("size", "--model", "deepseek-v3", "--format", "json", "--instance-chips", "8")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["warnings"] and not any(n.startswith("WARNING") for n in doc["notes"])
-    code, table, _ = cli("size", "--model", "deepseek-v3")
+    code, table, _ = cli("size", "--model", "deepseek-v3", "--instance-chips", "8")
     for w in doc["warnings"]:
         assert table.count(f"WARNING [{w['code']}]") == 1
 

@@ -61,7 +61,8 @@ def test_compare_equal_budget_baseline_spends_the_budget(cli, basis, price_key):
 def test_compare_count_baselines_hold_instances_or_chips(cli, basis, count):
     # 32xH200 in 4-chip instances + 64xH20 in 8-chip ones: 16 instances but 96 chips = 12 local 8xH20 instances
     code, out, err = cli("compare", "--model", "kimi-linear", "--remote-instance-chips", "4", "--basis", basis,
-                         "--samples", "0", "--format", "json")
+                         "--local-instance-chips", "8", "--transfer-bytes", "replicated", "--samples", "0",
+                         "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     rows = {r["layout"]: r for r in doc["sections"]["compare"]}
@@ -104,7 +105,8 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
     (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'chips', 'instances', 'cost'"),
     (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),
-    (("size", "--model", "qwen3.5-397b", "--local", "64xH20"), "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
+    (("size", "--model", "qwen3.5-397b", "--local", "64xH20", "--local-instance-chips", "8"),
+     "qwen3.5-397b cannot decode on 8xH20: its weights leave no HBM"),
     (("size", "--tpot", "0.1ms"), "within a 0.1 ms TPOT"),
     (("size", *PAPER, "--link", "100"), "give a unit, e.g. 100G"),
     (("size", *PAPER, "--tpot", "25"), "--tpot '25': give a unit (ms, s, min); did you mean 25ms?"),
@@ -299,15 +301,17 @@ def test_cost_basis_without_prices_is_one_line_exit_2(cli, tmp_path):
 
 
 def test_size_plans_in_exact_mode_with_replicated_bytes_by_default(cli):
-    code, out, err = cli("size", "--model", "qwen3-235b", "--format", "json", "--samples", "0")
+    # pinned shape: the replicated default of the fixed-shape plan (a searched plan's bytes follow its decode)
+    code, out, err = cli("size", "--model", "qwen3-235b", "--format", "json", "--samples", "0", "--instance-chips", "8",
+                         "--transfer-bytes", "replicated")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["meta"]["inputs"]["mode"] == {"value": "exact", "default": True}
-    assert doc["meta"]["inputs"]["transfer_bytes"] == {"value": "replicated", "default": True}
+    assert doc["meta"]["inputs"]["transfer_bytes"] == {"value": "replicated", "default": False}
     assert any(n.startswith("transfer bytes: replicated (default;") and "2.00x" in n for n in doc["notes"])
     assert "error_bars" not in doc["sections"]
     code, out, _ = cli("size", "--model", "qwen3-235b", "--format", "json", "--samples", "0",
-                       "--transfer-bytes", "logical")
+                       "--transfer-bytes", "logical", "--instance-chips", "8")
     logical = json.loads(out)["sections"]["plan"][0]
     replicated = doc["sections"]["plan"][0]
 
@@ -349,7 +353,7 @@ def test_compare_shows_error_bars_against_its_homogeneous_layout(cli):
 def test_modes_disagreeing_on_the_verdict_is_a_warning(cli):
     # minimax-m2.5 at 100G on the defaults: the representative stages at E[L] understate PrfaaS-PD's gain
     code, out, err = cli("size", "--model", "minimax-m2.5", "--link", "100G", "--samples", "0", "--basis", "instances",
-                         "--format", "json")
+                         "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
     assert code == 0, err
     message = {w["code"]: w["message"] for w in json.loads(out)["warnings"]}["modes-disagree"]
     gains = dict(re.findall(r"(representative|exact) mode: gain ([0-9.]+)", message))

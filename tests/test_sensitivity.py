@@ -28,6 +28,8 @@ def _default(kind: str = "default"):
     sc = scenario() if kind == "default" else scenario(model="prfaas-1t", inputs="paper", link="40G")
     return sc, optimize(prfaas_layout(sc), sc, perf_inputs(sc))
 
+FIXED = ("--instance-chips", "8", "--transfer-bytes", "replicated")  # the former fixed shape (no search)
+
 
 def _size_json(cli, *args) -> dict:
     code, out, err = cli("size", *args, "--format", "json")
@@ -53,11 +55,14 @@ def test_sensitivity_table_ranks_every_driver(cli):
 
 def test_choice_rows_equal_an_independent_replan(cli):
     """The stack row's trtllm end is what `size --stack trtllm` itself reports as its point gain."""
-    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
+    # the former fixed shape: a searched `size --stack X` searches its own configuration, which the
+    # sensitivity's alternatives (the plan's configuration, another stack) do not
+    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0", *FIXED)["sections"]
+            ["sensitivity"]}
     stack = rows["serving stack"]
     point = {}
     for name in ("sglang", "trtllm", "vllm"):
-        bars = _size_json(cli, "--stack", name, "--samples", "20")["sections"]["error_bars"]
+        bars = _size_json(cli, "--stack", name, "--samples", "20", *FIXED)["sections"]["error_bars"]
         point[name] = next(r["point"] for r in bars if r["quantity"] == "prfaas_gain_x")
     assert stack["gain_low"] == pytest.approx(min(point.values()), rel=1e-9)
     assert stack["gain_high"] == pytest.approx(max(point.values()), rel=1e-9)
@@ -65,8 +70,9 @@ def test_choice_rows_equal_an_independent_replan(cli):
 
 
 def test_model_error_rows_move_the_way_the_chips_do(cli):
-    """A faster remote H200 helps PrfaaS-PD; a faster H20 helps the all-H20 baseline more."""
-    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
+    """A faster remote H200 helps PrfaaS-PD; a faster H20 helps the all-H20 baseline more (fixed 8-chip shapes)."""
+    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0", *FIXED)["sections"]
+            ["sensitivity"]}
     assert rows["H200 prefill speed"]["low_at"] == "its P10 speed"
     assert rows["H20 prefill speed"]["low_at"] == "its P90 speed"
     # the decode error's gain peaks inside its range (the integer split), so its range includes the median
@@ -80,7 +86,7 @@ def test_model_error_rows_move_the_way_the_chips_do(cli):
 def test_pinned_choices_leave_the_table_and_the_band(cli):
     doc = _size_json(cli, "--sensitivity", "--stack", "sglang", "--transfer-bytes", "replicated", "--mode", "exact")
     assert {r["kind"] for r in doc["sections"]["sensitivity"]} == {"model error"}
-    plain = _size_json(cli)
+    plain = _size_json(cli, "--transfer-bytes", "replicated")   # the same configuration search
     assert doc["sections"]["error_bars"] == plain["sections"]["error_bars"]
     assert doc["meta"]["verdict_line"] == plain["meta"]["verdict_line"]
     one = _size_json(cli, "--sensitivity", "--stack", "trtllm")

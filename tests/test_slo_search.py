@@ -28,14 +28,17 @@ def _default_plan():
     sc = scenario()
     return sc, optimize(prfaas_layout(sc), sc, perf_inputs(sc))
 
+# the former fixed 8-chip shape: these figures are about the threshold and split, not the configuration search
+FIXED = ("--instance-chips", "8", "--transfer-bytes", "replicated")
+
 
 def test_unmet_slo_says_why_in_the_table_and_json_even_quiet(cli):
-    code, out, err = cli("-q", "size", "--ttft", "p95<2s", "--samples", "0")
+    code, out, err = cli("-q", "size", "--ttft", "p95<2s", "--samples", "0", *FIXED)
     assert code == 0, err
     table = out.split("Throughput within the TTFT SLO")[1]
     assert "why not met" in table and "no threshold or split meets p95 TTFT < 2 s" in table
     assert "WARNING [slo-unmet]" in out + err
-    code, out, err = cli("size", "--ttft", "p95<2s", "--samples", "0", "--format", "json")
+    code, out, err = cli("size", "--ttft", "p95<2s", "--samples", "0", "--format", "json", *FIXED)
     doc = json.loads(out)
     row = doc["sections"]["slo"][0]
     assert row["reoptimized_met"] is False and row["reoptimized_rate_rps"] == 0.0
@@ -127,7 +130,7 @@ def test_adding_candidates_never_lowers_the_optimum(a, b, slo):
 
 
 def test_pinned_threshold_stays_pinned(cli):
-    code, out, err = cli("size", "--ttft", "p95<3s", "--threshold", "40000", "--samples", "0", "--format", "json")
+    code, out, err = cli("size", "--ttft", "p95<3s", "--threshold", "40000", "--samples", "0", "--format", "json", *FIXED)
     assert code == 0, err
     row = json.loads(out)["sections"]["slo"][0]
     assert row["reoptimized_threshold_tokens"] == 40000
@@ -135,11 +138,11 @@ def test_pinned_threshold_stays_pinned(cli):
 
 
 def test_target_rate_says_prfaas_does_not_pay_in_words(cli):
-    code, out, err = cli("-q", "size", "--target-rate", "20", "--samples", "0")
+    code, out, err = cli("-q", "size", "--target-rate", "20", "--samples", "0", *FIXED)
     assert code == 0, err
     assert "PrfaaS-PD does not pay at these prices" in out.split("Cheapest cluster")[1]
     assert "WARNING [prfaas-not-cheapest]" in out + err
-    code, out, err = cli("size", "--target-rate", "20", "--samples", "0", "--format", "json")
+    code, out, err = cli("size", "--target-rate", "20", "--samples", "0", "--format", "json", *FIXED)
     target = json.loads(out)["sections"]["target"][0]
     assert target["remote_instances"] == 0 and target["prfaas_pays"] is False
     assert target["verdict"].startswith("PrfaaS-PD does not pay at these prices")

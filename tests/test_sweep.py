@@ -65,7 +65,7 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
     assert cli("sweep", spec, "--output", str(out), "--no-progress")[0] == 0
     row = read_table(out, S.ROW_COLUMNS)[0]
     code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "1G", "--format", "json")
+                            "--link", "1G", "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
     doc = json.loads(stdout)
     plan = doc["sections"]["plan"][0]
     for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "ttft_unloaded_p90_s", "capex_usd",
@@ -76,7 +76,7 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
                                                           "point-outside-band"}  # error-bar ones: size only
     assert size_codes and size_codes <= set((row["warnings"] or "").split(","))  # the plan's warnings
     code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "1G", "--format", "json")
+                            "--link", "1G", "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
     layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}
     # the sweep's default basis is the one compare resolves (capex: both chips have prices)
     assert row["basis"] == json.loads(stdout)["meta"]["basis"] == "capex"

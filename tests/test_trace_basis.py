@@ -17,7 +17,9 @@ def _plans(cli, model, trace_args, size_workload):
     code, out, err = cli("simulate", "--trace", *trace_args, "--model", model, "--format", "json")
     assert code == 0, err
     sim = json.loads(out)
-    code, out, err = cli("size", "--workload", size_workload, "--model", model, "--format", "json")
+    # the fixed 8-chip TP shape the simulator plays (size searches configurations unless pinned)
+    code, out, err = cli("size", "--workload", size_workload, "--model", model, "--instance-chips", "8",
+                         "--transfer-bytes", "replicated", "--format", "json")
     assert code == 0, err
     return sim, json.loads(out)["sections"]["plan"][0]
 

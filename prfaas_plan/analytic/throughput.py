@@ -86,6 +86,11 @@ class LengthGrid:
         and prefill model."""
         return self._once("busy", prefill, lambda: busy_s(prefill, self.lengths))
 
+    def latency_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
+        """``prefill.latency_s`` at every support point (seconds), computed once per grid and prefill model
+        (the configuration search asks the TTFT of many plans sharing a prefill model)."""
+        return self._once("latency", prefill, lambda: np.asarray(prefill.latency_s(self.lengths), dtype=float))
+
     def busy_suffix(self, prefill: PrefillModel) -> np.ndarray:
         """``suffix(busy_at_lengths(prefill))`` (seconds per request), computed once per grid and model."""
         return self._once("busy_suffix", prefill, lambda: self.suffix(self.busy_at_lengths(prefill)))

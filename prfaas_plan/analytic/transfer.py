@@ -72,7 +72,7 @@ class TransferBytes:
             return (f"transfer bytes: dp-attention (the {self.tp}-chip decode instance runs data-parallel "
                     "attention, SGLang --enable-dp-attention: each request's cache on one rank, one copy crosses; "
                     f"TP attention would receive {tp_ratio:.2f}x that at 32K for {model.name}, "
-                    "--transfer-bytes replicated); the decode capacity model still runs attention TP")
+                    "--transfer-bytes replicated)")
         return (f"transfer bytes: replicated (default; per-rank copies a TP{self.tp} decode instance receives, "
                 f"as Mooncake measured: {ratio:.2f}x one logical copy at 32K for {model.name}); "
                 "--transfer-bytes dp-attention when decode runs data-parallel attention (one copy), logical for "

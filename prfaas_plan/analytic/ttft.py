@@ -67,11 +67,11 @@ def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold
     """Unloaded TTFT in seconds of each grid length under ``threshold`` (single-PD-site layouts)."""
     site = layout.pd_sites[0]
     l = grid.lengths
-    local = np.asarray(perf.sites[site.name].prefill.latency_s(l), dtype=float)
+    local = grid.latency_at_lengths(perf.sites[site.name].prefill)
     if not offloads(layout, perf, site):
         return local
     x = transfer_s(perf, l, site.link.goodput_bps, site.name)
-    remote = remote_ready_s(perf.remote_prefill.latency_s(l), busy_s(perf.remote_prefill, l), x,
+    remote = remote_ready_s(grid.latency_at_lengths(perf.remote_prefill), grid.busy_at_lengths(perf.remote_prefill), x,
                             perf.model.num_layers, site.link.rtt_s)
     return np.where(l > threshold, remote, local)
 

@@ -53,8 +53,31 @@ def _write_plot(path: str, plan, title: str) -> None:
 
 def _open_choices(question: QuestionText) -> tuple[str, ...]:
     """The deployment choices (planning input names) the user left at their defaults: `--sensitivity`
-    spreads the error bars over them and ranks them."""
+    spreads the error bars over them and ranks them (a searched plan's alternatives keep its searched
+    configuration and change only that choice)."""
     return tuple(n for n in ("stack", "transfer_bytes", "mode") if n not in question.given)
+
+
+def _search_spec(question: QuestionText):
+    """What `size` pins of the configuration search: the instance shapes and transfer policy the user gave
+    (None: searched); no search with ``--inputs paper`` (the paper's tables are 8-chip instances)."""
+    from ..planning import SearchSpec
+
+    given = question.given
+    if str(given.get("inputs", "")) == "paper":
+        return None
+    both = given.get("instance_chips")
+    transfer = given.get("transfer_bytes")
+    return SearchSpec(given.get("remote_instance_chips") or both, given.get("local_instance_chips") or both,
+                      None if transfer is None else str(transfer))
+
+
+def _searched(search) -> tuple[str, ...]:
+    """The inputs whose defaults the configuration search replaces (not 'in effect': it chose them)."""
+    if search is None:
+        return ()
+    return tuple(n for n, v in (("instance_chips", search.local_chips), ("transfer_bytes", search.transfer))
+                 if v is None)
 
 
 @app.command("size")
@@ -95,10 +118,17 @@ def size_cmd(
             emit(layout_report(answer), fmt, replaced=replaced)
             return
     else:
-        answer = answer_size(question.parse(), samples=samples, seed=seed, **questions)
+        search = _search_spec(question)
+        answer = answer_size(question.parse(), samples=samples, seed=seed, search=search, **questions)
+        replaced = _searched(search)
     report = size_report(answer)
     if plot:
         _write_plot(plot, answer.plan, f"{answer.scenario.model.name}: throughput vs threshold")
+        if getattr(answer, "configurations", None) is not None:
+            from ..output.plots import pareto_path, plot_pareto
+
+            plot_pareto(answer.configurations, pareto_path(plot), f"{answer.scenario.model.name}: searched configurations")
+            report.notes.append(f"Pareto figure of the configuration search: {pareto_path(plot)}")
     emit(report, fmt, replaced=replaced)
 
 
@@ -119,13 +149,14 @@ def compare_cmd(
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
+    search = _search_spec(question)
     answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed,
-                            sensitivity=_open_choices(question) if sensitivity else None)
+                            sensitivity=_open_choices(question) if sensitivity else None, search=search)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs "
                     "threshold")
-    emit(report, fmt)
+    emit(report, fmt, replaced=_searched(search))
 
 
 @app.command("reproduce")

@@ -84,7 +84,11 @@ def _size_page(res: Result) -> list[str]:
             warnings_block(res.warnings)]
     if stages:
         body += ["<h2>Stage table</h2>", table(stages, highlight=lambda s: s.get("binding")), _stage_plot(stages)]
-    body += ["<h2>Details</h2>"] + [section_html("plan", [plan])] + other_sections(res, {"plan", "stages"})
+    configs = res.sections.get("configurations")
+    if configs:
+        body += ["<h2>Configuration per role</h2>", table(configs)]
+    body += ["<h2>Details</h2>"] + [section_html("plan", [plan])] + other_sections(res, {"plan", "stages",
+                                                                                         "configurations"})
     return body
 
 

@@ -321,6 +321,10 @@ def size_report(a) -> Report:
         sections.append(_error_bars_section(a.error_bars, a.plan, sc.mode, a.verdict))
     if a.sensitivity is not None:
         sections.append(_sensitivity_section(a.sensitivity))
+    if getattr(a, "configurations", None) is not None:
+        from .config_report import config_sections
+
+        sections[1:1] = config_sections(a.configurations)
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
                         "stack": _stack(sc), **verdict_meta(a.verdict)})

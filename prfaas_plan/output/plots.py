@@ -70,3 +70,45 @@ def figure_svg(fig) -> str:
     text = figure_bytes(fig, "svg").decode()
     return text[text.index("<svg"):]
 
+
+
+def pareto_path(path: str) -> str:
+    """Where `size --plot PATH` writes the configuration search's Pareto figure: ``PATH``'s stem + ``-pareto``."""
+    from pathlib import Path
+
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}-pareto{p.suffix}"))
+
+
+def plot_pareto(found, path: str, title: str) -> None:
+    """The configuration search's reported candidates: requests/s per chip vs unloaded TTFT P90 (left, marker
+    size by TPOT) and requests/s per $1M of capex vs TTFT P90 (right), the Pareto fronts joined, the chosen
+    configuration circled. Renders `ConfigSearch.fronts`; computes nothing."""
+    fmt = figure_format(path)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cands = [c for c in found.ranked[:found.reported] if c.ttft_p90_s is not None]
+    fronts = dict(found.fronts())
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=120)
+    for ax, key, label, front in ((axes[0], "rps_per_chip", "requests/s per chip", "per chip"),
+                                  (axes[1], "rps_per_musd", "requests/s per $1M capex", "per dollar")):
+        x = np.array([c.ttft_p90_s for c in cands])
+        y = np.array([getattr(c, key) or np.nan for c in cands])
+        size = np.array([c.tpot_s * 1e3 for c in cands]) * 4
+        ax.scatter(x, y, s=size, color="steelblue", alpha=0.7, label="searched (size: TPOT)")
+        on = sorted((i for i, f in fronts.items() if front in f), key=lambda i: x[i])
+        if on:
+            ax.plot(x[on], y[on], "-", color="darkorange", lw=1.5, label=f"Pareto front ({front})")
+        ax.plot([x[0]], [y[0]], "o", ms=14, mfc="none", mec="crimson", mew=2, label="chosen")
+        for i, c in enumerate(cands[:5]):
+            ax.annotate(str(i + 1), (x[i], y[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel("unloaded TTFT P90 (s)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{title}\n#1 = {cands[0].label()}", fontsize=8)
+    fig.tight_layout()
+    write_atomic(path, figure_bytes(fig, fmt))

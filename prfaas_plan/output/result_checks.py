@@ -40,11 +40,42 @@ def check_json(doc, sections: dict, meta: dict, source: str) -> None:
     command = meta.get("command") if isinstance(meta, dict) else None
     if command is not None and not isinstance(command, str):
         raise PlanError(f"{source}: meta.command must be text, not {command!r}")
+    if "configurations" in sections:
+        check_configurations(sections["configurations"], source)
     need = SECTION_OF.get(command)
     if need is not None and not any(n in sections for n in need):
         raise PlanError(f"{source}: meta.command is {command!r} but there is no {' or '.join(map(repr, need))} "
                         f"section (sections: "
                         f"{', '.join(map(str, sections)) or 'none'}); the file was edited or is of another command")
+
+
+CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype", "kv_dtype")
+CONFIG_ROLES = {("remote", "prefill"), ("local", "prefill"), ("local", "decode")}
+
+
+def check_configurations(rows, source: str) -> None:
+    """Refuse a ``configurations`` section (`size`'s configuration search) that is not one record per role
+    and site with exactly `CONFIG_KEYS`, whole positive chip counts and TP/EP degrees within them."""
+    if not isinstance(rows, list) or not rows:
+        raise PlanError(f"{source}: section 'configurations' must be a non-empty list of records")
+    seen = set()
+    for i, r in enumerate(rows):
+        where = f"{source}: configurations[{i}]"
+        if not isinstance(r, dict) or set(r) != set(CONFIG_KEYS):
+            extra = sorted(set(r) - set(CONFIG_KEYS)) if isinstance(r, dict) else []
+            missing = [k for k in CONFIG_KEYS if not isinstance(r, dict) or k not in r]
+            raise PlanError(f"{where}: " + (f"unknown key {extra[0]!r}" if extra else
+                                            f"missing key {missing[0]!r}" if missing else "not a record"))
+        key = (r["site"], r["role"])
+        if key not in CONFIG_ROLES or key in seen:
+            raise PlanError(f"{where}: {r['site']!r} {r['role']!r} is " + ("listed twice" if key in seen else
+                            "not a role of a PrfaaS-PD plan (remote prefill, local prefill, local decode)"))
+        seen.add(key)
+        n = r["chips_per_instance"]
+        ok = all(isinstance(r[k], int) and not isinstance(r[k], bool) and r[k] >= 1 for k in ("chips_per_instance", "tp", "ep"))
+        if not ok or r["tp"] > n or r["ep"] > n:
+            raise PlanError(f"{where}: chips_per_instance, tp and ep must be whole numbers >= 1 with tp and ep at "
+                            f"most chips_per_instance (got {n!r}, {r['tp']!r}, {r['ep']!r})")
 
 
 def row_check(row: dict, checked: list[str]) -> str:

@@ -25,6 +25,7 @@ from ..profiles import Calibration, StackProfile, get_hardware, get_stack
 from ..profiles.efficiency import KERNEL_DEFAULTS
 from ..profiles.stack import split_stack
 from .base import parse_instance
+from .decode import decode_works
 from .kernel_curves import plateau_efficiency
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
@@ -158,8 +159,8 @@ class _Problem:
                 req, q, ctx, chunks = getattr(shape, key)
                 idx[key][i] = add(pass_work(model, par, req, q, ctx, "prefill"), inst.chip, fwd,
                                   chunks / req if key == "busy" else chunks)
-            idx["decode"][i] = add(pass_work(model, par, float(m.concurrency), 1.0,
-                                             m.len_tokens + m.output_tokens / 2, "decode"),
+            idx["decode"][i] = add(decode_works(model, inst, float(m.concurrency), m.len_tokens + m.output_tokens / 2,
+                                                m.moe, stack),
                                    inst.chip, (params.index(stack.name, "step_overhead_s"), none), 1.0)
             for key in ("latency", "wave", "request"):
                 idx[key][i] = params.index(stack.name, {"latency": "latency_s", "wave": "wave_fraction",

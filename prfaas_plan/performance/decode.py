@@ -16,7 +16,7 @@ the TPOT of a batch at a context; ``decode_capacity`` the largest batch within a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,6 +32,13 @@ from .operators import (
 )
 from .roofline import pass_seconds
 
+# EP decode from the engines' measured MoE kernels (`moe_split`): off until the bundled profiles are refitted
+# with it. Measured (issue 21): on NVIDIA's 46 EP TPOT rows with today's constants it cuts TensorRT-LLM H200
+# EP8's median error from +50% to +27%; a joint refit with it moves TensorRT-LLM TPOT |err| in-sample / LOO
+# / LOMO from 28 / 28 / 26% to 21.5 / 22 / 23%, but SGLang's from 7 / 8 / 9% to 8.5 / 8.8 / 13% and H200's
+# TPOT LOMO from 15 to 16%, and it moves every bundled chip and stack constant (docs/methods.md).
+EP_KERNEL_RATIO = False
+VECTOR_BATCHES = 4096  # up to this many batches fit, `decode_capacity` evaluates all at once (else bisects)
 MEM_FRACTION = 0.9  # share of HBM for weights + KV pool (SGLang mem_fraction_static ~0.88-0.9), assumed
 
 
@@ -43,45 +50,92 @@ class DecodeMemory:
     usable_bytes: float
     weight_bytes: float
     request_bytes: float
+    ranks: int = 1  # attention ranks holding requests of their own (DP attention: the chips; else 1)
 
     @property
     def max_batch(self) -> int:
-        """Largest number of concurrent requests that fits (0 when the weights alone do not)."""
+        """Largest number of concurrent requests of the instance that fits (0 when the weights alone do not):
+        ``ranks`` times what one rank's free HBM holds."""
         free = self.usable_bytes - self.weight_bytes
         if free <= 0:
             return 0
         if self.request_bytes <= 0:
             return 1 << 30  # nothing held per request: memory sets no limit
-        return int(free // self.request_bytes)
+        return int(free // self.request_bytes) * self.ranks
 
 
-def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float) -> DecodeMemory:
-    """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request."""
+def attention_weight_bytes(model: ModelProfile) -> float:
+    """Bytes of every layer's attention projections (one copy), at the weight dtype."""
+    from ..profiles import dtype_bytes
+
+    return A.param_counts(model).attention * dtype_bytes(model.weight_dtype, model.name)
+
+
+def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float,
+                  dp_attention: bool = False) -> DecodeMemory:
+    """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request.
+
+    Under TP attention a request's cache is split (or, for MLA latents and KV heads fewer than the chips,
+    replicated) over every chip; under DP attention (``dp_attention``) a request sits whole on one chip,
+    which also holds a whole copy of the attention weights (the rest stays split over the chips)."""
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
-    per_request = state_bytes_per_chip(model, tp)
+    ranks = tp if dp_attention else 1
+    atp = 1 if dp_attention else tp
+    per_request = state_bytes_per_chip(model, atp)
     for g in model.cached_as("growing"):
-        per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, tp)
+        per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, atp)
     for g in model.cached_as("window"):
-        per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, tp)
-    return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, A.weight_bytes(model) / tp, per_request)
+        per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, atp)
+    weights = A.weight_bytes(model) / tp
+    if dp_attention and tp > 1:
+        weights += attention_weight_bytes(model) * (1 - 1 / tp)
+    return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, weights, per_request, ranks)
 
 
 def decode_step_s(model: ModelProfile | str, instance: Instance | str, batch, context_tokens,
                   moe: str = "tp", constants: ChipConstants | None = None,
-                  stack: StackProfile | str | None = None) -> np.ndarray:
+                  stack: StackProfile | str | None = None, dp_attention: bool = False) -> np.ndarray:
     """Seconds of one decode step (the TPOT) of ``batch`` requests at mean context ``context_tokens``
-    (both vectorized), the stack's per-step overhead included."""
+    (both vectorized), the stack's per-step overhead included; ``dp_attention`` runs attention
+    data-parallel (`Parallel`)."""
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
-    works = pass_work(model, Parallel(instance.chips, moe), np.asarray(batch, dtype=float), 1.0,
-                      np.asarray(context_tokens, dtype=float), "decode")
-    return pass_seconds(works, instance.chip, constants.calibration) + get_stack(stack).step_overhead_s
+    stack = get_stack(stack)
+    works = decode_works(model, instance, batch, context_tokens, moe, stack, dp_attention)
+    return pass_seconds(works, instance.chip, constants.calibration) + stack.step_overhead_s
+
+
+def decode_works(model: ModelProfile, instance: Instance, batch, context_tokens, moe: str, stack: StackProfile,
+                 dp_attention: bool = False) -> list:
+    """The operator work of one decode step (`operators.pass_work`), with an EP step's routed experts taken
+    from the engine's measured kernels where the chip has them: the TP routed-expert work scaled by the EP/TP
+    kernel ratio (`moe_split`; time is linear in the work at a fixed shape, so this is the TP time times the
+    ratio). `decode_step_s` and the calibration (`calibrate`) both time these works."""
+    b, c = np.asarray(batch, dtype=float), np.asarray(context_tokens, dtype=float)
+    works = pass_work(model, Parallel(instance.chips, moe, dp_attention), b, 1.0, c, "decode")
+    ratio = _ep_ratio(model, instance, moe, stack, b)
+    if ratio is None:
+        return works
+    tp = next(w for w in pass_work(model, Parallel(instance.chips, "tp", dp_attention), b, 1.0, c, "decode")
+              if w.name == "moe_routed")
+    scaled = replace(tp, flops=tp.flops * ratio, hbm_bytes=tp.hbm_bytes * ratio)
+    return [scaled if w.name == "moe_routed" else w for w in works]
+
+
+def _ep_ratio(model: ModelProfile, instance: Instance, moe: str, stack: StackProfile, tokens):
+    """The measured EP/TP routed-expert kernel ratio (`moe_split.split_ratio`) for an EP decode step, or None
+    (TP, no experts, one chip, or no kernel data: the roofline's own EP model then)."""
+    if not EP_KERNEL_RATIO or moe != "ep" or model.moe is None or instance.chips < 2:
+        return None
+    from .moe_split import split_ratio
+
+    return split_ratio(instance.chip.name, stack.engine, model.expert_dtype, instance.chips, tokens)
 
 
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None,
-                    stack: StackProfile | str | None = None) -> DecodeCapacity:
+                    stack: StackProfile | str | None = None, dp_attention: bool = False) -> DecodeCapacity:
     """What one decode instance sustains at a TPOT SLO of ``tpot_s`` seconds per token.
 
     ``context_tokens`` is the mean context a request holds while decoding (input + output/2). The batch is
@@ -93,12 +147,16 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     model, instance = get_model(model), parse_instance(instance)
     constants = constants or chip_constants(instance.chip)
     stack = get_stack(stack)
-    mem = decode_memory(model, instance, context_tokens)
+    mem = decode_memory(model, instance, context_tokens, dp_attention)
 
     def step(b: int) -> float:
-        return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack))
+        return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack, dp_attention))
 
     cap = mem.max_batch
+    if 1 <= cap <= VECTOR_BATCHES:  # every batch's step in one vectorized pass, read by the same bisection
+        steps = np.asarray(decode_step_s(model, instance, np.arange(1, cap + 1), context_tokens, moe, constants,
+                                         stack, dp_attention), dtype=float)
+        step = lambda b: float(steps[b - 1])  # noqa: E731 - the same figures, looked up
     if cap >= 1 and step(1) <= tpot_s:
         lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO
         if step(hi) <= tpot_s:
@@ -110,9 +168,10 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     else:
         batch, binding = 0, ("memory" if cap < 1 else "slo")
     gb = 1e9
-    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe)}) at {context_tokens:,.0f} "
+    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}) at {context_tokens:,.0f} "
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
-              f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request "
-              f"(fits {cap:,}); {constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
+              f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request"
+              f"{f' on each of its {mem.ranks} attention ranks' if mem.ranks > 1 else ''} (fits {cap:,}); "
+              f"{constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
     return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)

@@ -52,10 +52,16 @@ class Parallel:
     Routed experts are either sliced the same way (``moe="tp"``: every chip holds 1/tp of every expert,
     SGLang's default) or distributed whole (``moe="ep"``: E/tp experts per chip, tokens dispatched and
     combined by all-to-all, the busiest chip setting the pace).
+
+    ``dp_attention``: attention runs data-parallel instead (SGLang ``--enable-dp-attention`` with ``--dp``
+    = ``--tp``): each chip holds a whole copy of the attention weights and serves ``1/tp`` of the requests
+    with their whole cache, and the tokens are gathered across chips for the FFN/MoE (which stays split as
+    ``moe`` says) and scattered back.
     """
 
     tp: int
     moe: str = "tp"
+    dp_attention: bool = False
 
     def __post_init__(self) -> None:
         if self.tp < 1:
@@ -63,8 +69,19 @@ class Parallel:
         if self.moe not in MOE_MODES:
             raise ValueError(f"moe must be one of {MOE_MODES}")
 
+    @property
+    def attention_tp(self) -> int:
+        """Tensor-parallel degree of attention: 1 under DP attention, else ``tp``."""
+        return 1 if self.dp_attention else self.tp
+
+    @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention ranks, each serving ``1/attention_dp`` of the requests."""
+        return self.tp if self.dp_attention else 1
+
     def __str__(self) -> str:
-        return f"TP{self.tp}, MoE {'EP' if self.moe == 'ep' else 'TP'}{self.tp}"
+        attn = f"DP{self.tp} attention" if self.dp_attention and self.tp > 1 else f"TP{self.tp}"
+        return f"{attn}, MoE {'EP' if self.moe == 'ep' else 'TP'}{self.tp}"
 
 
 @dataclass(frozen=True)
@@ -156,8 +173,9 @@ def _core_flops_per_pair(g: AttentionGroup, phase: str) -> float:
 
 
 def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict) -> dict[str, _Terms]:
-    """Terms of the attention operator classes; adds the window bases SWA layers need to ``bases``."""
-    tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
+    """Terms of the attention operator classes; adds the window bases SWA layers need to ``bases``
+    (per attention rank: under DP attention the caller passes one rank's share of the requests)."""
+    tp, h, ab = par.attention_tp, model.hidden_size, ACT_BYTES
     wb = _weight_bytes(model)
     terms = {name: _Terms() for name in ("attn_proj", "attn_full", "attn_swa", "attn_linear")}
     for g in model.attention:
@@ -266,11 +284,14 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
              "first": R * (1.0 + (c > 0))}               # final state written (+ initial state read)
     tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
     wb = _weight_bytes(model)
-    terms = _attention_terms(model, par, phase, bases)
+    dp = par.attention_dp
+    # DP attention: each chip runs attention for 1/dp of the requests (every request-proportional base)
+    abases = bases if dp == 1 else {k: (v if k in ("one", "q", "c") else v / dp) for k, v in bases.items()}
+    terms = _attention_terms(model, par, phase, abases)
     windows = [g.window for g in model.attention if g.rule.cache == "window"]
-    shapes = {"attn_proj": T, "attn_full": c + q, "attn_linear": T,
+    shapes = {"attn_proj": abases["T"], "attn_full": c + q, "attn_linear": abases["T"],
               "attn_swa": np.minimum(c + q, max(windows)) if windows else None}
-    ops = [t.work(name, bases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE, shapes[name])
+    ops = [t.work(name, abases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE, shapes[name])
            for name, t in terms.items() if t.flops or t.bytes]
     dense = model.dense_layers
     if dense:
@@ -284,8 +305,15 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     head = float(model.vocab_size * h)
     ops.append(OpWork("lm_head", R * (2.0 * head / tp), head * wb / tp + R * (ab * (h + model.vocab_size / tp)),
                       model.weight_dtype, shape=R))
-    ops.append(OpWork("elementwise", 0.0, T * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
-    if tp > 1:
+    ops.append(OpWork("elementwise", 0.0, abases["T"] * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
+    if tp > 1 and par.dp_attention:
+        # DP attention: no all-reduce after attention; the FFN's tokens are all-gathered before it and
+        # reduce-scattered after it (together the bytes of one ring all-reduce), except where EP's all-to-all
+        # already carries them from and to their attention rank.
+        calls = len(dense) + (1.0 if par.moe == "tp" else 0.0) * len(model.moe_layers)
+        if calls:
+            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+    elif tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
         # all-reduce by its all-to-all.
         # Layers without an FFN (Nemotron-H mixers followed by a mixer) all-reduce once, after the mixer.

@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .case_study import CaseStudy
     from .sensitivity import Sensitivity
     from .slo import SloSearch
+    from .configurations import ConfigSearch, SearchSpec
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -101,6 +102,7 @@ class SizeAnswer:
     basis: str = "instances"
     slo_search: SloSearch | None = None   # the SLO's rate with threshold and split re-optimized (planning/slo.py)
     sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
+    configurations: ConfigSearch | None = None  # the configuration search, when the roles were searched
 
     @property
     def verdict(self) -> dict | None:
@@ -158,7 +160,7 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
                 seed: int = 0, layout: Layout | None = None, keep_split: bool = False,
-                sensitivity: tuple[str, ...] | None = None) -> SizeAnswer:
+                sensitivity: tuple[str, ...] | None = None, search: SearchSpec | None = None) -> SizeAnswer:
     """Size PrfaaS-PD for ``question`` and answer the follow-up questions asked.
 
     ``threshold`` (tokens) evaluates that routing threshold instead of optimizing it; ``target_rate``
@@ -172,10 +174,18 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     command).
     ``sensitivity`` (the deployment inputs the user left at their defaults, `planning.sensitivity.CHOICES`
     names; None: not asked) ranks the gain's drivers and spreads the error bars over those choices.
+    ``search`` (what the user pinned) searches every role's configuration first
+    (`configurations.search_configurations`) and plans the best; None keeps the scenario's shapes.
     """
     from .plans import basis_baseline, resolve_basis
 
     sc = question.scenario
+    found = None
+    if search is not None and layout is None:
+        from .configurations import chosen_scenario, search_configurations
+
+        found = search_configurations(sc, search)
+        sc = chosen_scenario(sc, found)
     basis = resolve_basis(sc, question.basis)
     perf = perf_inputs(sc) if layout is None else layout_perf(layout, sc)
     layout = prfaas_layout(sc) if layout is None else layout
@@ -217,7 +227,7 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
         error_bars=bars, sensitivity=ranked,
         degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
-        basis=basis)
+        basis=basis, configurations=found)
 
 
 def non_unique_split(plan: Plan) -> str | None:
@@ -271,17 +281,22 @@ class CompareAnswer:
 
 
 def answer_compare(question: Question, load: float | None = None, rate: float | None = None,
-                   samples: int = 400, seed: int = 0,
-                   sensitivity: tuple[str, ...] | None = None) -> CompareAnswer:
+                   samples: int = 400, seed: int = 0, sensitivity: tuple[str, ...] | None = None,
+                   search: SearchSpec | None = None) -> CompareAnswer:
     """PrfaaS-PD against the local cluster alone, homogeneous PD at equal instances and at equal
     budget at the question's basis (None: capex when the chips have prices) and naive
     heterogeneous. With ``load`` (a fraction of PrfaaS-PD's Lambda_max) or ``rate`` (requests/s) every
     layout runs at that one offered rate: its latency, whether it saturates, and its cloud cost per million
     output tokens there; ``samples``, ``seed`` and ``sensitivity`` as in `answer_size` (every baseline row's
-    band spread over the same deployment alternatives)."""
+    band spread over the same deployment alternatives), ``search`` too (the searched configuration is
+    PrfaaS-PD's, and the homogeneous baselines run the local shape and decode configuration it chose)."""
     from .plans import basis_baseline_name, resolve_basis
 
     sc = question.scenario
+    if search is not None:
+        from .configurations import chosen_scenario, search_configurations
+
+        sc = chosen_scenario(sc, search_configurations(sc, search))
     basis = resolve_basis(sc, question.basis)
     if load is not None and rate is not None:
         raise PlanError("give either `load` or `rate`, not both")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
 from types import MappingProxyType
@@ -162,12 +162,13 @@ def _whole(name: str) -> Callable[[object], int | None]:
 
 
 def _dtype(name: str) -> Callable[[object], str | None]:
+    """A dtype, or a comma-separated list the configuration search chooses from (`scenario.dtype_choices`)."""
     def parse(value):
-        from ..profiles.schema import dtype_bytes
+        from .scenario import dtype_choices
 
         if value is None:
             return None
-        dtype_bytes(value, f"`{name}`")
+        dtype_choices(str(value), f"`{name}`")
         return str(value)
     return parse
 
@@ -366,7 +367,16 @@ class Question:
     def _profile(self) -> tuple[ModelProfile, tuple[str, ...]]:
         from .scenario import with_dtypes
 
-        return with_dtypes(self.resolved["model"], self.resolved["weight_dtype"], self.resolved["kv_dtype"])
+        return with_dtypes(self.resolved["model"], *(c[0] if c else None for c in self.dtype_choices))
+
+    @property
+    def dtype_choices(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(weight dtypes, KV dtypes) the user allows, the first of each the one a plan without the search
+        uses; () where the model profile's holds."""
+        from .scenario import dtype_choices
+
+        return (dtype_choices(self.resolved["weight_dtype"], "`weight_dtype`"),
+                dtype_choices(self.resolved["kv_dtype"], "`kv_dtype`"))
 
     @property
     def instance_chips(self) -> tuple[int, int]:
@@ -448,9 +458,13 @@ class Question:
             notes += (() if self.given["rtt"] is not None else (RTT_NOTE,))
             notes += stack_notes(self.given["stack"], self.inputs)
             remote = None if remote_chips == local_chips else remote_chips
-        return scenario_for(self.model, self.given["remote"], self.given["local"], self.link, local_chips,
-                            self.tpot_s, self.mode, self.inputs, self.workload, notes, self.transfer,
-                            self.stack.name, remote)
+        sc = scenario_for(self.model, self.given["remote"], self.given["local"], self.link, local_chips,
+                          self.tpot_s, self.mode, self.inputs, self.workload, notes, self.transfer,
+                          self.stack.name, remote)
+        weights, kvs = self.dtype_choices
+        if len(weights) > 1 or len(kvs) > 1:
+            sc = replace(sc, weight_dtypes=weights, kv_dtypes=kvs)
+        return sc
 
 
 def follow_ups(*, threshold=None, target_rate=None, load=None, ttft=None, verify=False, size_link=None,

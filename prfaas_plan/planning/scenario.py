@@ -48,6 +48,13 @@ class Scenario:
     transfer: str = DEFAULT_POLICY  # bytes on the link: replicated | logical | dp-attention (analytic/transfer.py)
     stack: str = DEFAULT_STACK  # serving stack of every site unless a layout file names one per site
     remote_instance_chips: int | None = None  # chips per remote instance; None: ``instance_chips``
+    # how each role splits the model (`performance.Parallel`); the configuration search sets them
+    remote_moe: str = "tp"        # remote prefill's routed experts: tp (sliced) | ep (whole experts per chip)
+    local_moe: str = "tp"         # local prefill's
+    decode_moe: str = "tp"        # local decode's
+    dp_attention: bool = False    # local decode runs data-parallel attention (one cache copy per request)
+    weight_dtypes: tuple[str, ...] = ()  # dtypes the configuration search may choose from (empty: the model's)
+    kv_dtypes: tuple[str, ...] = ()
 
     @property
     def local_chips_per_instance(self) -> int:
@@ -93,6 +100,23 @@ def with_dtypes(model: ModelProfile, weight_dtype: str | None = None,
     return (replace(model, **changes) if changes else model), tuple(notes)
 
 
+def dtype_choices(text: str | None, what: str) -> tuple[str, ...]:
+    """``"fp8,bf16"`` -> ("fp8", "bf16"): the dtypes the configuration search may choose from (the first is
+    the one a plan without the search uses); () for None. Each is checked; a repeat is an error."""
+    if text is None:
+        return ()
+    from ..profiles.schema import dtype_bytes
+
+    out = tuple(p.strip() for p in str(text).split(","))
+    for p in out:
+        if not p:
+            raise PlanError(f"{what} {text!r}: an empty dtype in the list")
+        dtype_bytes(p, what)
+    if len(set(out)) != len(out):
+        raise PlanError(f"{what} {text!r}: a dtype is listed twice")
+    return out
+
+
 def stack_notes(stack: str | None, inputs: str = "predicted", layout: Layout | None = None) -> tuple[str, ...]:
     """Notes naming the serving stack in effect and where its numbers come from: ``stack`` (None: the
     default `DEFAULT_STACK`, announced) for every site, or with a ``layout`` for its sites that name no
@@ -128,7 +152,7 @@ def _paper_only(model: ModelProfile, instance: Instance) -> None:
 
 
 def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
-                     stack: str = DEFAULT_STACK) -> PrefillModel:
+                     stack: str = DEFAULT_STACK, moe: str = "tp") -> PrefillModel:
     """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20: the paper's Eq. 4
     form, latency = busy time) or ``predicted`` (measured table where the model has one, else the calibrated
     roofline on serving ``stack``)."""
@@ -137,13 +161,15 @@ def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
         return given.measured_h200() if instance.chip.name == "h200" else given.backsolved_h20()[0]
     from ..performance import prefill_model
 
-    return prefill_model(model, instance, stack=stack)
+    return prefill_model(model, instance, moe=moe, stack=stack)
 
 
 def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
-                    inputs: str, stack: str = DEFAULT_STACK) -> DecodeCapacity:
-    """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens); a model that
-    cannot decode there at all is a `PlanError`."""
+                    inputs: str, stack: str = DEFAULT_STACK, moe: str = "tp",
+                    dp_attention: bool = False) -> DecodeCapacity:
+    """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens), its experts split
+    as ``moe`` and attention data-parallel with ``dp_attention``; a model that cannot decode there at all
+    is a `PlanError`."""
     if inputs == "paper":
         _paper_only(model, instance)
         if instance.chip.name != "h20":
@@ -151,7 +177,7 @@ def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, cont
         return given.backsolved_h20()[1]
     from ..performance import decode_capacity
 
-    decode = decode_capacity(model, instance, tpot_s, context_tokens, stack=stack)
+    decode = decode_capacity(model, instance, tpot_s, context_tokens, moe, stack=stack, dp_attention=dp_attention)
     if decode.batch <= 0:
         if decode.binding == "slo":
             raise PlanError(f"{model.name} cannot decode on {instance} within a {tpot_s * 1e3:g} ms TPOT: even one "
@@ -167,11 +193,12 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     context = sc.context_tokens
     l_inst, _ = instances_from_chips(sc.local, sc.instance_chips, "`local`")
     r_inst, _ = instances_from_chips(sc.remote, sc.remote_chips_per_instance, "`remote`")
-    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack),
-                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack),
+    site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack, sc.local_moe),
+                    instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack, sc.decode_moe,
+                                    sc.dp_attention),
                     TransferBytes(sc.transfer, l_inst.chips))
-    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack), {"local": site},
-                      sc.output_tokens)
+    return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack, sc.remote_moe),
+                      {"local": site}, sc.output_tokens)
 
 
 def prfaas_layout(sc: Scenario) -> Layout:

@@ -131,7 +131,8 @@ def band_warnings(bars) -> list[PlanWarning]:
     """A warning when the point estimate's gain (``bars.point_gain``, x) lies outside its own sampled
     P10-P90 band (`analytic.uncertainty.ErrorBars`): the band then does not describe the plan shown."""
     p, g = bars.point_gain, bars.gain
-    if (bars.given and not getattr(bars, "variants", ())) or not p == p or g.p10 <= p <= g.p90:
+    tie = 1e-9 * abs(p)   # a band collapsed onto the point differs from it only by percentile rounding
+    if (bars.given and not getattr(bars, "variants", ())) or not p == p or g.p10 - tie <= p <= g.p90 + tie:
         return []
     return [PlanWarning("point-outside-band",
                         f"the point estimate's gain {p:.2f} lies outside its own P10-P90 band ({g.p10:.2f} to "

@@ -1,0 +1,57 @@
+"""Time the configuration search (issue 21): the search alone on the defaults (warm: profiles loaded), and a
+cold ``prfaas-plan size`` on the defaults (a fresh interpreter, error bars included) against the 1 s target.
+
+    python3 benchmarks/bench_search.py [--repeat 5]
+
+CPU time is reported beside wall time: on a shared machine the wall clock measures the neighbours too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+
+
+def warm(repeat: int) -> None:
+    from prfaas_plan.planning import scenario, search_configurations
+
+    sc = scenario()
+    search_configurations(sc)  # first call loads profiles and kernel curves
+    walls, cpus = [], []
+    for _ in range(repeat):
+        sc = scenario()        # new prefill models: nothing cached from the previous run
+        w, c = time.perf_counter(), time.process_time()
+        found = search_configurations(sc)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    n = sum(v[0] for v in found.counts.values())
+    print(f"search on the defaults: {n} role candidates, {len(found.ranked)} joint configurations grid-searched; "
+          f"best of {repeat}: {min(walls) * 1e3:.0f} ms wall, {min(cpus) * 1e3:.0f} ms CPU")
+
+
+def cold(repeat: int) -> None:
+    walls, cpus = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        w = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "prfaas_plan", "size"], check=True, stdout=subprocess.DEVNULL)
+        walls.append(time.perf_counter() - w)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    print(f"cold `size` on the defaults (search + 400-sample error bars): best of {repeat}: {min(walls):.2f} s wall, "
+          f"{min(cpus):.2f} s CPU (target <= 1 s)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    warm(args.repeat)
+    cold(args.repeat)
+
+
+if __name__ == "__main__":
+    main()

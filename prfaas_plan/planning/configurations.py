@@ -1,0 +1,396 @@
+"""The configuration search per role and site (issue 21 item 1): how many chips each instance has and how
+each role splits the model, chosen jointly with the threshold and the local split.
+
+Roles and what is searched (each candidate checked for HBM fit, the reason kept when it does not fit):
+
+- remote prefill: chips per instance (the whole numbers 1..16 that divide the remote pool into whole
+  instances), routed experts sliced (MoE TP) or whole per chip (MoE EP);
+- local prefill: chips per instance (shared with local decode: local instances change role, so one site has
+  one shape), MoE TP or EP;
+- local decode: attention tensor-parallel (TP, per-rank replicated latents/heads where the model's kind
+  replicates them) or data-parallel (DP attention, one whole cache per request on one rank), MoE TP or EP,
+  and the batch cap: the largest batch within the TPOT SLO and HBM (`performance.decode_capacity`);
+- weight and KV dtypes: only those the user allows (``--weight-dtype fp8,bf16``), else the profile's.
+
+The bytes on the link follow from the decode configuration (DP attention moves one copy per request,
+``dp-attention``; TP attention the per-rank copies, ``replicated``) unless the user pins a transfer policy;
+pinning ``replicated`` or ``dp-attention`` also pins the decode attention mode it names (``logical``, the
+paper's counting convention, pins only the bytes).
+
+Candidates are evaluated in two steps, both exact: (1) per role, a candidate that is no better at every
+prompt length than another is dropped (a remote prefill pool whose requests/s per length is at most another's
+everywhere cannot raise the remote bound at any threshold; a decode configuration with fewer requests/s and
+at least as many bytes per request cannot raise the decode or the link bound); (2) every combination of the
+survivors is grid-searched (`analytic.search.grid_search`, threshold and split) and the best ``Lambda_max``
+wins, ties going to the earlier candidate in the order below (8-chip, TP, TP attention first: the
+planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
+
+Units: chips, requests/s, seconds, tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import PlanError
+from ..layout import instances_from_chips
+from .scenario import Scenario, prfaas_layout, with_dtypes
+
+MAX_INSTANCE_CHIPS = 16
+SHAPE_ORDER = (8, 4, 16, 2, 1)  # ties go to the earlier shape (8 first: the former fixed shape)
+REL_TIE = 1e-9
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """What the user pinned: chips per remote / local instance (None: searched) and a transfer policy
+    (None: follows the decode configuration)."""
+
+    remote_chips: int | None = None
+    local_chips: int | None = None
+    transfer: str | None = None
+    remote_shapes: tuple[int, ...] | None = None  # the chips per instance to try (None: every divisor in 1..16)
+    local_shapes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """One role's configuration at one site, as the JSON section ``configurations`` records it."""
+
+    role: str                 # prefill | decode
+    site: str                 # remote | local
+    chips_per_instance: int
+    tp: int                   # tensor-parallel degree of attention and dense layers (DP attention: its ranks)
+    ep: int                   # expert-parallel degree of the routed experts (1: sliced by TP)
+    dp_attention: bool
+    batch: int                # decode: running requests per instance (0 for prefill: packed by token budget)
+    weight_dtype: str
+    kv_dtype: str
+
+    def record(self) -> dict:
+        return {"role": self.role, "site": self.site, "chips_per_instance": self.chips_per_instance, "tp": self.tp,
+                "ep": self.ep, "dp_attention": self.dp_attention, "batch": self.batch,
+                "weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype}
+
+    @property
+    def label(self) -> str:
+        attn = f"DP{self.tp}-attn" if self.dp_attention else f"TP{self.tp}"
+        moe = f" EP{self.ep}" if self.ep > 1 else ""
+        return f"{self.chips_per_instance}-chip {attn}{moe}"
+
+
+@dataclass(frozen=True)
+class Infeasible:
+    """A role candidate that cannot run, and why (one sentence)."""
+
+    role: str
+    site: str
+    chips_per_instance: int
+    parallel: str
+    weight_dtype: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One joint configuration, grid-searched: its scenario, roles, ``Lambda_max`` (requests/s), threshold
+    (tokens), local split, the decode step (seconds, the TPOT it runs at) and the plan's unloaded TTFT P90
+    (seconds, filled for the candidates reported)."""
+
+    scenario: Scenario
+    roles: tuple[RoleConfig, ...]
+    lambda_max: float
+    threshold: float
+    n_prefill: int
+    n_decode: int
+    binding: str
+    tpot_s: float
+    chips: int
+    ttft_p90_s: float | None = None
+    capex_usd: float | None = None
+    cloud_usd_per_hour: float | None = None
+
+    @property
+    def rps_per_chip(self) -> float:
+        return self.lambda_max / self.chips if self.chips else 0.0
+
+    @property
+    def rps_per_musd(self) -> float | None:
+        return self.lambda_max / self.capex_usd * 1e6 if self.capex_usd else None
+
+    def label(self) -> str:
+        return "; ".join(f"{r.site} {r.role} {r.label}" for r in self.roles)
+
+
+@dataclass(frozen=True)
+class ConfigSearch:
+    """The search's answer: ``best``, the evaluated candidates best first, the infeasible role candidates,
+    how many role candidates each role had before and after dropping dominated ones, and the Pareto set
+    (indices into ``ranked``) of requests/s per chip (max) vs TTFT P90 (min) and TPOT (min)."""
+
+    best: Candidate
+    ranked: list[Candidate]
+    infeasible: list[Infeasible]
+    counts: dict[str, tuple[int, int]]
+    reported: int = 8
+    pinned: SearchSpec = SearchSpec()
+
+    def fronts(self) -> list[tuple[int, list[str]]]:
+        """``(index into ranked, fronts it is on)`` over the reported candidates (those with a TTFT):
+        ``per chip`` = no other has more requests/s per chip and a lower TTFT P90 and TPOT; ``per dollar`` =
+        none has more requests/s per $1M of capex and a lower TTFT P90."""
+        cands = [c for c in self.ranked[:self.reported] if c.ttft_p90_s is not None]
+        chip = set(pareto_front([(c.rps_per_chip, -c.ttft_p90_s, -c.tpot_s) for c in cands]))
+        dollar = set(pareto_front([(c.rps_per_musd or 0.0, -c.ttft_p90_s) for c in cands])
+                     if all(c.rps_per_musd is not None for c in cands) else [])
+        return [(i, [n for n, f in (("per chip", chip), ("per dollar", dollar)) if i in f])
+                for i in range(len(cands)) if i in chip or i in dollar]
+
+
+def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
+    """Chips per instance to try: ``pinned``, or the divisors of the pool in 1..16 (whole instances), only
+    those in ``allowed`` when given."""
+    if allowed is not None:
+        return [n for n in _shapes(pool, pinned, what) if n in allowed]
+    if pinned is not None:
+        if pool % pinned:
+            raise PlanError(f"{what}: {pool} chips do not make whole {pinned}-chip instances")
+        return [pinned]
+    out = [n for n in SHAPE_ORDER if n <= MAX_INSTANCE_CHIPS and pool % n == 0]
+    out += [n for n in range(1, MAX_INSTANCE_CHIPS + 1) if pool % n == 0 and n not in out]
+    return out
+
+
+def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
+    """Decode attention modes to try (True: DP attention): both on several chips, unless the user pinned a
+    transfer policy that names one (``replicated``: what TP attention receives; ``dp-attention``: DP
+    attention); ``logical`` is a counting convention and pins the bytes only."""
+    if chips == 1:
+        return [False]
+    return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, True])
+
+
+def _moe_splits(model, chips: int) -> list[str]:
+    return ["tp", "ep"] if model.moe is not None and chips > 1 else ["tp"]
+
+
+def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
+    """``rows[i]`` dominated by an earlier-or-other row (no better anywhere); exact ties keep the first."""
+    out = []
+    for i, a in enumerate(rows):
+        out.append(any((np.all(b >= a) if higher_better else np.all(b <= a)) and (np.any(b != a) or j < i)
+                       for j, b in enumerate(rows) if j != i))
+    return out
+
+
+def _prefill_fits(model, inst, context: float) -> str | None:
+    """Why a prefill instance cannot hold ``model`` and one request's cache at ``context`` tokens (the mean
+    context decode is sized at: the planner's one memory basis; prompts far above it need the HBM a long
+    prompt's cache takes, which the routing may send remote), or None."""
+    from ..performance.decode import decode_memory
+
+    mem = decode_memory(model, inst, context)
+    if mem.max_batch < 1:
+        return (f"weights {mem.weight_bytes / 1e9:.1f} GB + one {context:,.0f}-token request's cache "
+                f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the {mem.usable_bytes / 1e9:.1f} GB usable "
+                "(HBM less the activation reserve)")
+    return None
+
+
+def _dtype_models(sc: Scenario) -> list:
+    """The model profile at each allowed (weight, KV) dtype pair; the scenario's own when none were listed."""
+    if not sc.weight_dtypes and not sc.kv_dtypes:
+        return [sc.model]
+    from ..profiles import get_model
+
+    base = get_model(sc.model.name)
+    out = []
+    for w in sc.weight_dtypes or (None,):
+        for k in sc.kv_dtypes or (None,):
+            out.append(with_dtypes(base, w, k)[0] if (w or k) else sc.model)
+    return out
+
+
+def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32) -> ConfigSearch:
+    """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
+    ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables."""
+    from ..analytic.search import grid_search
+    from ..analytic.throughput import PerfInputs, SitePerf
+    from ..analytic.transfer import TransferBytes
+    from ..analytic.ttft import ttft_summary
+    from ..performance import decode_capacity, decode_memory, parse_instance
+    from ..performance.base import Instance
+    from .plans import _costs
+    from .scenario import instance_prefill
+
+    if sc.inputs == "paper":
+        raise PlanError("`inputs` paper gives the paper's 8-chip H200 and H20 instances only: the configuration "
+                        "search needs `inputs` predicted (or pin `instance_chips` 8)")
+    r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
+    r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
+    l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
+    lengths = sc.grid.lengths
+    infeasible: list[Infeasible] = []
+    counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
+    ranked: list[Candidate] = []
+    evaluated: list[tuple] = []  # (perf, best evaluation, local prefill, decode) of each ranked candidate
+
+    def evaluate(model, r, n_l, lp, d) -> None:
+        """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``)."""
+        (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
+        wd, kd = model.weight_dtype, model.kv_dtype
+        cand_sc = replace(sc, model=model, instance_chips=n_l, remote_instance_chips=None if n_r == n_l else n_r,
+                          remote_moe=r_moe, local_moe=l_moe, decode_moe=d_moe, dp_attention=dp, transfer=tb.policy)
+        perf = PerfInputs(model, r_pm, {"local": SitePerf(l_pm, cap, tb)}, sc.output_tokens)
+        lay = prfaas_layout(cand_sc)
+        best = grid_search(lay, sc.grid, perf, sc.mode).best
+        roles = (RoleConfig("prefill", "remote", n_r, n_r, n_r if r_moe == "ep" else 1, False, 0, wd, kd),
+                 RoleConfig("prefill", "local", n_l, n_l, n_l if l_moe == "ep" else 1, False, 0, wd, kd),
+                 RoleConfig("decode", "local", n_l, n_l, n_l if d_moe == "ep" else 1, dp, int(cap.batch), wd, kd))
+        capex, hourly = _costs(lay)
+        ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
+                                best.binding, cap.step_s, r_pool.chips + l_pool.chips,
+                                capex_usd=capex if np.isfinite(capex) else None,
+                                cloud_usd_per_hour=hourly if np.isfinite(hourly) else None))
+        evaluated.append((perf, best, lp, d))
+
+    for model in _dtype_models(sc):
+        wd, kd = model.weight_dtype, model.kv_dtype
+
+        def prefill_pool(site: str, pool: Instance, shapes: list[int]):
+            """Non-dominated (chips, moe, prefill model) of one site's prefill role."""
+            cands, rates = [], []
+            for n in shapes:
+                inst = Instance(pool.chip, n)
+                for moe in _moe_splits(model, n):
+                    counts[f"{site} prefill"][0] += 1
+                    why = _prefill_fits(model, inst, sc.context_tokens)
+                    if why:
+                        infeasible.append(Infeasible("prefill", site, n, f"MoE {moe.upper()}", wd, why))
+                        continue
+                    pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
+                    cands.append((n, moe, pm))
+                    rates.append((pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300))
+            return cands, rates
+
+        r_cands, r_rates = prefill_pool("remote", r_pool, r_shapes)
+        r_keep = [c for c, d in zip(r_cands, _dominated(r_rates)) if not d]
+        counts["remote prefill"][1] += len(r_keep)
+        for n_l in l_shapes:
+            inst = Instance(l_pool.chip, n_l)
+            lp_cands, lp_rates = prefill_pool("local", l_pool, [n_l])
+            lp_keep = [c for c, d in zip(lp_cands, _dominated(lp_rates)) if not d]
+            counts["local prefill"][1] += len(lp_keep)
+            decodes, dec_rows = [], []
+            for dp in _attention_modes(n_l, spec.transfer):
+                for moe in _moe_splits(model, n_l):
+                    counts["local decode"][0] += 1
+                    par = f"{'DP' if dp else 'TP'}{n_l} attention, MoE {moe.upper()}"
+                    cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
+                                          dp_attention=dp)
+                    if cap.batch <= 0:
+                        mem = decode_memory(model, inst, sc.context_tokens, dp)
+                        reason = (f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
+                                  f"{sc.tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
+                                  f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
+                                  f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the "
+                                  f"{mem.usable_bytes / 1e9:.1f} GB usable")
+                        infeasible.append(Infeasible("decode", "local", n_l, par, wd, reason))
+                        continue
+                    policy = spec.transfer or ("dp-attention" if dp else "replicated")
+                    tb = TransferBytes(policy, n_l)
+                    decodes.append((dp, moe, cap, tb))
+                    rps = cap.requests_per_s(sc.output_tokens)
+                    dec_rows.append(np.concatenate([[rps], -tb.at(model, lengths)]))
+            d_keep = [c for c, d in zip(decodes, _dominated(dec_rows)) if not d]
+            counts["local decode"][1] += len(d_keep)
+            for r in r_keep:
+                for lp in lp_keep:
+                    for d in d_keep:
+                        evaluate(model, r, n_l, lp, d)
+        # the remote candidates dropped as dominated, each with its site's best local configuration once:
+        # never the optimum, but they can trade throughput for TTFT (the Pareto tables)
+        dropped = [c for c in r_cands if not any(c is k for k in r_keep)]
+        if dropped and ranked:
+            mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
+            if mine:
+                b = max(mine, key=lambda i: ranked[i].lambda_max)
+                n_l = ranked[b].scenario.instance_chips
+                lp, d = evaluated[b][2], evaluated[b][3]
+                for r in dropped:
+                    evaluate(model, r, n_l, lp, d)
+    if not ranked:
+        _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
+    # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
+    # former fixed shape (8 chips, TP, TP attention)
+    top = max(c.lambda_max for c in ranked)
+    order = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), i))
+    out = []
+    for k, i in enumerate(order):
+        c = ranked[i]
+        if k < report:
+            perf, best = evaluated[i][:2]
+            c = replace(c, ttft_p90_s=ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s)
+        out.append(c)
+    return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
+
+
+def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, l_pool, l_shapes: list[int]) -> None:
+    """Raise the one-line error of a search where no joint configuration fits: decode's own error (at the
+    largest local shape tried, TP attention) when no decode candidate fits, else the first role with none."""
+    from ..performance.base import Instance
+    from .scenario import instance_decode
+
+    bad: dict[str, list[Infeasible]] = {}
+    for i in infeasible:
+        bad.setdefault(f"{i.site} {i.role}", []).append(i)
+    if len(bad.get("local decode", [])) >= counts["local decode"][0]:
+        instance_decode(sc.model, Instance(l_pool.chip, max(l_shapes)), sc.tpot_s, sc.context_tokens, sc.inputs,
+                        sc.stack)  # its own error: cannot decode at the SLO, or no HBM for one request
+    role = next((r for r in counts if len(bad.get(r, [])) >= counts[r][0]), None)
+    if role is None:
+        raise PlanError(f"no configuration of {sc.model.name} fits: no local instance shape both prefills and "
+                        "decodes (each fits alone on another shape); pin `local_instance_chips`")
+    first = max(bad[role], key=lambda i: i.chips_per_instance)
+    raise PlanError(f"no configuration of {sc.model.name} fits: {role} on {first.chips_per_instance}-chip instances "
+                    f"({first.parallel}): {first.reason}; use chips with more HBM, more chips per instance or "
+                    "lighter weights (`weight_dtype` fp8)")
+
+
+def _tie_level(lam: float, top: float) -> float:
+    """``lam`` for sorting, with everything within `REL_TIE` of the best counted as the best."""
+    return top if lam >= top * (1 - REL_TIE) else lam
+
+
+def pareto_front(pts: list[tuple[float, ...]]) -> list[int]:
+    """Indices of the points (every coordinate: higher is better) that no other point beats on every
+    coordinate at once (at least as good on all, better on one)."""
+    keep = []
+    for i, a in enumerate(pts):
+        if not any(all(x >= y for x, y in zip(b, a)) and any(x > y for x, y in zip(b, a))
+                   for j, b in enumerate(pts) if j != i):
+            keep.append(i)
+    return keep
+
+
+def chosen_scenario(sc: Scenario, found: ConfigSearch) -> Scenario:
+    """``found``'s best scenario, its notes saying what was searched and which bytes now cross the link
+    (the transfer note of ``sc`` replaced by the chosen decode configuration's)."""
+    from ..analytic.transfer import TransferBytes
+
+    best = found.best.scenario
+    transfer = TransferBytes(best.transfer, best.instance_chips).describe(best.model)
+    notes = [transfer if n.startswith("transfer bytes:") else n for n in sc.notes]
+    n_all = sum(v[0] for v in found.counts.values())
+    kept = ", ".join(f"{k} {v[1]} of {v[0]}" for k, v in found.counts.items())
+    pins = [f"{what} {v}" for what, v in (("remote chips per instance", found.pinned.remote_chips),
+                                           ("local chips per instance", found.pinned.local_chips),
+                                           ("transfer bytes", found.pinned.transfer)) if v is not None]
+    notes.append(f"configuration search: {n_all} role candidates ({kept} kept after dropping those no better at "
+                 f"any length), {len(found.ranked)} joint configurations grid-searched, {len(found.infeasible)} "
+                 f"infeasible; chosen: {found.best.label()}"
+                 + (f"; pinned: {', '.join(pins)}" if pins else "")
+                 + "; local prefill and decode share one instance shape (local instances change role)")
+    return replace(best, notes=tuple(notes))
