@@ -86,14 +86,24 @@ class LengthGrid:
         and prefill model."""
         return self._once("busy", prefill, lambda: busy_s(prefill, self.lengths))
 
+    def latency_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
+        """``prefill.latency_s`` at every support point (seconds per request, float64), computed once per
+        grid and prefill model."""
+        return self._once("latency", prefill, lambda: np.asarray(prefill.latency_s(self.lengths), dtype=float))
+
     def busy_suffix(self, prefill: PrefillModel) -> np.ndarray:
         """``suffix(busy_at_lengths(prefill))`` (seconds per request), computed once per grid and model."""
         return self._once("busy_suffix", prefill, lambda: self.suffix(self.busy_at_lengths(prefill)))
 
+    def transfer_at_lengths(self, model: ModelProfile, transfer: TransferBytes) -> np.ndarray:
+        """The bytes ``transfer`` moves for ``model`` at every support point (bytes per request), computed
+        once per grid, model and policy."""
+        return self._once(("transfer_at", transfer), model, lambda: transfer.at(model, self.lengths))
+
     def transfer_suffix(self, model: ModelProfile, transfer: TransferBytes) -> np.ndarray:
-        """``suffix`` of the bytes ``transfer`` moves for ``model`` at every support point (bytes per request),
-        computed once per grid, model and policy."""
-        return self._once(("transfer", transfer), model, lambda: self.suffix(transfer.at(model, self.lengths)))
+        """``suffix`` of `transfer_at_lengths` (bytes per request), computed once per grid, model and policy."""
+        return self._once(("transfer", transfer), model,
+                          lambda: self.suffix(self.transfer_at_lengths(model, transfer)))
 
     @cached_property
     def length_suffix(self) -> np.ndarray:
