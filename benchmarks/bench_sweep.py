@@ -37,14 +37,9 @@ SPECS = {
 }
 
 
-def clear_caches() -> None:
-    S._perf.cache_clear()
-    S._scenario_without_link.cache_clear()
-
-
 def timed_run(spec, workers: int) -> tuple[float, float, int]:
     """(wall s, CPU s of this process and its finished children, points) of one sweep from empty caches."""
-    clear_caches()
+    S.clear_caches()
     with tempfile.TemporaryDirectory() as tmp:
         t0, c0 = time.perf_counter(), _cpu()
         res = run_sweep(spec, Path(tmp) / "r.parquet", workers=workers)

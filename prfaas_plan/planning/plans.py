@@ -227,13 +227,15 @@ def basis_baseline(sc: Scenario, basis: str) -> Layout:
 
 
 def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None,
-            equal_instances: bool = True) -> dict[str, Plan]:
+            equal_instances: bool = True, plan_of=None) -> dict[str, Plan]:
     """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
     ``basis`` (capex, rental or chips; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
     ``homogeneous-equal-<basis>``, ``naive-heterogeneous``. ``equal_instances=False`` leaves out
     ``homogeneous-pd`` unless it is the basis's baseline (one basis per answer: the ``compare`` command;
-    the paper's case study keeps both)."""
+    the paper's case study keeps both). ``plan_of(layout)``, when given, is used instead of
+    ``optimize(layout, sc, perf)`` and must return the same plan (a sweep reuses the plans of layouts its
+    points share, `prfaas_plan.planning.sweep`)."""
     basis = resolve_basis(sc, basis)
     layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc)}
     if equal_instances or basis == "instances":
@@ -243,7 +245,9 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
         layouts[basis_baseline_name(basis)] = basis_baseline(sc, basis)
     layouts["naive-heterogeneous"] = naive_layout(sc)
     perf = perf_inputs(sc) if perf is None else perf
-    return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
+    if plan_of is None:
+        return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
+    return {name: plan_of(lay) for name, lay in layouts.items()}
 
 
 def size_layout(layout: Layout, sc: Scenario):

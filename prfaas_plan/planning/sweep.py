@@ -399,6 +399,49 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
     return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
 
 
+def link_free(layout) -> bool:
+    """True when a layout's plan cannot depend on the point's link: no remote site and no site with a
+    link (local alone, the homogeneous baselines). `plans.optimize` then reads only the layout, the
+    scenario's grid and mode, and the performance inputs."""
+    return layout.remote is None and all(s.link is None for s in layout.pd_sites)
+
+
+_LINK_FREE_PLANS: dict = {}
+MAX_LINK_FREE_PLANS = 1024
+
+
+def plan_of(v: dict, sc, perf):
+    """``layout -> plans.optimize(layout, sc, perf)`` for one point, reusing the plan of a link-free
+    layout (`link_free`) planned at an earlier point with the same shared inputs (`_shared`): points
+    that differ only in their link (rate, round trip, price, efficiency) share their baselines, so those
+    are planned once. The reused plan is the very object the first point computed, so the rows are the
+    same with or without the memo."""
+    from .plans import optimize
+
+    shared = _shared(v)
+
+    def plan(layout):
+        if not link_free(layout):
+            return optimize(layout, sc, perf)
+        key = (shared, layout)
+        hit = _LINK_FREE_PLANS.get(key)
+        if hit is None:
+            if len(_LINK_FREE_PLANS) >= MAX_LINK_FREE_PLANS:
+                _LINK_FREE_PLANS.clear()
+            hit = _LINK_FREE_PLANS[key] = optimize(layout, sc, perf)
+        return hit
+
+    return plan
+
+
+def clear_caches() -> None:
+    """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
+    _workload.cache_clear()
+    _scenario_without_link.cache_clear()
+    _perf.cache_clear()
+    _LINK_FREE_PLANS.clear()
+
+
 # ---------------------------------------------------------------------------------------------------
 # Rows.
 
@@ -488,7 +531,7 @@ def evaluate(point: Point) -> dict:
         basis = resolve_basis(sc, None if v["basis"] == AUTO_BASIS else v["basis"])
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
-            plans = compare(sc, basis, perf=perf, equal_instances=False)
+            plans = compare(sc, basis, perf=perf, equal_instances=False, plan_of=plan_of(v, sc, perf))
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
