@@ -375,10 +375,13 @@ class MemoPrefill:
         return hit
 
 
-def _shared(v: dict) -> tuple:
+def shared_inputs(v: dict) -> tuple:
     """The inputs a point's scenario (without its link) and per-instance performance depend on."""
     return tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload",
                                 "stack", "transfer_bytes"))
+
+
+_shared = shared_inputs
 
 
 @lru_cache(maxsize=256)
@@ -406,30 +409,37 @@ def link_free(layout) -> bool:
     return layout.remote is None and all(s.link is None for s in layout.pd_sites)
 
 
-_LINK_FREE_PLANS: dict = {}
-MAX_LINK_FREE_PLANS = 1024
+_PLANS: dict = {}
+MAX_PLANS = 1024
+
+
+def _remembered(key, compute):
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        hit = _PLANS[key] = compute()
+    return hit
 
 
 def plan_of(v: dict, sc, perf):
-    """``layout -> plans.optimize(layout, sc, perf)`` for one point, reusing the plan of a link-free
-    layout (`link_free`) planned at an earlier point with the same shared inputs (`_shared`): points
-    that differ only in their link (rate, round trip, price, efficiency) share their baselines, so those
-    are planned once. The reused plan is the very object the first point computed, so the rows are the
-    same with or without the memo."""
-    from .plans import optimize
+    """``layout -> plans.optimize(layout, sc, perf)`` for one point, reusing what earlier points with the
+    same shared inputs (`_shared`) computed. A link-free layout (`link_free`: local alone, the
+    homogeneous baselines) is planned once: the reused plan is the very object the first point computed.
+    A layout with a link is searched once per `plans.search_free` form (points differing only in round
+    trip or link price share the search) and `plans.relink`-ed to the point's link, which recomputes
+    its TTFT and costs. Either way the plan is `optimize`'s, so the rows are the same with or without
+    the memo (tests/test_sweep_speed.py)."""
+    from .plans import optimize, relink, search_free
 
     shared = _shared(v)
 
     def plan(layout):
-        if not link_free(layout):
-            return optimize(layout, sc, perf)
-        key = (shared, layout)
-        hit = _LINK_FREE_PLANS.get(key)
-        if hit is None:
-            if len(_LINK_FREE_PLANS) >= MAX_LINK_FREE_PLANS:
-                _LINK_FREE_PLANS.clear()
-            hit = _LINK_FREE_PLANS[key] = optimize(layout, sc, perf)
-        return hit
+        if link_free(layout):
+            return _remembered((shared, layout), lambda: optimize(layout, sc, perf))
+        free = search_free(layout)
+        searched = _remembered((shared, free), lambda: optimize(layout, sc, perf))
+        return searched if searched.layout == layout else relink(searched, layout, sc)
 
     return plan
 
@@ -439,7 +449,7 @@ def clear_caches() -> None:
     _workload.cache_clear()
     _scenario_without_link.cache_clear()
     _perf.cache_clear()
-    _LINK_FREE_PLANS.clear()
+    _PLANS.clear()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -553,8 +563,17 @@ def evaluate(point: Point) -> dict:
     return {k: row.get(k) for k, _ in ROW_COLUMNS}
 
 
-def evaluate_chunk(chunk: list[Point]) -> list[dict]:
-    """Rows of a batch of points (one task of a parallel backend)."""
+_TOKEN: list = [None]   # the `evaluate_chunk` token the caches were filled under
+
+
+def evaluate_chunk(chunk: list[Point], token: str | None = None) -> list[dict]:
+    """Rows of a batch of points (one task of a parallel backend). ``token`` names what the cached inputs
+    were resolved from (`sweep_run.cache_token`: the profile files' bytes and the tool version): a
+    process that last filled its caches under another token empties them first, so a long-lived worker
+    (Dask) or a second sweep in one process never plans with profiles edited since. None keeps them."""
+    if token is not None and token != _TOKEN[0]:
+        clear_caches()
+        _TOKEN[0] = token
     return [evaluate(p) for p in chunk]
 
 
