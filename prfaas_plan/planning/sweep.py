@@ -390,6 +390,7 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
     """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
     `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
+    from ..layout import instances_from_chips
     from .plans import perf_inputs
 
     sc = _scenario_without_link(model, remote, local, instance_chips, tpot, mode, inputs, workload, stack,
@@ -398,8 +399,29 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
         perf = perf_inputs(sc)
     except PlanError as exc:
         return exc
-    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
-    return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
+    # A prefill model depends on the model, the instance, the inputs and the stack only: points that
+    # differ in the other site, the TPOT or the transfer policy share one memoized model, and with it
+    # the grid's figures of that model (`LengthGrid._once` keys them by the model object).
+    local_key = (model, str(instances_from_chips(local, sc.instance_chips, "local")[0]), inputs, stack)
+    remote_key = (model, str(instances_from_chips(remote, sc.remote_chips_per_instance, "remote")[0]), inputs, stack)
+    sites = {name: SitePerf(_memo_prefill(local_key, sp.prefill), sp.decode, sp.transfer)
+             for name, sp in perf.sites.items()}
+    return PerfInputs(perf.model, _memo_prefill(remote_key, perf.remote_prefill), sites, perf.output_tokens)
+
+
+_PREFILLS: dict = {}
+MAX_PREFILLS = 256
+
+
+def _memo_prefill(key: tuple, prefill) -> MemoPrefill:
+    """The `MemoPrefill` of the first prefill model built for ``key`` (the same inputs build the same
+    model: ``prefill`` answers exactly as the one kept)."""
+    hit = _PREFILLS.get(key)
+    if hit is None:
+        if len(_PREFILLS) >= MAX_PREFILLS:
+            _PREFILLS.clear()
+        hit = _PREFILLS[key] = MemoPrefill(prefill)
+    return hit
 
 
 def link_free(layout) -> bool:
@@ -450,6 +472,7 @@ def clear_caches() -> None:
     _scenario_without_link.cache_clear()
     _perf.cache_clear()
     _PLANS.clear()
+    _PREFILLS.clear()
 
 
 # ---------------------------------------------------------------------------------------------------

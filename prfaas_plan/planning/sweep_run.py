@@ -134,6 +134,11 @@ def _dask(chunks, address: str | None, workers: int, client=None, token: str | N
             except (OSError, TimeoutError, ValueError) as exc:
                 raise PlanError(f"`dask` {address}: cannot reach the scheduler ({exc})") from None
     try:
+        # every worker plans the first point of each group spanning batches (in parallel: the wall time
+        # of one), as forked workers inherit them: each then has the group's caches before its batches
+        warm, chunks = warm_points(chunks)
+        if warm:
+            yield next(iter(client.run(evaluate_chunk, warm, token).values()))
         futures = client.map(evaluate_chunk, chunks, token=token, pure=False)
         for fut in as_completed(futures):
             yield fut.result()
