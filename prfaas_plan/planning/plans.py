@@ -137,27 +137,32 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | 
     return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
-def search_free(layout: Layout) -> Layout:
-    """``layout`` with its links' round trip and price set to 0: what `optimize`'s search (the grid search
-    and the link's binding threshold) reads of it is the same, since both go only into the TTFT and the
-    costs (`relink`)."""
-    return replace(layout, pd_sites=tuple(
-        s if s.link is None else replace(s, link=replace(s.link, rtt_s=0.0, usd_per_gbps_month=0.0))
-        for s in layout.pd_sites))
+def search_free(layout: Layout, rtt: bool = True) -> Layout:
+    """``layout`` with its links' price, and round trip unless ``rtt`` is False, set to 0: what
+    `optimize`'s search (the grid search and the link's binding threshold) reads of it is the same, since
+    the round trip goes only into the TTFT and the price only into the costs (`relink`)."""
+    def free(link: Link) -> Link:
+        return replace(link, rtt_s=0.0 if rtt else link.rtt_s, usd_per_gbps_month=0.0)
+
+    return replace(layout, pd_sites=tuple(s if s.link is None else replace(s, link=free(s.link))
+                                          for s in layout.pd_sites))
 
 
 def relink(plan: Plan, layout: Layout, sc: Scenario) -> Plan:
     """``optimize(layout, sc, plan.perf)`` from ``plan``, the plan of a layout with the same `search_free`
     form (the same chips and splits, links that differ at most in round trip and price): its search is
     reused, the optimum is re-dressed with ``layout``'s links as `evaluate` dresses it, and the TTFT and
-    costs, which read the round trip and price, are computed afresh."""
+    costs, which read the round trip and price, are computed afresh (the TTFT is kept when the round
+    trips are the plan's: it reads nothing else of the links that may differ)."""
+    same_rtt = [s.link.rtt_s if s.link else None for s in layout.pd_sites] == \
+        [s.link.rtt_s if s.link else None for s in plan.layout.pd_sites]
     best = plan.best
     site = layout.pd_sites[0]
     evaluated = replace(layout, pd_sites=(site.with_split(best.n_prefill),) + layout.pd_sites[1:],
                         threshold=best.threshold)
     best = replace(best, layout=evaluated)
     surface = replace(plan.surface, best=best)
-    ttft = ttft_summary(best.layout, sc.grid, plan.perf, best.threshold)
+    ttft = plan.ttft if same_rtt else ttft_summary(best.layout, sc.grid, plan.perf, best.threshold)
     capex, hourly = _costs(layout)
     return Plan(layout, best, surface, ttft, plan.perf, sc.grid, plan.link_bind_threshold, capex, hourly)
 

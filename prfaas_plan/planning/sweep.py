@@ -19,7 +19,7 @@ import itertools
 import json
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class Point:
     def values(self) -> dict:
         return dict(self.inputs)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Hash of the inputs: the resume key (the same inputs give the same key in any spec)."""
         return point_key(self.values)
@@ -450,7 +450,7 @@ def plan_of(v: dict, sc, perf):
     homogeneous baselines) is planned once: the reused plan is the very object the first point computed.
     A layout with a link is searched once per `plans.search_free` form (points differing only in round
     trip or link price share the search) and `plans.relink`-ed to the point's link, which recomputes
-    its TTFT and costs. Either way the plan is `optimize`'s, so the rows are the same with or without
+    its costs, and its TTFT once per round trip. Either way the plan is `optimize`'s, so the rows are the same with or without
     the memo (tests/test_sweep_speed.py)."""
     from .plans import optimize, relink, search_free
 
@@ -459,9 +459,12 @@ def plan_of(v: dict, sc, perf):
     def plan(layout):
         if link_free(layout):
             return _remembered((shared, layout), lambda: optimize(layout, sc, perf))
-        free = search_free(layout)
-        searched = _remembered((shared, free), lambda: optimize(layout, sc, perf))
-        return searched if searched.layout == layout else relink(searched, layout, sc)
+        searched = _remembered((shared, search_free(layout)), lambda: optimize(layout, sc, perf))
+        if searched.layout == layout:
+            return searched
+        # one TTFT per round trip: points differing only in link price share it
+        timed = _remembered((shared, search_free(layout, rtt=False)), lambda: relink(searched, layout, sc))
+        return timed if timed.layout == layout else relink(timed, layout, sc)
 
     return plan
 
