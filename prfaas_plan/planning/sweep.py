@@ -375,13 +375,29 @@ class MemoPrefill:
         return hit
 
 
+SHARED = ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload", "stack",
+          "transfer_bytes")
+"""The inputs a point's scenario (without its link) and per-instance performance depend on."""
+
+
 def shared_inputs(v: dict) -> tuple:
-    """The inputs a point's scenario (without its link) and per-instance performance depend on."""
-    return tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "tpot", "mode", "inputs", "workload",
-                                "stack", "transfer_bytes"))
+    """The values of `SHARED` of a point's inputs."""
+    return tuple(v[k] for k in SHARED)
 
 
 _shared = shared_inputs
+
+NOT_PREFILL = ("tpot", "mode", "workload", "transfer_bytes")
+"""Shared inputs no prefill model reads (decode SLO, throughput mode, workload, transfer policy)."""
+
+
+def _prefill_key(shared: tuple, site: str, instance) -> tuple:
+    """What one site's prefill model depends on: the shared inputs but the other site and `NOT_PREFILL`,
+    the site's chips as its instance shape (``8xH200``, whatever the pool's size). Every other input is
+    kept, so an input added later is in the key until someone shows no prefill model reads it."""
+    other = "local" if site == "remote" else "remote"
+    return (site,) + tuple(str(instance) if k == site else v for k, v in zip(SHARED, shared)
+                           if k != other and k not in NOT_PREFILL)
 
 
 @lru_cache(maxsize=256)
@@ -399,11 +415,13 @@ def _perf(model: str, remote: str, local: str, instance_chips: int, tpot: str, m
         perf = perf_inputs(sc)
     except PlanError as exc:
         return exc
-    # A prefill model depends on the model, the instance, the inputs and the stack only: points that
-    # differ in the other site, the TPOT or the transfer policy share one memoized model, and with it
-    # the grid's figures of that model (`LengthGrid._once` keys them by the model object).
-    local_key = (model, str(instances_from_chips(local, sc.instance_chips, "local")[0]), inputs, stack)
-    remote_key = (model, str(instances_from_chips(remote, sc.remote_chips_per_instance, "remote")[0]), inputs, stack)
+    # Points that differ only in the other site, the TPOT or the transfer policy share one memoized
+    # prefill model per site (`_prefill_key`), and with it the grid's figures of that model
+    # (`LengthGrid._once` keys them by the model object).
+    shared = (model, remote, local, instance_chips, tpot, mode, inputs, workload, stack, transfer_bytes)
+    local_key = _prefill_key(shared, "local", instances_from_chips(sc.local, sc.instance_chips, "local")[0])
+    remote_key = _prefill_key(shared, "remote",
+                              instances_from_chips(sc.remote, sc.remote_chips_per_instance, "remote")[0])
     sites = {name: SitePerf(_memo_prefill(local_key, sp.prefill), sp.decode, sp.transfer)
              for name, sp in perf.sites.items()}
     return PerfInputs(perf.model, _memo_prefill(remote_key, perf.remote_prefill), sites, perf.output_tokens)
