@@ -238,20 +238,29 @@ def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dic
     """Each point's fingerprint: 16 hex digits of SHA-256 over everything its row depends on -- the point's
     inputs (its key), the bytes of the model, chip and stack profile files they resolve to, the bytes of a
     trace file it names, and the tool's version. A resumed sweep reuses a row only under the same
-    fingerprint, so an edited profile or a new version recomputes it (issue 23). ``digests`` (file -> digest), when given, collects the files read."""
+    fingerprint, so an edited profile or a new version recomputes it (issue 23). ``digests`` (file ->
+    digest), when given, collects the files read."""
     from .. import __version__
     from ..profiles import get_hardware, get_model, get_stack
     from ..units import parse_chip_count
 
     digests = {} if digests is None else digests
+    by_names: dict[tuple, list[str]] = {}   # points share their profiles: resolve each combination once
+
+    def file_parts(v: dict) -> list[str]:
+        names = tuple(str(v[k]) for k in ("model", "stack", "remote", "local", "workload"))
+        if names not in by_names:
+            files = [get_model(v["model"]).path, get_stack(v["stack"]).path]
+            files += [get_hardware(parse_chip_count(v[k], k).chip).path for k in ("remote", "local")]
+            parts = [_file_digest(f, digests) for f in files if f]
+            if Path(str(v["workload"])).is_file():
+                parts.append(_file_digest(str(v["workload"]), digests))
+            by_names[names] = parts
+        return by_names[names]
+
     out = {}
     for p in pts:
-        v = p.values
-        files = [get_model(v["model"]).path, get_stack(v["stack"]).path]
-        files += [get_hardware(parse_chip_count(v[k], k).chip).path for k in ("remote", "local")]
-        parts = [p.key, __version__] + [_file_digest(f, digests) for f in files if f]
-        if Path(str(v["workload"])).is_file():
-            parts.append(_file_digest(str(v["workload"]), digests))
+        parts = [p.key, __version__] + file_parts(p.values)
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
 
