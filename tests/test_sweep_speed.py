@@ -87,7 +87,7 @@ def test_one_grid_per_distribution_equal_to_a_fresh_one():
 def test_warm_points_take_one_point_per_group_spanning_batches(groups, size):
     def point(i, group):
         v = {k: inp.default for k, inp in S.INPUTS.items()}
-        v.update(remote=f"{8 * (group + 1)}xH200", link=f"{i + 1}G")
+        v.update(remote=f"{8 * (group + 1)}xH200", link=f"{i // 3 + 1}G")   # search groups of 3
         return S.Point(i, tuple(v.items()))
 
     pts = [point(i, g) for i, g in enumerate(g for g, n in enumerate(groups) for _ in range(n))]
@@ -105,8 +105,14 @@ def test_warm_points_take_one_point_per_group_spanning_batches(groups, size):
         tasks = balanced(rest, workers)
         assert [p for c in tasks for p in c] == left
         if left:
-            # no larger than asked, nor than a share of 4 tasks per worker
-            assert max(map(len, tasks)) == min(max(map(len, rest)), -(-len(left) // (4 * workers)))
+            # about as large as asked or a share of 4 tasks per worker, at most twice that, and cut
+            # between search groups wherever a group does not fill the window
+            size = min(max(map(len, rest)), -(-len(left) // (4 * workers)))
+            assert all(len(c) <= 2 * size for c in tasks)
+            for c, nxt in zip(tasks, tasks[1:]):
+                same = S.search_group(c[-1].values) == S.search_group(nxt[0].values)
+                assert not same or len(c) == size
+                assert len(c) >= size
 
 
 def test_a_profile_edited_between_sweeps_is_planned_with_its_new_figures(tmp_path):

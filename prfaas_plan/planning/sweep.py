@@ -487,6 +487,12 @@ def plan_of(v: dict, sc, perf):
     return plan
 
 
+def search_group(v: dict) -> tuple:
+    """Points with the same search group share all `plan_of` caches but the TTFT and costs of their
+    round trip and price: batches cut between groups compute each search once (`sweep_run.balanced`)."""
+    return shared_inputs(v) + (v["link"], v["link_efficiency"])
+
+
 def clear_caches() -> None:
     """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
     _workload.cache_clear()

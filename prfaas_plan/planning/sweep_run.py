@@ -25,7 +25,16 @@ from pathlib import Path
 
 from ..errors import OutputError, PlanError
 from ..output.rowfile import Journal, read_table, table_format, write_table
-from .sweep import ROW_COLUMNS, Point, SweepSpec, evaluate_chunk, pareto_mask, points, shared_inputs
+from .sweep import (
+    ROW_COLUMNS,
+    Point,
+    SweepSpec,
+    evaluate_chunk,
+    pareto_mask,
+    points,
+    search_group,
+    shared_inputs,
+)
 
 # The columns a row's check covers: everything but its position and the Pareto flags (which depend on
 # the whole set) and the check itself.
@@ -56,16 +65,27 @@ TASKS_PER_WORKER = 4
 
 
 def balanced(chunks: list[list[Point]], workers: int) -> list[list[Point]]:
-    """The points of ``chunks`` in their order, in batches no larger than theirs nor than a share of
-    `TASKS_PER_WORKER` tasks for each of ``workers``: with fewer tasks the last ones leave a worker idle
-    (180 points in batches of 50 keep one of 2 workers busy for 100 of them, the other for 80). Rows do
-    not depend on it."""
+    """The points of ``chunks`` in their order, in batches about as large as theirs but no larger than a
+    share of `TASKS_PER_WORKER` tasks for each of ``workers`` (with fewer tasks the last ones leave a
+    worker idle: 180 points in batches of 50 keep one of 2 workers busy for 100 of them, the other for
+    80). A batch ends where the points' `sweep.search_group` changes when one does within twice that
+    size, so two workers rarely repeat a search. Rows do not depend on it."""
     pts = [p for c in chunks for p in c]
     if not pts:
         return []
     size = max(len(c) for c in chunks)
     size = max(1, min(size, -(-len(pts) // (TASKS_PER_WORKER * max(workers, 1)))))
-    return [pts[i:i + size] for i in range(0, len(pts), size)]
+    groups = [search_group(p.values) for p in pts]
+    out, start = [], 0
+    while start < len(pts):
+        end = min(start + size, len(pts))
+        while end < min(start + 2 * size, len(pts)) and groups[end] == groups[end - 1]:
+            end += 1
+        if end < len(pts) and groups[end] == groups[end - 1]:
+            end = min(start + size, len(pts))   # one group fills the whole window: cut at the size
+        out.append(pts[start:end])
+        start = end
+    return out
 
 
 def _serial(chunks, token: str | None = None) -> Iterator[list[dict]]:
