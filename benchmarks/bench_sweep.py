@@ -46,12 +46,20 @@ SPECS = {
 }
 
 
+def cold_start() -> None:
+    """Empty the sweep's caches and the shared length grids (`LengthGrid.from_distribution`)."""
+    from prfaas_plan.analytic import throughput
+
+    S.clear_caches()
+    throughput._GRIDS.clear()
+
+
 def timed_run(spec, workers: int, client=None) -> tuple[float, float, int]:
     """(wall s, CPU s, points) of one sweep from empty caches: CPU of this process and its finished
     children, plus the Dask workers' when ``client`` is given."""
-    S.clear_caches()
+    cold_start()
     if client is not None:
-        client.run(S.clear_caches)
+        client.run(cold_start)
     with tempfile.TemporaryDirectory() as tmp:
         t0, c0 = time.perf_counter(), _cpu(client)
         res = run_sweep(spec, Path(tmp) / "r.parquet", workers=workers, client=client)

@@ -150,3 +150,24 @@ def test_dask_workers_warmed_by_a_run_give_the_serial_rows(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         assert run_sweep(spec, tmp_path / "b.csv", client=client, chunk_size=4).rows == serial
+
+
+def test_memoized_busy_time_is_the_models():
+    from prfaas_plan.performance import prefill_model
+    from prfaas_plan.performance.base import busy_s, parse_instance
+    from prfaas_plan.profiles import get_model
+
+    inner = prefill_model(get_model("kimi-linear"), parse_instance("8xH200"))
+    memo = S.MemoPrefill(inner)
+    lengths = np.geomspace(128, 131072, 97)
+    for _ in range(2):
+        assert np.array_equal(busy_s(memo, lengths), busy_s(inner, lengths))
+        assert np.array_equal(memo.latency_s(lengths), inner.latency_s(lengths))
+
+    class LatencyOnly:   # a measured table: busy time is its latency (the paper's Eq. 4 form)
+        source = "table"
+
+        def latency_s(self, l):
+            return np.asarray(l, dtype=float) * 1e-4
+
+    assert np.array_equal(busy_s(S.MemoPrefill(LatencyOnly()), lengths), lengths * 1e-4)

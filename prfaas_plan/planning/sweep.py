@@ -363,13 +363,23 @@ class MemoPrefill:
         return getattr(self.inner, name)
 
     def latency_s(self, l) -> np.ndarray:
+        return self._remember("latency", self.inner.latency_s, l)
+
+    def busy_s(self, l) -> np.ndarray:
+        """The wrapped model's busy time (`performance.base.busy_s`: its latency where it has none),
+        remembered as the latency is (the representative mode asks it at each threshold's mean length)."""
+        if not hasattr(self.inner, "busy_s"):
+            return self.latency_s(l)
+        return self._remember("busy", self.inner.busy_s, l)
+
+    def _remember(self, what: str, fn, l) -> np.ndarray:
         arr = np.asarray(l, dtype=float)
-        key = (arr.shape, arr.tobytes())
+        key = (what, arr.shape, arr.tobytes())
         hit = self._memo.get(key)
         if hit is None:
             if len(self._memo) >= self.MAX_ENTRIES:
                 self._memo.clear()
-            hit = np.asarray(self.inner.latency_s(arr), dtype=float)
+            hit = np.asarray(fn(arr), dtype=float)
             hit.setflags(write=False)
             self._memo[key] = hit
         return hit
