@@ -43,7 +43,8 @@ def test_memoized_rows_are_the_rows_of_a_cold_evaluation(tmp_path):
     by = {(r["local"], r["tpot"], r["link"], r["rtt"], r["link_price"]): r for r in rows}
     a, b = by[("64xH20", "20ms", "10G", "0ms", 0.0)], by[("64xH20", "20ms", "10G", "20ms", 30.0)]
     assert a["throughput_rps"] == b["throughput_rps"] and a["threshold_tokens"] == b["threshold_tokens"]
-    assert 0 < a["offloaded_share"] and a["ttft_unloaded_mean_s"] < b["ttft_unloaded_mean_s"] and a["cloud_usd_per_hour"] < b["cloud_usd_per_hour"]
+    assert 0 < a["offloaded_share"] and a["ttft_unloaded_mean_s"] < b["ttft_unloaded_mean_s"]
+    assert a["cloud_usd_per_hour"] < b["cloud_usd_per_hour"]
 
 
 @settings(max_examples=12, deadline=None)

@@ -478,8 +478,8 @@ def plan_of(v: dict, sc, perf):
     homogeneous baselines) is planned once: the reused plan is the very object the first point computed.
     A layout with a link is searched once per `plans.search_free` form (points differing only in round
     trip or link price share the search) and `plans.relink`-ed to the point's link, which recomputes
-    its costs, and its TTFT once per round trip. Either way the plan is `optimize`'s, so the rows are the same with or without
-    the memo (tests/test_sweep_speed.py)."""
+    its costs, and its TTFT once per round trip. Either way the plan is `optimize`'s, so the rows are
+    the same with or without the memo (tests/test_sweep_speed.py)."""
     from .plans import optimize, relink, search_free
 
     shared = _shared(v)

@@ -140,15 +140,21 @@ def _processes(chunks, workers: int, token: str | None = None) -> Iterator[list[
         if warm:
             yield evaluate_chunk(warm, token)
     chunks = balanced(chunks, workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
-                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
-        futures = [pool.submit(evaluate_chunk, c, token) for c in chunks]
-        try:
-            for fut in as_completed(futures):
-                yield fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
+    import gc
+
+    gc.freeze()   # forked workers' collections then leave the inherited objects (and their pages) alone
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                                 initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+            futures = [pool.submit(evaluate_chunk, c, token) for c in chunks]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
+    finally:
+        gc.unfreeze()
 
 
 def _dask(chunks, address: str | None, workers: int, client=None, token: str | None = None) -> Iterator[list[dict]]:
