@@ -497,6 +497,15 @@ def plan_of(v: dict, sc, perf):
     return plan
 
 
+def prefill_group(v: dict) -> tuple:
+    """Points with the same prefill group share their length grid and usually their prefill models and
+    the grid's tables of them (`_prefill_key`: the shared inputs but the sites' pools and `NOT_PREFILL`;
+    the pools' chips in instances of the same shape share too). A hint for warming caches
+    (`sweep_run.warm_points`), never a cache key."""
+    return tuple(x for k, x in zip(SHARED, shared_inputs(v)) if k not in ("remote", "local") + NOT_PREFILL) + (
+        v["workload"],)
+
+
 def search_group(v: dict) -> tuple:
     """Points with the same search group share all `plan_of` caches but the TTFT and costs of their
     round trip and price: batches cut between groups compute each search once (`sweep_run.balanced`)."""

@@ -32,6 +32,7 @@ from .sweep import (
     evaluate_chunk,
     pareto_mask,
     points,
+    prefill_group,
     search_group,
     shared_inputs,
 )
@@ -95,24 +96,26 @@ def _serial(chunks, token: str | None = None) -> Iterator[list[dict]]:
 
 def warm_points(chunks: list[list[Point]]) -> tuple[list[Point], list[list[Point]]]:
     """(points the parent plans before it forks its workers, the batches left for them): the first
-    point of every group of points sharing their scenario and performance inputs (`sweep.shared_inputs`)
-    that spans two or more batches. Planning it fills the caches its group reuses (scenario, per-instance
-    performance, the grid's latency tables, the link-free plans), and forked workers inherit them instead
-    of each building them again; a group inside one batch is left to the worker that gets it."""
-    seen: dict[tuple, int] = {}
+    point of every group of points that spans two or more batches, grouped by what their caches share:
+    the scenario and performance inputs (`sweep.shared_inputs`), and `sweep.prefill_group` (the grid's
+    prefill tables, shared across sites, TPOTs and pool sizes). Planning it fills the caches its group
+    reuses (scenario, per-instance performance, the grid's latency tables, the link-free plans), and
+    forked workers inherit them instead of each building them again; a group inside one batch is left to
+    the worker that gets it."""
     first: dict[tuple, Point] = {}
+    home: dict[tuple, int] = {}
     spans: set[tuple] = set()
     for i, chunk in enumerate(chunks):
         for p in chunk:
-            key = shared_inputs(p.values)
-            if key not in seen:
-                seen[key], first[key] = i, p
-            elif seen[key] != i:
-                spans.add(key)
-    warm = [first[k] for k in first if k in spans]
+            for key in (("shared",) + shared_inputs(p.values), ("prefill",) + prefill_group(p.values)):
+                if key not in home:
+                    home[key], first[key] = i, p
+                elif home[key] != i:
+                    spans.add(key)
+    warm = list({p.index: p for k, p in first.items() if k in spans}.values())
     taken = {p.index for p in warm}
     rest = [[p for p in c if p.index not in taken] for c in chunks]
-    return warm, [c for c in rest if c]
+    return sorted(warm, key=lambda p: p.index), [c for c in rest if c]
 
 
 def _die_with_parent(parent: int) -> None:
