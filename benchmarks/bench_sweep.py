@@ -1,14 +1,23 @@
-"""Sweep throughput: points per second per core in-process, and the speed-up from 1 to 2 workers.
+"""Sweep throughput: points per second per core in-process, the speed-up from 1 to 2 workers, and Dask.
 
-Run: python3 benchmarks/bench_sweep.py [--repeat 3]
+Run: python3 benchmarks/bench_sweep.py [--repeat 3] [--no-dask]
 
-Two specs: ``links`` (1,000 points: 5 remote sizes x 10 links x 4 round trips x 5 link prices on
-kimi-linear / 64xH20, the architect's usual question, where points share per-instance performance) and
+Three specs: ``links`` (1,000 points: 5 remote sizes x 10 links x 4 round trips x 5 link prices on
+kimi-linear / 64xH20, the architect's usual question, where points share per-instance performance),
 ``shapes`` (200 points: 5 remote sizes x 4 local sizes x 10 TPOT SLOs, so almost every point needs its
-own decode capacity). Each run starts with the sweep's caches empty (imports and profile loading are
-not counted: a sweep pays them once). The machine may be shared with other jobs: the figures are the
-best of ``--repeat`` runs, and points per CPU second (what one core delivers when the job has it)
-are given beside points per wall second.
+own decode capacity) and ``links180`` (180 points: 3 remote sizes x 6 links x 2 round trips x 5 link
+prices, the size at which Dask used to be slower than serial). Each run starts with the sweep's caches
+empty (imports and profile loading are not counted: a sweep pays them once). ``dask`` rows run on a
+local cluster of 2 single-threaded worker processes that is started (and warmed by one run) before the
+timing: the target is Dask within 10% of ``--workers 2`` once the cluster is up (issue 21).
+
+The machine may be shared with other jobs: the figures are the best of ``--repeat`` runs, points per
+CPU second (what one core delivers when the job has it; workers' CPU included) are given beside
+points per wall second, and the load average is printed before and after each spec. Because a
+shared machine's wall clock says little about parallelism, each spec also gives the evaluation's
+critical path in CPU seconds (`critical_path`): the parent's warm batch plus the busiest worker, against
+the serial evaluation, i.e. the speed-up on 2 free cores (the spec's parsing and the file writing,
+done once in the parent, are left out).
 """
 
 from __future__ import annotations
@@ -26,6 +35,10 @@ from prfaas_plan.planning import sweep as S  # noqa: E402
 from prfaas_plan.planning.sweep_run import run_sweep  # noqa: E402
 
 SPECS = {
+    "links180": {"base": {"model": "kimi-linear", "local": "64xH20"},
+                 "grid": {"remote": ["16xH200", "32xH200", "64xH200"],
+                          "link": ["10G", "25G", "40G", "100G", "200G", "400G"],
+                          "rtt": ["0ms", "10ms"], "link_price": [0, 5, 10, 20, 40]}},
     "links": {"base": {"model": "kimi-linear", "local": "64xH20"},
               "grid": {"remote": ["8xH200", "16xH200", "32xH200", "48xH200", "64xH200"],
                        "link": ["5G", "10G", "20G", "25G", "40G", "50G", "100G", "200G", "400G", "800G"],
@@ -37,42 +50,115 @@ SPECS = {
 }
 
 
-def clear_caches() -> None:
-    S._perf.cache_clear()
-    S._scenario_without_link.cache_clear()
+def cold_start() -> None:
+    """Empty the sweep's caches and the shared length grids (`LengthGrid.from_distribution`)."""
+    from prfaas_plan.analytic import throughput
+
+    S.clear_caches()
+    throughput._GRIDS.clear()
 
 
-def timed_run(spec, workers: int) -> tuple[float, float, int]:
-    """(wall s, CPU s of this process and its finished children, points) of one sweep from empty caches."""
-    clear_caches()
+def timed_run(spec, workers: int, client=None) -> tuple[float, float, int]:
+    """(wall s, CPU s, points) of one sweep from empty caches: CPU of this process and its finished
+    children, plus the Dask workers' when ``client`` is given."""
+    cold_start()
+    if client is not None:
+        client.run(cold_start)
     with tempfile.TemporaryDirectory() as tmp:
-        t0, c0 = time.perf_counter(), _cpu()
-        res = run_sweep(spec, Path(tmp) / "r.parquet", workers=workers)
-        return time.perf_counter() - t0, _cpu() - c0, len(res.rows)
+        t0, c0 = time.perf_counter(), _cpu(client)
+        res = run_sweep(spec, Path(tmp) / "r.parquet", workers=workers, client=client)
+        return time.perf_counter() - t0, _cpu(client) - c0, len(res.rows)
 
 
-def _cpu() -> float:
+def _cpu(client=None) -> float:
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    own = t.user + t.system + t.children_user + t.children_system
+    if client is None:
+        return own
+    return own + sum(client.run(_worker_cpu).values())
+
+
+def _worker_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _timed_chunk(chunk, token=None):
+    """`sweep.evaluate_chunk` returning (pid, CPU s) of the batch instead of its rows."""
+    c = time.process_time()
+    S.evaluate_chunk(chunk, token)
+    return [(os.getpid(), time.process_time() - c)]
+
+
+def critical_path(spec, workers: int) -> tuple[float, float]:
+    """(CPU s of the parent's warm batch, CPU s of the busiest worker) planning ``spec`` on ``workers``
+    forked workers from empty caches: on ``workers`` free cores the evaluation takes their sum, whatever
+    else the machine runs. Serial (``workers`` 1): (0, CPU s of the whole evaluation)."""
+    from prfaas_plan.planning import sweep_run as R
+
+    cold_start()
+    by_pid: dict[int, float] = {}
+    original = R.evaluate_chunk
+    R.evaluate_chunk = _timed_chunk   # the backends call it by this name; rows are not needed here
+    try:
+        for (pid, cpu), in R.backend_results(R.batches(S.points(spec), R.CHUNK_SIZE), workers, token="bench"):
+            by_pid[pid] = by_pid.get(pid, 0.0) + cpu
+    finally:
+        R.evaluate_chunk = original
+    parent = by_pid.pop(os.getpid(), 0.0)
+    return (0.0, parent) if not by_pid else (parent, max(by_pid.values()))
+
+
+def _line(name: str, n: int, backend: str, wall: float, cpu: float) -> None:
+    print(f"{name:8s} {n:6d} {backend:>9s} {wall:8.2f} {cpu:8.2f} {n / wall:9.1f} {n / cpu:12.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-dask", action="store_true", help="leave out the Dask rows")
     opts = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared: best of {opts.repeat})")
-    print(f"{'spec':8s} {'points':>6s} {'workers':>7s} {'wall s':>8s} {'CPU s':>8s} {'points/s':>9s} "
+    client = cluster = None
+    if not opts.no_dask:
+        import logging
+
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
+        client = Client(cluster)
+    print(f"machine: {os.cpu_count()} cores (shared: best of {opts.repeat})")
+    print(f"{'spec':8s} {'points':>6s} {'backend':>9s} {'wall s':>8s} {'CPU s':>8s} {'points/s':>9s} "
           f"{'points/CPU-s':>12s}")
-    for name, doc in SPECS.items():
-        spec = S.parse_spec(doc)
-        run_sweep(S.parse_spec({"base": doc["base"]}), Path(tempfile.mkdtemp()) / "warm.csv")  # imports, profiles
-        walls = {}
-        for workers in (1, 2):
-            runs = [timed_run(spec, workers) for _ in range(opts.repeat)]
-            wall, cpu, n = min(runs)
-            walls[workers] = wall
-            print(f"{name:8s} {n:6d} {workers:7d} {wall:8.2f} {cpu:8.2f} {n / wall:9.1f} {n / cpu:12.1f}")
-        print(f"{name:8s} speed-up 1 -> 2 workers: {walls[1] / walls[2]:.2f}x")
+    try:
+        for name, doc in SPECS.items():
+            print(f"{name:8s} load average {os.getloadavg()[0]:.1f}")
+            spec = S.parse_spec(doc)
+            run_sweep(S.parse_spec({"base": doc["base"]}), Path(tempfile.mkdtemp()) / "warm.csv")  # imports
+            walls = {}
+            for workers in (1, 2):
+                runs = [timed_run(spec, workers) for _ in range(opts.repeat)]
+                wall, cpu, n = min(runs)
+                walls[workers] = wall
+                _line(name, n, f"workers {workers}", wall, cpu)
+            if client is not None:
+                timed_run(spec, 1, client)   # the workers' imports and profiles: "once the cluster is up"
+                wall, cpu, n = min(timed_run(spec, 1, client) for _ in range(opts.repeat))
+                walls["dask"] = wall
+                _line(name, n, "dask 2", wall, cpu)
+            serial = min(critical_path(spec, 1)[1] for _ in range(opts.repeat))
+            warm, busiest = min((critical_path(spec, 2) for _ in range(opts.repeat)), key=sum)
+            print(f"{name:8s} evaluation CPU: serial {serial:.3f} s; 2 workers: parent's warm batch {warm:.3f} s "
+                  f"+ busiest worker {busiest:.3f} s -> {serial / (warm + busiest):.2f}x on 2 free cores")
+            line = f"{name:8s} speed-up 1 -> 2 workers: {walls[1] / walls[2]:.2f}x"
+            if "dask" in walls:
+                line += f"; dask 2 / workers 2 wall time: {walls['dask'] / walls[2]:.2f}"
+            print(line)
+            print(f"{name:8s} load average {os.getloadavg()[0]:.1f}")
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import PlanError
 
@@ -165,15 +166,24 @@ class ChipCount:
 
 def parse_chip_count(text: str, what: str = "instance") -> ChipCount:
     """Parse ``8xH200`` / ``8*h20`` / ``h20`` (count 1) into a `ChipCount` (chip name lower-cased)."""
-    m = re.fullmatch(r"(?:([0-9]+)\s*[x*]\s*)?([A-Za-z][A-Za-z0-9._-]*)", str(text).strip())
-    if not m:
+    parsed = _chip_count(str(text).strip())
+    if parsed is None:
         raise PlanError(f"{what} {text!r}: expected chips as COUNTxCHIP, e.g. 8xH200")
-    count = int(m.group(1)) if m.group(1) else 1
-    if count < 1:
+    if parsed.count < 1:
         raise PlanError(f"{what} {text!r}: expected at least one chip")
-    if count > MAX_CHIPS:
+    if parsed.count > MAX_CHIPS:
         raise PlanError(f"{what} {text!r}: more than the planner's cap of {MAX_CHIPS:,} chips")
-    return ChipCount(count, m.group(2).lower())
+    return parsed
+
+
+@lru_cache(maxsize=1024)
+def _chip_count(text: str) -> ChipCount | None:
+    """The `ChipCount` ``text`` spells (its count unchecked), None when it spells none; kept, since a
+    sweep parses the same few chip texts at every point (they are immutable)."""
+    m = re.fullmatch(r"(?:([0-9]+)\s*[x*]\s*)?([A-Za-z][A-Za-z0-9._-]*)", text)
+    if not m:
+        return None
+    return ChipCount(int(m.group(1)) if m.group(1) else 1, m.group(2).lower())
 
 
 def format_tokens(n: float) -> str:

@@ -36,6 +36,11 @@ from .transfer import LOGICAL, TransferBytes
 MODES = values(Mode)
 
 
+_GRIDS: dict = {}      # (id(distribution), n) -> (distribution, LengthGrid): `LengthGrid.from_distribution`
+MAX_GRIDS = 32
+MAX_GRID_ENTRIES = 512  # figures one grid keeps (`LengthGrid._once`), each an array of its support's size
+
+
 @dataclass(frozen=True)
 class LengthGrid:
     """A length distribution as sorted support points ``lengths`` (tokens) with probabilities
@@ -46,12 +51,22 @@ class LengthGrid:
 
     @classmethod
     def from_distribution(cls, dist, n: int = 8192) -> "LengthGrid":
-        """Discretize a workload length distribution (anything with ``grid(n)``)."""
+        """Discretize a workload length distribution (anything with ``grid(n)``). The grid of one
+        distribution object is built once and shared (the distributions are immutable; a sweep's
+        scenarios share their workload, and its figures computed once per grid serve them all)."""
+        key = (id(dist), n)
+        hit = _GRIDS.get(key)
+        if hit is not None and hit[0] is dist:
+            return hit[1]
         lengths, weights = dist.grid(n)
         lengths = np.asarray(lengths, dtype=float)
         weights = np.asarray(weights, dtype=float)
         order = np.argsort(lengths, kind="stable")
-        return cls(lengths[order], weights[order] / weights.sum())
+        grid = cls(lengths[order], weights[order] / weights.sum())
+        if len(_GRIDS) >= MAX_GRIDS:
+            _GRIDS.clear()
+        _GRIDS[key] = (dist, grid)   # the distribution is kept beside it: an id cannot be recycled
+        return grid
 
     def suffix(self, values: np.ndarray) -> np.ndarray:
         """``S[i] = sum_{j >= i} weights[j] * values[j]``, with a trailing 0 (length n + 1)."""
@@ -78,6 +93,8 @@ class LengthGrid:
         cache = self.__dict__.setdefault("_cache", {})
         hit = cache.get((key, id(owner)))
         if hit is None or hit[0] is not owner:
+            if len(cache) >= MAX_GRID_ENTRIES:   # a long-lived grid must not keep every model it saw
+                cache.clear()
             hit = cache[(key, id(owner))] = (owner, compute())
         return hit[1]
 
@@ -87,18 +104,23 @@ class LengthGrid:
         return self._once("busy", prefill, lambda: busy_s(prefill, self.lengths))
 
     def latency_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
-        """``prefill.latency_s`` at every support point (seconds), computed once per grid and prefill model
-        (the configuration search asks the TTFT of many plans sharing a prefill model)."""
+        """``prefill.latency_s`` at every support point (seconds per request, float64), computed once per
+        grid and prefill model."""
         return self._once("latency", prefill, lambda: np.asarray(prefill.latency_s(self.lengths), dtype=float))
 
     def busy_suffix(self, prefill: PrefillModel) -> np.ndarray:
         """``suffix(busy_at_lengths(prefill))`` (seconds per request), computed once per grid and model."""
         return self._once("busy_suffix", prefill, lambda: self.suffix(self.busy_at_lengths(prefill)))
 
+    def transfer_at_lengths(self, model: ModelProfile, transfer: TransferBytes) -> np.ndarray:
+        """The bytes ``transfer`` moves for ``model`` at every support point (bytes per request), computed
+        once per grid, model and policy."""
+        return self._once(("transfer_at", transfer), model, lambda: transfer.at(model, self.lengths))
+
     def transfer_suffix(self, model: ModelProfile, transfer: TransferBytes) -> np.ndarray:
-        """``suffix`` of the bytes ``transfer`` moves for ``model`` at every support point (bytes per request),
-        computed once per grid, model and policy."""
-        return self._once(("transfer", transfer), model, lambda: self.suffix(transfer.at(model, self.lengths)))
+        """``suffix`` of `transfer_at_lengths` (bytes per request), computed once per grid, model and policy."""
+        return self._once(("transfer", transfer), model,
+                          lambda: self.suffix(self.transfer_at_lengths(model, transfer)))
 
     @cached_property
     def length_suffix(self) -> np.ndarray:

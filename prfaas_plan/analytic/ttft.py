@@ -69,10 +69,12 @@ def ttft_by_length(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold
     l = grid.lengths
     local = grid.latency_at_lengths(perf.sites[site.name].prefill)
     if not offloads(layout, perf, site):
-        return local
-    x = transfer_s(perf, l, site.link.goodput_bps, site.name)
-    remote = remote_ready_s(grid.latency_at_lengths(perf.remote_prefill), grid.busy_at_lengths(perf.remote_prefill), x,
-                            perf.model.num_layers, site.link.rtt_s)
+        return local.copy()   # the grid keeps its own
+    # the same figures as `transfer_s` and `busy_s` at the grid's lengths, computed once per grid (a
+    # sweep asks them at every point that shares the grid and the models)
+    x = grid.transfer_at_lengths(perf.model, perf.sites[site.name].transfer) * 8.0 / site.link.goodput_bps
+    remote = remote_ready_s(grid.latency_at_lengths(perf.remote_prefill), grid.busy_at_lengths(perf.remote_prefill),
+                            x, perf.model.num_layers, site.link.rtt_s)
     return np.where(l > threshold, remote, local)
 
 

@@ -54,7 +54,8 @@ def sweep_cmd(
                                 "workers)."),
     dask: Optional[str] = typer.Option(None, "--dask", help="Run on Dask: 'local' (a LocalCluster) or a "
                                        "scheduler address such as tcp://HOST:8786."),
-    chunk_size: int = typer.Option(50, "--chunk-size", help="Points per task."),
+    chunk_size: int = typer.Option(50, "--chunk-size", help="Points per task (about: smaller where that gives "
+                                                                 "each worker at least 4 tasks)."),
     pareto: Optional[str] = typer.Option(None, "--pareto", help="Mark non-dominated rows on these metrics, "
                                          "e.g. cost_per_mtok_usd,ttft_unloaded_p90_s (directions: docs/sweep.md)."),
     plot: Plot = None,

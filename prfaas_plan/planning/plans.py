@@ -137,6 +137,36 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | 
     return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
+def search_free(layout: Layout, rtt: bool = True) -> Layout:
+    """``layout`` with its links' price, and round trip unless ``rtt`` is False, set to 0: what
+    `optimize`'s search (the grid search and the link's binding threshold) reads of it is the same, since
+    the round trip goes only into the TTFT and the price only into the costs (`relink`)."""
+    def free(link: Link) -> Link:
+        return replace(link, rtt_s=0.0 if rtt else link.rtt_s, usd_per_gbps_month=0.0)
+
+    return replace(layout, pd_sites=tuple(s if s.link is None else replace(s, link=free(s.link))
+                                          for s in layout.pd_sites))
+
+
+def relink(plan: Plan, layout: Layout, sc: Scenario) -> Plan:
+    """``optimize(layout, sc, plan.perf)`` from ``plan``, the plan of a layout with the same `search_free`
+    form (the same chips and splits, links that differ at most in round trip and price): its search is
+    reused, the optimum is re-dressed with ``layout``'s links as `evaluate` dresses it, and the TTFT and
+    costs, which read the round trip and price, are computed afresh (the TTFT is kept when the round
+    trips are the plan's: it reads nothing else of the links that may differ)."""
+    same_rtt = [s.link.rtt_s if s.link else None for s in layout.pd_sites] == \
+        [s.link.rtt_s if s.link else None for s in plan.layout.pd_sites]
+    best = plan.best
+    site = layout.pd_sites[0]
+    evaluated = replace(layout, pd_sites=(site.with_split(best.n_prefill),) + layout.pd_sites[1:],
+                        threshold=best.threshold)
+    best = replace(best, layout=evaluated)
+    surface = replace(plan.surface, best=best)
+    ttft = plan.ttft if same_rtt else ttft_summary(best.layout, sc.grid, plan.perf, best.threshold)
+    capex, hourly = _costs(layout)
+    return Plan(layout, best, surface, ttft, plan.perf, sc.grid, plan.link_bind_threshold, capex, hourly)
+
+
 def size(sc: Scenario, perf: PerfInputs | None = None) -> Plan:
     """The PrfaaS-PD plan for the scenario; ``perf`` is the scenario's `perf_inputs` when the caller
     already has them (a sweep reuses them across points that differ only in the link)."""
@@ -227,13 +257,15 @@ def basis_baseline(sc: Scenario, basis: str) -> Layout:
 
 
 def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None,
-            equal_instances: bool = True) -> dict[str, Plan]:
+            equal_instances: bool = True, plan_of=None) -> dict[str, Plan]:
     """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
     ``basis`` (capex, rental or chips; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
     ``homogeneous-equal-<basis>``, ``naive-heterogeneous``. ``equal_instances=False`` leaves out
     ``homogeneous-pd`` unless it is the basis's baseline (one basis per answer: the ``compare`` command;
-    the paper's case study keeps both)."""
+    the paper's case study keeps both). ``plan_of(layout)``, when given, is used instead of
+    ``optimize(layout, sc, perf)`` and must return the same plan (a sweep reuses the plans of layouts its
+    points share, `prfaas_plan.planning.sweep`)."""
     basis = resolve_basis(sc, basis)
     layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc)}
     if equal_instances or basis == "instances":
@@ -243,7 +275,9 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
         layouts[basis_baseline_name(basis)] = basis_baseline(sc, basis)
     layouts["naive-heterogeneous"] = naive_layout(sc)
     perf = perf_inputs(sc) if perf is None else perf
-    return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
+    if plan_of is None:
+        return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
+    return {name: plan_of(lay) for name, lay in layouts.items()}
 
 
 def size_layout(layout: Layout, sc: Scenario):

@@ -19,7 +19,7 @@ import itertools
 import json
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class Point:
     def values(self) -> dict:
         return dict(self.inputs)
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Hash of the inputs: the resume key (the same inputs give the same key in any spec)."""
         return point_key(self.values)
@@ -302,7 +302,8 @@ def _forget_with_profiles() -> None:
 
     from ..profiles.store import forget_with_folders
 
-    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link, _perf):
+    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link, _perf,
+                   SimpleNamespace(cache_clear=_PLANS.clear), SimpleNamespace(cache_clear=_PREFILLS.clear)):
         forget_with_folders(cached)
 
 
@@ -329,24 +330,51 @@ class MemoPrefill:
         return getattr(self.inner, name)
 
     def latency_s(self, l) -> np.ndarray:
+        return self._remember("latency", self.inner.latency_s, l)
+
+    def busy_s(self, l) -> np.ndarray:
+        """The wrapped model's busy time (`performance.base.busy_s`: its latency where it has none),
+        remembered as the latency is (the representative mode asks it at each threshold's mean length)."""
+        if not hasattr(self.inner, "busy_s"):
+            return self.latency_s(l)
+        return self._remember("busy", self.inner.busy_s, l)
+
+    def _remember(self, what: str, fn, l) -> np.ndarray:
         arr = np.asarray(l, dtype=float)
-        key = (arr.shape, arr.tobytes())
+        key = (what, arr.shape, arr.tobytes())
         hit = self._memo.get(key)
         if hit is None:
             if len(self._memo) >= self.MAX_ENTRIES:
                 self._memo.clear()
-            hit = np.asarray(self.inner.latency_s(arr), dtype=float)
+            hit = np.asarray(fn(arr), dtype=float)
             hit.setflags(write=False)
             self._memo[key] = hit
         return hit
 
 
 SHARED = tuple(k for k in INPUTS if k not in ("link", "link_efficiency", "rtt", "link_price", "basis"))
-"""The inputs a point's scenario (without its link) and per-instance performance depend on."""
+"""The inputs a point's scenario (without its link) and per-instance performance depend on: every
+planning input but the link's and the basis (an input added to `question.FIELDS` is shared unless named here)."""
 
 
-def _shared(v: dict) -> tuple:
+def shared_inputs(v: dict) -> tuple:
+    """The values of `SHARED` of a point's inputs."""
     return tuple(v[k] for k in SHARED)
+
+
+_shared = shared_inputs
+
+NOT_PREFILL = ("tpot", "mode", "workload", "transfer_bytes")
+"""Shared inputs no prefill model reads (decode SLO, throughput mode, workload, transfer policy)."""
+
+
+def _prefill_key(shared: tuple, site: str, instance) -> tuple:
+    """What one site's prefill model depends on: the shared inputs but the other site and `NOT_PREFILL`,
+    the site's chips as its instance shape (``8xH200``, whatever the pool's size). Every other input is
+    kept, so an input added later is in the key until someone shows no prefill model reads it."""
+    other = "local" if site == "remote" else "remote"
+    return (site,) + tuple(str(instance) if k == site else v for k, v in zip(SHARED, shared)
+                           if k != other and k not in NOT_PREFILL)
 
 
 @lru_cache(maxsize=256)
@@ -354,14 +382,107 @@ def _perf(*shared):
     """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
     `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
+    from ..layout import instances_from_chips
     from .plans import perf_inputs
 
+    sc = _scenario_without_link(*shared)
     try:
-        perf = perf_inputs(_scenario_without_link(*shared))
+        perf = perf_inputs(sc)
     except PlanError as exc:
         return exc
-    sites = {name: SitePerf(MemoPrefill(sp.prefill), sp.decode, sp.transfer) for name, sp in perf.sites.items()}
-    return PerfInputs(perf.model, MemoPrefill(perf.remote_prefill), sites, perf.output_tokens)
+    # Points that differ only in the other site, the TPOT or the transfer policy share one memoized
+    # prefill model per site (`_prefill_key`), and with it the grid's figures of that model
+    # (`LengthGrid._once` keys them by the model object).
+    local_key = _prefill_key(shared, "local", instances_from_chips(sc.local, sc.instance_chips, "local")[0])
+    remote_key = _prefill_key(shared, "remote",
+                              instances_from_chips(sc.remote, sc.remote_chips_per_instance, "remote")[0])
+    sites = {name: SitePerf(_memo_prefill(local_key, sp.prefill), sp.decode, sp.transfer)
+             for name, sp in perf.sites.items()}
+    return PerfInputs(perf.model, _memo_prefill(remote_key, perf.remote_prefill), sites, perf.output_tokens)
+
+
+_PREFILLS: dict = {}
+MAX_PREFILLS = 256
+
+
+def _memo_prefill(key: tuple, prefill) -> MemoPrefill:
+    """The `MemoPrefill` of the first prefill model built for ``key`` (the same inputs build the same
+    model: ``prefill`` answers exactly as the one kept)."""
+    hit = _PREFILLS.get(key)
+    if hit is None:
+        if len(_PREFILLS) >= MAX_PREFILLS:
+            _PREFILLS.clear()
+        hit = _PREFILLS[key] = MemoPrefill(prefill)
+    return hit
+
+
+def link_free(layout) -> bool:
+    """True when a layout's plan cannot depend on the point's link: no remote site and no site with a
+    link (local alone, the homogeneous baselines). `plans.optimize` then reads only the layout, the
+    scenario's grid and mode, and the performance inputs."""
+    return layout.remote is None and all(s.link is None for s in layout.pd_sites)
+
+
+_PLANS: dict = {}
+MAX_PLANS = 1024
+
+
+def _remembered(key, compute):
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        hit = _PLANS[key] = compute()
+    return hit
+
+
+def plan_of(v: dict, sc, perf):
+    """``layout -> plans.optimize(layout, sc, perf)`` for one point, reusing what earlier points with the
+    same shared inputs (`_shared`) computed. A link-free layout (`link_free`: local alone, the
+    homogeneous baselines) is planned once: the reused plan is the very object the first point computed.
+    A layout with a link is searched once per `plans.search_free` form (points differing only in round
+    trip or link price share the search) and `plans.relink`-ed to the point's link, which recomputes
+    its costs, and its TTFT once per round trip. Either way the plan is `optimize`'s, so the rows are
+    the same with or without the memo (tests/test_sweep_speed.py)."""
+    from .plans import optimize, relink, search_free
+
+    shared = _shared(v)
+
+    def plan(layout):
+        if link_free(layout):
+            return _remembered((shared, layout), lambda: optimize(layout, sc, perf))
+        searched = _remembered((shared, search_free(layout)), lambda: optimize(layout, sc, perf))
+        if searched.layout == layout:
+            return searched
+        # one TTFT per round trip: points differing only in link price share it
+        timed = _remembered((shared, search_free(layout, rtt=False)), lambda: relink(searched, layout, sc))
+        return timed if timed.layout == layout else relink(timed, layout, sc)
+
+    return plan
+
+
+def prefill_group(v: dict) -> tuple:
+    """Points with the same prefill group share their length grid and usually their prefill models and
+    the grid's tables of them (`_prefill_key`: the shared inputs but the sites' pools and `NOT_PREFILL`;
+    the pools' chips in instances of the same shape share too). A hint for warming caches
+    (`sweep_run.warm_points`), never a cache key."""
+    return tuple(x for k, x in zip(SHARED, shared_inputs(v)) if k not in ("remote", "local") + NOT_PREFILL) + (
+        v["workload"],)
+
+
+def search_group(v: dict) -> tuple:
+    """Points with the same search group share all `plan_of` caches but the TTFT and costs of their
+    round trip and price: batches cut between groups compute each search once (`sweep_run.balanced`)."""
+    return shared_inputs(v) + (v["link"], v["link_efficiency"])
+
+
+def clear_caches() -> None:
+    """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
+    _MEMO.clear()
+    _scenario_without_link.cache_clear()
+    _perf.cache_clear()
+    _PLANS.clear()
+    _PREFILLS.clear()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -450,7 +571,7 @@ def evaluate(point: Point) -> dict:
         basis = resolve_basis(sc, q.basis)
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
-            plans = compare(sc, basis, perf=perf, equal_instances=False)
+            plans = compare(sc, basis, perf=perf, equal_instances=False, plan_of=plan_of(v, sc, perf))
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
@@ -472,8 +593,17 @@ def evaluate(point: Point) -> dict:
     return {k: row.get(k) for k, _ in ROW_COLUMNS}
 
 
-def evaluate_chunk(chunk: list[Point]) -> list[dict]:
-    """Rows of a batch of points (one task of a parallel backend)."""
+_TOKEN: list = [None]   # the `evaluate_chunk` token the caches were filled under
+
+
+def evaluate_chunk(chunk: list[Point], token: str | None = None) -> list[dict]:
+    """Rows of a batch of points (one task of a parallel backend). ``token`` names what the cached inputs
+    were resolved from (`sweep_run.cache_token`: the profile files' bytes and the tool version): a
+    process that last filled its caches under another token empties them first, so a long-lived worker
+    (Dask) or a second sweep in one process never plans with profiles edited since. None keeps them."""
+    if token is not None and token != _TOKEN[0]:
+        clear_caches()
+        _TOKEN[0] = token
     return [evaluate(p) for p in chunk]
 
 

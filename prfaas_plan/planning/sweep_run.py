@@ -25,7 +25,17 @@ from pathlib import Path
 
 from ..errors import OutputError, PlanError
 from ..output.rowfile import Journal, read_table, table_format, write_table
-from .sweep import ROW_COLUMNS, Point, SweepSpec, evaluate_chunk, pareto_mask, points
+from .sweep import (
+    ROW_COLUMNS,
+    Point,
+    SweepSpec,
+    evaluate_chunk,
+    pareto_mask,
+    points,
+    prefill_group,
+    search_group,
+    shared_inputs,
+)
 
 # The columns a row's check covers: everything but its position and the Pareto flags (which depend on
 # the whole set) and the check itself.
@@ -52,9 +62,60 @@ def batches(pts: list[Point], chunk_size: int) -> list[list[Point]]:
     return [pts[i:i + chunk_size] for i in range(0, len(pts), chunk_size)]
 
 
-def _serial(chunks) -> Iterator[list[dict]]:
+TASKS_PER_WORKER = 4
+
+
+def balanced(chunks: list[list[Point]], workers: int) -> list[list[Point]]:
+    """The points of ``chunks`` in their order, in batches about as large as theirs but no larger than a
+    share of `TASKS_PER_WORKER` tasks for each of ``workers`` (with fewer tasks the last ones leave a
+    worker idle: 180 points in batches of 50 keep one of 2 workers busy for 100 of them, the other for
+    80). A batch ends where the points' `sweep.search_group` changes when one does within twice that
+    size, so two workers rarely repeat a search. Rows do not depend on it."""
+    pts = [p for c in chunks for p in c]
+    if not pts:
+        return []
+    size = max(len(c) for c in chunks)
+    size = max(1, min(size, -(-len(pts) // (TASKS_PER_WORKER * max(workers, 1)))))
+    groups = [search_group(p.values) for p in pts]
+    out, start = [], 0
+    while start < len(pts):
+        end = min(start + size, len(pts))
+        while end < min(start + 2 * size, len(pts)) and groups[end] == groups[end - 1]:
+            end += 1
+        if end < len(pts) and groups[end] == groups[end - 1]:
+            end = min(start + size, len(pts))   # one group fills the whole window: cut at the size
+        out.append(pts[start:end])
+        start = end
+    return out
+
+
+def _serial(chunks, token: str | None = None) -> Iterator[list[dict]]:
     for chunk in chunks:
-        yield evaluate_chunk(chunk)
+        yield evaluate_chunk(chunk, token)
+
+
+def warm_points(chunks: list[list[Point]]) -> tuple[list[Point], list[list[Point]]]:
+    """(points the parent plans before it forks its workers, the batches left for them): the first
+    point of every group of points that spans two or more batches, grouped by what their caches share:
+    the scenario and performance inputs (`sweep.shared_inputs`), and `sweep.prefill_group` (the grid's
+    prefill tables, shared across sites, TPOTs and pool sizes). Planning it fills the caches its group
+    reuses (scenario, per-instance performance, the grid's latency tables, the link-free plans), and
+    forked workers inherit them instead of each building them again; a group inside one batch is left to
+    the worker that gets it."""
+    first: dict[tuple, Point] = {}
+    home: dict[tuple, int] = {}
+    spans: set[tuple] = set()
+    for i, chunk in enumerate(chunks):
+        for p in chunk:
+            for key in (("shared",) + shared_inputs(p.values), ("prefill",) + prefill_group(p.values)):
+                if key not in home:
+                    home[key], first[key] = i, p
+                elif home[key] != i:
+                    spans.add(key)
+    warm = list({p.index: p for k, p in first.items() if k in spans}.values())
+    taken = {p.index for p in warm}
+    rest = [[p for p in c if p.index not in taken] for c in chunks]
+    return sorted(warm, key=lambda p: p.index), [c for c in rest if c]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -73,22 +134,33 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _processes(chunks, workers: int) -> Iterator[list[dict]]:
+def _processes(chunks, workers: int, token: str | None = None) -> Iterator[list[dict]]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
-                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
-        futures = [pool.submit(evaluate_chunk, c) for c in chunks]
-        try:
-            for fut in as_completed(futures):
-                yield fut.result()
-        finally:
-            for fut in futures:
-                fut.cancel()
+    if method == "fork":
+        warm, chunks = warm_points(chunks)
+        if warm:
+            yield evaluate_chunk(warm, token)
+    chunks = balanced(chunks, workers)
+    import gc
+
+    gc.freeze()   # forked workers' collections then leave the inherited objects (and their pages) alone
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                                 initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+            futures = [pool.submit(evaluate_chunk, c, token) for c in chunks]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
+    finally:
+        gc.unfreeze()
 
 
-def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[list[dict]]:
+def _dask(chunks, address: str | None, workers: int, client=None, token: str | None = None) -> Iterator[list[dict]]:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -108,7 +180,13 @@ def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[li
             except (OSError, TimeoutError, ValueError) as exc:
                 raise PlanError(f"`dask` {address}: cannot reach the scheduler ({exc})") from None
     try:
-        futures = client.map(evaluate_chunk, chunks, pure=False)
+        # every worker plans the first point of each group spanning batches (in parallel: the wall time
+        # of one), as forked workers inherit them: each then has the group's caches before its batches
+        warm, chunks = warm_points(chunks)
+        if warm:
+            yield next(iter(client.run(evaluate_chunk, warm, token).values()))
+        chunks = balanced(chunks, len(client.scheduler_info().get("workers", {})) or workers)
+        futures = client.map(evaluate_chunk, chunks, token=token, pure=False)
         for fut in as_completed(futures):
             yield fut.result()
     finally:
@@ -118,15 +196,16 @@ def _dask(chunks, address: str | None, workers: int, client=None) -> Iterator[li
             cluster.close()
 
 
-def backend_results(chunks, workers: int = 1, dask: str | None = None, client=None) -> Iterator[list[dict]]:
-    """Rows of each batch as batches finish (any order)."""
+def backend_results(chunks, workers: int = 1, dask: str | None = None, client=None,
+                    token: str | None = None) -> Iterator[list[dict]]:
+    """Rows of each batch as batches finish (any order); ``token`` as in `sweep.evaluate_chunk`."""
     if workers < 1:
         raise PlanError(f"`workers` {workers}: expected at least 1")
     if dask is not None or client is not None:
-        return _dask(chunks, dask, workers, client)
+        return _dask(chunks, dask, workers, client, token)
     if workers > 1 and len(chunks) > 1:
-        return _processes(chunks, workers)
-    return _serial(chunks)
+        return _processes(chunks, workers, token)
+    return _serial(chunks, token)
 
 
 def journal_path(output: Path) -> Path:
@@ -184,26 +263,45 @@ def _file_digest(path: str, cache: dict) -> str:
     return cache[path]
 
 
-def fingerprints(pts: list[Point]) -> dict[str, str]:
+def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dict[str, str]:
     """Each point's fingerprint: 16 hex digits of SHA-256 over everything its row depends on -- the point's
     inputs (its key), the bytes of the model, chip and stack profile files they resolve to, the bytes of a
     trace file it names, and the tool's version. A resumed sweep reuses a row only under the same
-    fingerprint, so an edited profile or a new version recomputes it (issue 23)."""
+    fingerprint, so an edited profile or a new version recomputes it (issue 23). ``digests`` (file ->
+    digest), when given, collects the files read."""
     from .. import __version__
     from ..profiles import get_hardware, get_model, get_stack
     from ..units import parse_chip_count
 
-    digests: dict[str, str] = {}
+    digests = {} if digests is None else digests
+    by_names: dict[tuple, list[str]] = {}   # points share their profiles: resolve each combination once
+
+    def file_parts(v: dict) -> list[str]:
+        names = tuple(str(v[k]) for k in ("model", "stack", "remote", "local", "workload"))
+        if names not in by_names:
+            files = [get_model(v["model"]).path, get_stack(v["stack"]).path]
+            files += [get_hardware(parse_chip_count(v[k], k).chip).path for k in ("remote", "local")]
+            parts = [_file_digest(f, digests) for f in files if f]
+            if Path(str(v["workload"])).is_file():
+                parts.append(_file_digest(str(v["workload"]), digests))
+            by_names[names] = parts
+        return by_names[names]
+
     out = {}
     for p in pts:
-        v = p.values
-        files = [get_model(v["model"]).path, get_stack(v["stack"]).path]
-        files += [get_hardware(parse_chip_count(v[k], k).chip).path for k in ("remote", "local")]
-        parts = [p.key, __version__] + [_file_digest(f, digests) for f in files if f]
-        if Path(str(v["workload"])).is_file():
-            parts.append(_file_digest(str(v["workload"]), digests))
+        parts = [p.key, __version__] + file_parts(p.values)
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
+
+
+def cache_token(digests: dict[str, str]) -> str:
+    """What a sweep's cached inputs are resolved from: the tool version and the bytes of every profile and
+    trace file its points read (``digests`` from `fingerprints`). Workers that planned under another token
+    empty their caches (`sweep.evaluate_chunk`)."""
+    from .. import __version__
+
+    text = json.dumps([__version__, sorted(digests.items())], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _row_check(row: dict) -> str:
@@ -266,7 +364,9 @@ def run_sweep(spec: SweepSpec, output: str | Path, *, workers: int = 1, dask: st
 
 
 def _run_locked(spec, pts, output, workers, dask, client, chunk_size, pareto, on_start, on_rows) -> SweepResult:
-    fps = fingerprints(pts)
+    digests: dict[str, str] = {}
+    fps = fingerprints(pts, digests)
+    token = cache_token(digests)
     done = {}
     earlier = _earlier_rows(output)
     stale = set()
@@ -287,7 +387,7 @@ def _run_locked(spec, pts, output, workers, dask, client, chunk_size, pareto, on
     meta = {"description": spec.description, "axes": ",".join(spec.axes), "points": str(len(pts))}
     try:
         with _sigterm_as_interrupt():
-            for rows in backend_results(batches(pending, chunk_size), workers, dask, client):
+            for rows in backend_results(batches(pending, chunk_size), workers, dask, client, token):
                 for r in rows:
                     r["fingerprint"] = fps[r["point_key"]]
                     r["row_check"] = _row_check(r)

@@ -60,8 +60,23 @@ def forget_with_folders(cached) -> None:
 
 
 def _forget() -> None:
+    _FOUND.clear()
     for cached in (_load_all, _bundled_index, _read_bundled, _validated_bundled, *_other_caches):
         cached.cache_clear()
+
+
+_FOUND: dict = {}   # (kind, name as looked up, PRFAAS_PLAN_PROFILES) -> profile: `_found`
+
+
+def _found(kind: str, key: str, lookup):
+    """``lookup()``, the profile ``key`` names, remembered until the user folders change (`_forget`) or
+    the environment names others: a sweep resolves the same few chips tens of thousands of times. A
+    name that finds nothing raises each time (nothing is kept)."""
+    memo = (kind, key, os.environ.get("PRFAAS_PLAN_PROFILES", ""))
+    hit = _FOUND.get(memo)
+    if hit is None:
+        hit = _FOUND[memo] = lookup()
+    return hit
 
 
 def _user_dirs() -> list[Path]:
@@ -330,13 +345,15 @@ def get_model(name: str | ModelProfile) -> ModelProfile:
     """Look a model profile up by name or alias (case-insensitive)."""
     if isinstance(name, ModelProfile):
         return name
-    return _lazy_lookup(str(name).strip().lower(), "model") or _lookup(name, all_models(), "model")
+    key = str(name).strip().lower()
+    return _found("model", key, lambda: _lazy_lookup(key, "model") or _lookup(name, all_models(), "model"))
 
 
 def get_hardware(name: str | HardwareProfile) -> HardwareProfile:
     """Look a hardware profile up by name or alias (case-insensitive)."""
     if isinstance(name, HardwareProfile):
         return name
-    return _lazy_lookup(str(name).strip().lower(), "hardware") or _lookup(name, all_hardware(), "chip")
+    key = str(name).strip().lower()
+    return _found("hardware", key, lambda: _lazy_lookup(key, "hardware") or _lookup(name, all_hardware(), "chip"))
 
 
