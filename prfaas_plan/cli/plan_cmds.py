@@ -106,7 +106,8 @@ def size_cmd(
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
-    from ..output.plan_report import layout_report, size_report
+    from ..output.layout_report import layout_report
+    from ..output.plan_report import size_report
     from ..planning import answer_layout, answer_size
     from ..units import parse_length, parse_rate_bps, parse_ttft_slo
 

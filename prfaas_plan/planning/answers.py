@@ -29,7 +29,6 @@ from .plans import (
     optimize,
     perf_inputs,
     prfaas_layout,
-    size_layout,
 )
 from .questions import (
     AtRate,
@@ -46,6 +45,7 @@ from .questions import (
     smallest_link,
     verify,
 )
+from .layouts import LayoutFigures, layout_warnings
 from .scenario import DEFAULTS, Scenario, layout_perf, scenario_for
 from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
 
@@ -306,6 +306,18 @@ class LayoutAnswer:
     resplit: list[str]                # sites whose prefill/decode split the program changed
     warnings: list[PlanWarning]
     notes: list[str]
+    figures: LayoutFigures | None = None  # per-site figures, routing rule, baselines, error bars (`layouts`)
+
+    @property
+    def basis(self) -> str | None:
+        return self.figures.basis if self.figures is not None else None
+
+    @property
+    def verdict(self) -> dict | None:
+        """The verdict record (`verdict_record`) against homogeneous PD at the layout's basis."""
+        if self.figures is None:
+            return None
+        return verdict_record(self.figures.basis, self.figures.error_bars)
 
 
 def layout_scenario(layout: Layout, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
@@ -372,11 +384,10 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
         a = answer_size(sc, layout=lay, keep_split=True, samples=samples, seed=seed, basis=basis, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
-    if any(v is not None and v is not False for v in questions.values()):
-        raise PlanError("a layout file with several PD sites is sized by the linear program alone: drop "
-                        + ", ".join(f"--{k.replace('_', '-')}" for k, v in questions.items()
-                                    if v is not None and v is not False))
-    res, perf = size_layout(lay, sc)
+    from .layouts import layout_default_basis, layout_figures, plan_layout, refuse_questions
+
+    refuse_questions(questions)
+    res, perf, lay = plan_layout(lay, sc, questions.get("threshold"))
     resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {_count(r.n_prefill)}P+{_count(r.n_decode)}D"
                for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
@@ -398,7 +409,10 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
                      + "; ".join(resplit))
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
-    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, [], notes)
+    basis = layout_default_basis(lay) if basis is None else basis
+    figures = layout_figures(path, lay, sc, res, perf, basis, samples, seed)
+    warnings = layout_warnings(figures)
+    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, warnings, notes + list(figures.notes), figures)
 
 
 def _count(x: float) -> int:
