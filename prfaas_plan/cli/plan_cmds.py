@@ -168,13 +168,18 @@ def compare_cmd(
     samples: Samples = 400,
     seed: Seed = 0,
     stack: Stack = None,
+    layout: LayoutFile = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
-    heterogeneous; with --load or --rate, all at one offered rate."""
+    heterogeneous; with --load or --rate, all at one offered rate. With --layout, the file's sites."""
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
+    if layout is not None:
+        _compare_layout(layout, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes, stack,
+                        samples, seed, basis, load, rate, plot, fmt)
+        return
     sc = _scenario(model, remote, local, link, tpot, workload, instance_chips, mode, inputs, link_efficiency, rtt,
                    link_price, transfer_bytes, stack, remote_instance_chips=remote_instance_chips,
                    local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
@@ -183,6 +188,32 @@ def compare_cmd(
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{sc.model.name}: PrfaaS-PD throughput vs threshold")
     emit(report, fmt)
+
+
+def _compare_layout(layout, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes, stack,
+                    samples, seed, basis, load, rate, plot, fmt) -> None:
+    """``compare --layout FILE``: the file replaces --remote/--local/--link and the instance shapes."""
+    from ..output.layout_report import layout_report
+    from ..output.plan_report import compare_report
+    from ..planning import answer_compare_layout
+
+    replaced = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
+                "link_efficiency", "link_price")
+    extra = _given(list(replaced))
+    if extra:
+        raise PlanError(f"--layout describes the sites, instance shapes and links: drop {', '.join(extra)}")
+    answer = answer_compare_layout(layout, model, tpot, workload, str(inputs), mode=str(mode),
+                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype, transfer_bytes=str(transfer_bytes),
+                                   stack=stack, samples=samples, seed=seed, basis=None if basis is None else str(basis),
+                                   load=load, rate=rate)
+    if not hasattr(answer, "plans"):
+        if plot:
+            raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
+        emit(layout_report(answer, "compare"), fmt, replaced=replaced)
+        return
+    if plot:
+        _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs threshold")
+    emit(compare_report(answer), fmt, replaced=replaced)
 
 
 @app.command("reproduce")

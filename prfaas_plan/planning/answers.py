@@ -415,6 +415,32 @@ def answer_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEF
     return LayoutAnswer(str(path), lay, sc, res, perf, resplit, warnings, notes + list(figures.notes), figures)
 
 
+def answer_compare_layout(path: str | Path, model: str = DEFAULTS.model, tpot: str = DEFAULTS.tpot,
+                          workload: str = DEFAULTS.workload, inputs: str = DEFAULTS.inputs, *, mode: str = "exact",
+                          weight_dtype: str | None = None, kv_dtype: str | None = None,
+                          transfer_bytes: str = DEFAULTS.transfer_bytes, stack: str | None = None,
+                          samples: int = 400, seed: int = 0, basis: str | None = None, load: float | None = None,
+                          rate: float | None = None) -> CompareAnswer | LayoutAnswer:
+    """``compare --layout FILE``. One PD site: `answer_compare` of the file's chips, instance shapes and link
+    (rtt included; the split is optimized, as compare does). Several: `answer_layout`'s per-site figures and
+    baselines (each site alone, homogeneous PD at ``basis``) with error bars; ``load``/``rate`` are refused
+    there (TTFT under load is modelled for one PD site)."""
+    from ..layout import load_layout
+
+    lay = load_layout(path)
+    if len(lay.pd_sites) == 1:
+        sc = layout_scenario(lay, model, tpot, workload, inputs, mode, weight_dtype, kv_dtype, transfer_bytes, stack)
+        a = answer_compare(sc, basis, load, rate, samples=samples, seed=seed)
+        site = lay.pd_sites[0]
+        return replace(a, notes=[f"layout {lay.name} from {path}: its chips, instance shapes and link (rtt "
+                                 f"{site.link.rtt_s * 1e3:g} ms) are compared; the split and threshold are optimized"
+                                 if site.link is not None else
+                                 f"layout {lay.name} from {path}: its chips and instance shape are compared"] + a.notes)
+    return answer_layout(path, model, tpot, workload, inputs, mode=mode, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         transfer_bytes=transfer_bytes, stack=stack, samples=samples, seed=seed, basis=basis,
+                         load=load, rate=rate)
+
+
 def _count(x: float) -> int:
     """An instance count from the program (``-0.0`` and rounding noise become whole, non-negative)."""
     return max(0, int(round(x)))

@@ -28,6 +28,8 @@ from .plans import HOURS_PER_MONTH, basis_baseline_name, check_basis, layout_bin
 from .scenario import Scenario, layout_perf
 
 SITES_ALONE = "sites-alone"
+BASIS_WORDS = {"instances": "equal instances", "chips": "equal chips", "capex": "equal capex",
+               "rental": "equal rental"}
 THIS_LAYOUT = "layout"
 ROUTING_TOL = 1e-3      # remote shares closer than this are one range of the routing rule
 LOSS_WARN = 0.01        # a pure-threshold plan losing more than this share of the optimum is warned about
@@ -281,7 +283,10 @@ def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: 
     whole_ttft = ttft_of(parts) if parts else sites[0].ttft
 
     bars = alone_bars = None
-    notes = [f"costs per site: its own chips and link; 'with remote share' adds the remote site's cloud cost in "
+    notes = [f"baselines: sites-alone = every PD site on its own instances as homogeneous PD, no remote site; "
+             f"{base_lay.name} = homogeneous PD on {first.name}'s instance shape ({first.instance}) with as many "
+             f"instances as the layout's {basis} budget buys",
+             f"costs per site: its own chips and link; 'with remote share' adds the remote site's cloud cost in "
              f"proportion to the remote prefill seconds the site uses"]
     if samples > 0:
         f_r, f_l, f_d, inputs = _factors(lay, perf, samples, seed)
@@ -315,16 +320,15 @@ def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: 
     base_ttft = base_plan.ttft
     b_capex, b_hourly = base_plan.capex_usd, base_plan.cloud_usd_per_hour
     baselines = (
-        BaselineFigures(THIS_LAYOUT, f"{lay.name}: {len(lay.pd_sites)} PD sites"
-                        + (f" sharing {n_r}x{lay.remote.instance} remote prefill" if n_r else ""),
+        BaselineFigures(THIS_LAYOUT, f"{len(lay.pd_sites)} PD sites" + (f" + {n_r}x{lay.remote.instance} remote" if n_r else ""),
                         res.lambda_rps, 1.0, None, capex_all, hourly_all, whole_ttft),
-        BaselineFigures(SITES_ALONE, "every PD site on its own instances as homogeneous PD, no remote site",
+        BaselineFigures(SITES_ALONE, "each site alone, no remote",
                         alone_total, res.lambda_rps / alone_total if alone_total > 0 else math.inf,
                         alone_bars.gain if alone_bars else None, sum(x.capex_usd for x in sites),
                         sum(_price(s.instance.chip.name, s.instance.chips * s.instances)[1] for s in lay.pd_sites),
                         alone_ttft),
-        BaselineFigures(base_lay.name, f"homogeneous PD, {base_lay.pd_sites[0].instances}x{base_lay.pd_sites[0].instance}"
-                        f" (the layout's {basis} budget on {first.name}'s instance shape)", base_plan.best.lambda_max,
+        BaselineFigures(base_lay.name, f"homogeneous PD {base_lay.pd_sites[0].instances}x{base_lay.pd_sites[0].instance}"
+                        f" ({BASIS_WORDS[basis]})", base_plan.best.lambda_max,
                         res.lambda_rps / base_plan.best.lambda_max if base_plan.best.lambda_max > 0 else math.inf,
                         bars.gain if bars else None, b_capex, b_hourly, base_ttft),
     )
@@ -355,6 +359,7 @@ _DECLINED = {
     "target_rate": ("target_rate", "the cheapest cluster for a rate is sized for one PD site"),
     "size_link": ("size_link", "the smallest link is sized for one PD site"),
     "link_degraded_bps": ("link_degraded", "a degraded link is evaluated for one PD site"),
+    "rate": ("rate", "every layout at one offered rate is modelled for one PD site"),
 }
 
 
