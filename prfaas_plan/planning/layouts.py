@@ -220,15 +220,20 @@ def _factors(lay: Layout, perf, samples: int, seed: int):
     return f_remote, f_local, f_decode, tuple(unique[k] for k in keys)
 
 
+def _site_models(lay: Layout, perf, bins: dict) -> list[SiteModel]:
+    """Each PD site as the fixed-routing model needs it (`analytic.multisite.SiteModel`)."""
+    return [SiteModel(s.name, bins[s.name], s.instances, perf.sites[s.name].decode.requests_per_s(perf.output_tokens),
+                      s.link.goodput_bps if offloads(lay, perf, s) else 0.0, offloads(lay, perf, s))
+            for s in lay.pd_sites]
+
+
 def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: str, samples: int,
                    seed: int) -> LayoutFigures:
     """Per-site figures, routing rule, threshold plan, baselines and error bars of the program's optimum
     ``res`` for layout ``lay`` (see the module docstring)."""
     bins = layout_bins(lay, sc, perf)
     n_r = lay.remote.instances if lay.remote is not None else 0
-    models = [SiteModel(s.name, bins[s.name], s.instances, perf.sites[s.name].decode.requests_per_s(perf.output_tokens),
-                        s.link.goodput_bps if offloads(lay, perf, s) else 0.0, offloads(lay, perf, s))
-              for s in lay.pd_sites]
+    models = _site_models(lay, perf, bins)
     grid = sc.grid
     labels = bin_labels(grid)
     l = grid.lengths
