@@ -65,7 +65,16 @@ INPUTS: dict[str, Input] = {
     "basis": Input(AUTO_BASIS, "str", "what the homogeneous baseline holds equal: capex, rental, chips or instances "
                                       "(cost = capex); auto = capex where every chip has a price, else chips, as "
                                       "size and compare (plans.default_basis)"),
+    "layout": Input(None, "str", "a layout file (docs/layouts.md) as the point's hardware: its sites, instance shapes "
+                               "and links replace remote, local, link, link_efficiency, link_price, rtt and "
+                               "instance_chips; empty: none"),
+    "link_scale": Input(1.0, "float", "with a layout: every site's link bandwidth times this factor"),
+    "remote_instances": Input(-1, "int", "with a layout: remote prefill instances instead of the file's (-1: the "
+                                         "file's)"),
 }
+LAYOUT_INPUTS = ("layout", "link_scale", "remote_instances")
+"""Inputs of a layout-based point (`prfaas_plan.planning.sweep_layout`); at their defaults they are left out
+of the point key, so the keys (and resumed rows) of specs without a layout are what they were."""
 SPEC_KEYS = ("base", "grid", "zip", "description")
 CHOICES = {"mode": MODES, "inputs": INPUT_LEVELS, "basis": (AUTO_BASIS,) + BASES + tuple(BASIS_ALIASES),
            "transfer_bytes": POLICIES}
@@ -90,7 +99,9 @@ class Point:
 
 def point_key(values: dict) -> str:
     """16 hex digits of the SHA-256 of the inputs as canonical JSON."""
-    text = json.dumps({k: values[k] for k in INPUTS}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({k: values[k] for k in INPUTS
+                       if k not in LAYOUT_INPUTS or values[k] != INPUTS[k].default}, sort_keys=True,
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -301,6 +312,14 @@ def check_inputs(v: dict) -> None:
     for name, choices in CHOICES.items():
         if v[name] not in choices:
             raise PlanError(f"{name} {v[name]!r}: expected {' or '.join(choices)}")
+    from .sweep_layout import check_layout_inputs
+
+    if check_layout_inputs(v):
+        get_model(v["model"])
+        parse_tpot_s(v["tpot"], "tpot")
+        _workload(v["workload"])
+        get_stack(v["stack"])
+        return
     if not 0 < v["link_efficiency"] <= 1:
         raise PlanError(f"link_efficiency {v['link_efficiency']:g}: expected a fraction in (0, 1]")
     if not (math.isfinite(v["link_price"]) and v["link_price"] >= 0):
@@ -479,6 +498,11 @@ def evaluate(point: Point) -> dict:
     from .warnings import beaten_warning, plan_warnings
 
     v = point.values
+    if v["layout"]:
+        from .sweep_layout import evaluate_layout
+
+        row = evaluate_layout(point)
+        return {k: row.get(k) for k, _ in ROW_COLUMNS}
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
     try:
         sc = scenario(v)
