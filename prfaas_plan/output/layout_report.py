@@ -46,7 +46,7 @@ def _site_row(s) -> dict:
 
 
 SITE_COLUMNS = [
-    Column("site", "site"), Column("instance", "instance"), Column("instances", "instances"),
+    Column("site", "site"), Column("instance", "instance"), Column("stack", "stack"), Column("instances", "instances"),
     Column("throughput_rps", "req/s", ".3f"), Column("alone_rps", "req/s alone (no remote)", ".3f"),
     Column("binding_stage", "binding stage", lambda v: STAGE_WORDS.get(v, v)),
     Column("threshold_tokens", "threshold t", tokens), Column("remote_share", "prefilled remotely", _pct),
