@@ -331,3 +331,36 @@ def test_reports_of_size_and_compare_layout(cli, tmp_path):
         assert code == 0, err
         page = (tmp_path / f"{command}.html").read_text()
         assert "None" not in page and "binds" in page and math.isfinite(len(page))
+
+
+def test_sites_of_their_own_chips_shapes_and_stacks(cli, tmp_path):
+    """Issue 22 item 4: each site (and the remote) names its own chip, instance shape and stack; each site's
+    figures come from its own, and calibration draws are one per chip."""
+    lay = tmp_path / "mixed.yaml"
+    lay.write_text("name: mixed\nremote: {instance: 4xH200, instances: 6, stack: vllm}\nsites:\n"
+                   "  - {name: h20-sg, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G, rtt: 2ms}}\n"
+                   "  - {name: h200-vllm, instance: 8xH200, prefill: 2, decode: 2, stack: vllm,"
+                   " link: {bandwidth: 40G, rtt: 10ms}}\n"
+                   "  - {name: h20-4, instance: 4xH20, prefill: 4, decode: 4, link: {bandwidth: 10G, rtt: 30ms}}\n")
+    code, out, err = cli("size", "--layout", str(lay), "--samples", "30", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["site"]: r for r in doc["sections"]["sites"]}
+    assert (rows["h20-sg"]["stack"], rows["h200-vllm"]["stack"], rows["remote"]["stack"]) == ("sglang", "vllm", "vllm")
+    assert rows["h200-vllm"]["instance"] == "8xH200" and rows["h20-4"]["instance"] == "4xH20"
+    assert rows["h20-4"]["capex_usd"] == pytest.approx(rows["h20-sg"]["capex_usd"] / 2)  # 8 x 4 chips vs 8 x 8
+    assert rows["h200-vllm"]["ttft_p50_s"] < rows["h20-sg"]["ttft_p50_s"]        # H200 prefills faster
+    assert any("sites run different chips" in n for n in doc["notes"])
+
+
+def test_no_site_can_offload_gives_no_verdict(cli, tmp_path):
+    lay = tmp_path / "alone.yaml"
+    lay.write_text("name: alone\nsites:\n  - {name: a, instance: 8xH20, prefill: 3, decode: 5}\n"
+                   "  - {name: b, instance: 8xH20, prefill: 3, decode: 5}\n")
+    code, out, err = cli("size", "--layout", str(lay), "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["meta"]["verdict"] is None
+    rows = {r["site"]: r for r in doc["sections"]["sites"]}
+    assert set(rows) == {"a", "b", "total"} and rows["a"]["link_utilization"] is None
+    assert rows["total"]["throughput_rps"] == pytest.approx(rows["total"]["alone_rps"])

@@ -34,7 +34,7 @@ def _site_row(s) -> dict:
             "instances": f"{s.n_prefill + s.n_decode} (={s.n_prefill}P+{s.n_decode}D)",
             "n_prefill": s.n_prefill, "n_decode": s.n_decode,
             "throughput_rps": s.lambda_rps, "binding_stage": s.binding,
-            "remote_prefill_utilization": u["remote_prefill"], "link_utilization": u["link"],
+            "remote_prefill_utilization": u["remote_prefill"], "link_utilization": u["link"] if s.link_bps else None,
             "local_prefill_utilization": u["local_prefill"], "local_decode_utilization": u["local_decode"],
             "threshold_tokens": s.threshold_tokens if s.pure_threshold else None,
             "pure_threshold": s.pure_threshold, "remote_share": s.remote_share, "egress_gbps": s.egress_bps / 1e9,
@@ -79,8 +79,9 @@ def _sites_section(a) -> Section:
                  "cloud_usd_per_hour_with_remote": _finite(whole.usd_per_hour)})
     notes = [f"binding stage: the most utilized of remote prefill (the shared site's), the site's link (of its "
              f"goodput), local prefill and local decode; TTFT per site is unloaded, with that site's RTT: "
-             f"{whole.ttft.method}",
-             "remote utilization: " + _pct(f.remote_utilization) + " of the shared remote site"]
+             f"{whole.ttft.method}"]
+    if lay.remote is not None and lay.remote.instances > 0:
+        notes.append("remote utilization: " + _pct(f.remote_utilization) + " of the shared remote site")
     return Section("sites", f"Layout {lay.name} for {a.scenario.model.name}", rows, SITE_COLUMNS, notes)
 
 
@@ -148,7 +149,7 @@ def _baselines_section(a, name: str) -> Section:
         notes.append(f"layout's req/s P10 {num(f.error_bars.lambda_rps.p10)} / P50 {num(f.error_bars.lambda_rps.p50)} "
                      f"/ P90 {num(f.error_bars.lambda_rps.p90)} over {f.error_bars.samples} samples")
     else:
-        notes.append("no error bars (samples 0)")
+        notes.append("no error bars (samples 0, or no site can offload)")
     return Section(name, f"The layout against its baselines ({f.basis} basis)", _baseline_rows(f), BASELINE_COLUMNS,
                    notes)
 

@@ -293,7 +293,11 @@ def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: 
              f"instances as the layout's {basis} budget buys",
              f"costs per site: its own chips and link; 'with remote share' adds the remote site's cloud cost in "
              f"proportion to the remote prefill seconds the site uses"]
-    if samples > 0:
+    can_offload = any(m.offloads for m in models)
+    if not can_offload:
+        notes.append("no site can offload (no remote instances, or no link): no PrfaaS verdict and no error bars; "
+                     "the baselines' gains are the point estimates")
+    if samples > 0 and can_offload:
         f_r, f_l, f_d, inputs = _factors(lay, perf, samples, seed)
         candidates = [[r.remote_fraction for r in res.sites], [np.zeros(len(m.bins.weight)) for m in models]]
         if thr is not None:
