@@ -252,7 +252,7 @@ def test_threshold_plan_matches_exhaustive_search_on_two_sites():
     caps = np.stack(np.broadcast_arrays(c0[:, None], c1[None, :]), -1)
     rho = np.stack(np.broadcast_arrays(r0[:, None], r1[None, :]), -1)
     best = share_remote(np.maximum(caps, 0), rho, np.full(caps.shape[:2], float(lay.remote.instances))).sum(-1)
-    assert plan.total_rps == pytest.approx(best.max(), rel=1e-3)   # a local optimum within 0.1% of the global
+    assert plan.total_rps == pytest.approx(best.max(), rel=1e-9)   # two sites: the joint pair moves are exhaustive
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -364,3 +364,37 @@ def test_no_site_can_offload_gives_no_verdict(cli, tmp_path):
     rows = {r["site"]: r for r in doc["sections"]["sites"]}
     assert set(rows) == {"a", "b", "total"} and rows["a"]["link_utilization"] is None
     assert rows["total"]["throughput_rps"] == pytest.approx(rows["total"]["alone_rps"])
+
+
+def _synthetic_site(name, rng, nb, instances, goodput):
+    from prfaas_plan.analytic.lp import Bins
+    from prfaas_plan.analytic.multisite import SiteModel
+
+    length = np.sort(rng.uniform(100, 100_000, nb))
+    w = rng.uniform(0.1, 1.0, nb)
+    bins = Bins(length, w / w.sum(), length * rng.uniform(1e-5, 3e-5), length * rng.uniform(3e-5, 8e-5),
+                length * rng.uniform(5e4, 2e5))
+    return SiteModel(name, bins, instances, float(rng.uniform(0.2, 2.0)), goodput, True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 6), st.floats(1e9, 1e11), st.integers(2, 3))
+def test_threshold_search_against_every_combination_of_cuts(seed, n_remote, goodput, n_sites):
+    """On random two- and three-site instances the search's plan equals the exhaustive search over every
+    combination of cuts (for two sites its joint pair moves are that search; for three it found the
+    optimum in 200 of 200 seeded cases tried, within 1% asserted here) and is feasible."""
+    import itertools
+
+    from prfaas_plan.analytic.multisite import _cut_table, threshold_plan
+
+    rng = np.random.default_rng(seed)
+    sites = [_synthetic_site(n, rng, 6, int(rng.integers(2, 9)), goodput) for n in "abc"[:n_sites]]
+    plan = threshold_plan(sites, n_remote, [np.zeros(6)] * n_sites)
+    tabs = [_cut_table(s) for s in sites]
+    combos = np.array(list(itertools.product(range(7), repeat=n_sites)))
+    caps = np.stack([tabs[i][0][combos[:, i]] for i in range(n_sites)], -1)
+    rho = np.stack([tabs[i][1][combos[:, i]] for i in range(n_sites)], -1)
+    best = share_remote(np.maximum(caps, 0), rho, np.full(len(combos), float(n_remote))).sum(-1).max()
+    assert plan.total_rps <= best * (1 + 1e-9)
+    assert plan.total_rps >= best * (1 - (1e-9 if n_sites == 2 else 0.01))
+    assert sum(plan.lambda_rps) == pytest.approx(plan.total_rps)

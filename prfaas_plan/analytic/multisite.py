@@ -134,6 +134,49 @@ def _cut_table(site: SiteModel):
     return np.where(ok, cap, -np.inf), rem, bits, local
 
 
+PRICES = 24                 # prices on the remote site tried as starts of the threshold search
+PAIR_SEARCH_MAX_SITES = 4   # up to this many sites the search also moves every pair of sites' cuts jointly
+
+
+def _price_starts(tables, n_sites: int) -> list[list[int]]:
+    """Starts of the threshold search from prices on the shared remote site: at price ``mu`` (requests/s per
+    remote instance-second) each site takes the cut maximizing ``cap * (1 - mu * rho)``, what it would carry
+    net of the remote capacity it uses. ``mu = 0`` is every site's own best; a high price is all local."""
+    if n_sites > THRESHOLD_SEARCH_MAX_SITES // 4:
+        return []
+    rhos = np.concatenate([t[1][t[1] > 0] for t in tables])
+    if not len(rhos):
+        return []
+    out = []
+    for mu in np.concatenate([[0.0], np.geomspace(0.05, 20.0, PRICES - 1) / np.median(rhos)]):
+        out.append([int(np.argmax(np.where(np.isfinite(t[0]), t[0] * (1 - mu * t[1]), -np.inf))) for t in tables])
+    return out
+
+
+def _pair_search(tables, n_remote: int, best: float, cuts: list[int]) -> tuple[float, list[int]]:
+    """Improve ``cuts`` by moving two sites' cuts at once (every pair of cut values), until no pair helps."""
+    for _ in range(_ROUNDS):
+        moved = False
+        for i in range(len(tables)):
+            for j in range(i + 1, len(tables)):
+                ci, ri = tables[i][0], tables[i][1]
+                cj, rj = tables[j][0], tables[j][1]
+                base_c = np.array([t[0][k] for t, k in zip(tables, cuts)])
+                base_r = np.array([t[1][k] for t, k in zip(tables, cuts)])
+                caps = np.broadcast_to(base_c, (len(ci), len(cj), len(tables))).copy()
+                rho = np.broadcast_to(base_r, (len(ci), len(cj), len(tables))).copy()
+                caps[:, :, i], rho[:, :, i] = ci[:, None], ri[:, None]
+                caps[:, :, j], rho[:, :, j] = cj[None, :], rj[None, :]
+                tot = share_remote(np.maximum(caps, 0.0), rho, np.full(caps.shape[:2], float(n_remote))).sum(-1)
+                tot = np.where(np.isfinite(ci)[:, None] & np.isfinite(cj)[None, :], tot, -np.inf)
+                a, b = np.unravel_index(int(np.argmax(tot)), tot.shape)
+                if tot[a, b] > best * (1 + 1e-9) + 1e-12:
+                    best, cuts[i], cuts[j], moved = float(tot[a, b]), int(a), int(b), True
+        if not moved:
+            break
+    return best, cuts
+
+
 @dataclass(frozen=True)
 class ThresholdPlan:
     """Per site: the cut (bins at and above it go remote), threshold in tokens (inf: all local), rate
@@ -194,15 +237,19 @@ def threshold_plan(sites: list[SiteModel], n_remote: int, start_fractions: list[
         above = np.flatnonzero(np.asarray(f) > 0.5)
         return int(above[0]) if len(above) else nb
 
-    starts = [[rounded(f, nb) for f, nb in zip(start_fractions, nbs)], list(nbs)]
+    starts = [[rounded(f, nb) for f, nb in zip(start_fractions, nbs)], list(nbs)] + _price_starts(tables, len(sites))
+    starts = [list(c) for c in dict.fromkeys(tuple(c) for c in starts)]
     best_total, best_cuts = max((search(list(c)) for c in starts), key=lambda x: x[0])
+    if len(sites) <= PAIR_SEARCH_MAX_SITES:
+        best_total, best_cuts = _pair_search(tables, n_remote, best_total, best_cuts)
     _, lam = total(best_cuts)
     splits = [int(site_capacity(s, t[3][k], t[2][k])[1]) for s, t, k in zip(sites, tables, best_cuts)]
     ts = tuple(threshold_at_cut(s, k, None if upper_tokens is None else upper_tokens[i])
                for i, (s, k) in enumerate(zip(sites, best_cuts)))
     return ThresholdPlan(tuple(best_cuts), ts, tuple(float(x) for x in lam), tuple(splits), best_total,
-                         "coordinate search over per-site thresholds (bin boundaries), from the program's routing "
-                         "rounded and from all-local; a local optimum of the search")
+                         "search over per-site thresholds (bin boundaries): coordinate moves from the program's routing "
+                         "rounded, from all local and from prices on the remote site, then joint moves of every pair "
+                         f"of sites (up to {PAIR_SEARCH_MAX_SITES} sites); a local optimum of the search")
 
 
 def sample_total(sites: list[SiteModel], n_remote: int, routings: list[list[np.ndarray]],
