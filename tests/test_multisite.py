@@ -398,3 +398,12 @@ def test_threshold_search_against_every_combination_of_cuts(seed, n_remote, good
     assert plan.total_rps <= best * (1 + 1e-9)
     assert plan.total_rps >= best * (1 - (1e-9 if n_sites == 2 else 0.01))
     assert sum(plan.lambda_rps) == pytest.approx(plan.total_rps)
+
+
+def test_too_many_samples_for_memory_are_refused(cli, monkeypatch):
+    import prfaas_plan.planning.confidence as C
+
+    monkeypatch.setattr(C, "_available_bytes", lambda: 2 * 2**30)
+    code, out, err = cli("size", "--layout", str(THREE), "--samples", "100000")
+    assert code == 2 and out == "" and "samples 100,000" in err and "at most about" in err
+    assert len(err.strip().splitlines()) == 1

@@ -220,6 +220,19 @@ def _factors(lay: Layout, perf, samples: int, seed: int):
     return f_remote, f_local, f_decode, tuple(unique[k] for k in keys)
 
 
+BYTES_PER_SAMPLE_CUT_SITE = 16 * 8
+"""Peak bytes of the multi-site sampler per sample, threshold cut and site: about 16 float64 arrays of
+(samples x cuts x sites) alive at once in `analytic.multisite.sample_threshold_search`. Measured:
+``size --layout examples/three-sites.yaml --samples 20000`` peaks at 1.00 GB RSS (0.16 GB of it the planner
+before sampling); the estimate says 0.99 GB for the sampler."""
+
+
+def layout_sampler_bytes(samples: int, models: list[SiteModel]) -> int:
+    """Estimated peak memory (bytes) of a multi-site layout's error bars."""
+    cuts = max(len(m.bins.weight) + 1 for m in models)
+    return samples * cuts * len(models) * BYTES_PER_SAMPLE_CUT_SITE
+
+
 def _site_models(lay: Layout, perf, bins: dict) -> list[SiteModel]:
     """Each PD site as the fixed-routing model needs it (`analytic.multisite.SiteModel`)."""
     return [SiteModel(s.name, bins[s.name], s.instances, perf.sites[s.name].decode.requests_per_s(perf.output_tokens),
@@ -287,6 +300,9 @@ def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: 
     hourly_all = sum(x.usd_per_hour for x in sites) + r_hourly
     whole_ttft = ttft_of(parts) if parts else sites[0].ttft
 
+    from .confidence import check_sampler
+
+    check_sampler(samples, seed, 0, layout_sampler_bytes(samples, models))
     bars = alone_bars = None
     notes = [f"baselines: sites-alone = every PD site on its own instances as homogeneous PD, no remote site; "
              f"{base_lay.name} = homogeneous PD on {first.name}'s instance shape ({first.instance}) with as many "
