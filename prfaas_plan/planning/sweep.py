@@ -314,7 +314,7 @@ def check_inputs(v: dict) -> None:
             raise PlanError(f"{name} {v[name]!r}: expected {' or '.join(choices)}")
     from .sweep_layout import check_layout_inputs
 
-    if check_layout_inputs(v):
+    if check_layout_inputs(v, {k: i.default for k, i in INPUTS.items()}):
         get_model(v["model"])
         parse_tpot_s(v["tpot"], "tpot")
         _workload(v["workload"])
@@ -501,7 +501,7 @@ def evaluate(point: Point) -> dict:
     if v["layout"]:
         from .sweep_layout import evaluate_layout
 
-        row = evaluate_layout(point)
+        row = evaluate_layout(point, AUTO_BASIS)
         return {k: row.get(k) for k, _ in ROW_COLUMNS}
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(v)}
     try:

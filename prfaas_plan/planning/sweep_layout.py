@@ -26,20 +26,18 @@ def _load(path: str):
     return load_layout(path)
 
 
-def check_layout_inputs(v: dict) -> bool:
+def check_layout_inputs(v: dict, defaults: dict) -> bool:
     """Check the layout inputs of a point; True when the point is planned on a layout file. Without a
-    layout, ``link_scale`` and ``remote_instances`` must stay at their defaults; with one, the inputs the
-    file replaces (`REPLACED`) must."""
-    from .sweep import INPUTS
-
+    layout, ``link_scale`` and ``remote_instances`` must stay at their ``defaults`` (input -> default, from
+    `sweep.INPUTS`); with one, the inputs the file replaces (`REPLACED`) must."""
     if not v["layout"]:
         for k in ("link_scale", "remote_instances"):
-            if v[k] != INPUTS[k].default:
+            if v[k] != defaults[k]:
                 raise PlanError(f"{k} {v[k]!r}: it changes a layout file's sites; set layout too")
         return False
     lay = _load(str(v["layout"]))
     for k in REPLACED:
-        if v[k] != INPUTS[k].default:
+        if v[k] != defaults[k]:
             raise PlanError(f"{k} {v[k]!r}: layout {v['layout']} gives the sites, instance shapes and links; "
                             f"leave {k} out (vary link_scale or remote_instances instead)")
     if not (math.isfinite(v["link_scale"]) and v["link_scale"] > 0):
@@ -63,15 +61,14 @@ def point_layout(v: dict):
     return lay
 
 
-def evaluate_layout(point) -> dict:
+def evaluate_layout(point, auto_basis: str) -> dict:
     """The row of a layout-based point: inputs, whole-layout figures, the homogeneous baseline's gain at the
-    point's basis, or the reason it cannot be planned."""
+    point's basis (``auto_basis``: resolved as `layouts.layout_default_basis`), or the reason it cannot be
+    planned."""
     from ..units import parse_tpot_s
     from .answers import layout_scenario
     from .layouts import layout_default_basis, layout_figures, layout_warnings, plan_layout
     from .plans import check_basis
-    from .sweep import AUTO_BASIS
-
     v = point.values
     row = {"point_key": point.key, "point_index": point.index, **v, "tpot_s": parse_tpot_s(v["tpot"], "tpot")}
     try:
@@ -81,7 +78,7 @@ def evaluate_layout(point) -> dict:
         sc = layout_scenario(lay, v["model"], v["tpot"], v["workload"], v["inputs"], v["mode"],
                              transfer_bytes=v["transfer_bytes"], stack=v["stack"])
         res, perf, lay = plan_layout(lay, sc)
-        basis = layout_default_basis(lay) if v["basis"] == AUTO_BASIS else check_basis(v["basis"])
+        basis = layout_default_basis(lay) if v["basis"] == auto_basis else check_basis(v["basis"])
         row["basis"] = basis
         f = layout_figures(v["layout"], lay, sc, res, perf, basis, 0, 0)
         whole, _, hom = f.baselines
