@@ -112,7 +112,7 @@ def test_plot_is_written_whole(cli, tmp_path):
     (("size", *PAPER, "--link-price", "nan"), "--link-price nan"),
     (("size", *PAPER, "--link-price", "inf"), "--link-price inf"),
     (("size", *PAPER, "--workload", "nope"), "--workload 'nope'"),
-    (("size", *PAPER, "--mode", "fancy"), "'--mode': Value error, 'fancy' is not one of"),
+    (("size", *PAPER, "--mode", "fancy"), "'--mode': 'fancy' is not one of"),
     (("size", "--model", "qwen3-235b", "--inputs", "paper"), "--inputs paper exists only for prfaas-1t"),
     (("compare", *PAPER, "--basis", "vibes"), "'vibes' is not one of 'capex', 'rental', 'chips', 'instances', 'cost'"),
     (("reproduce", "--inputs", "guess"), "'guess' is not one of 'predicted', 'paper'"),

@@ -29,7 +29,6 @@ from . import (
     validate_cmds,  # noqa: E402,F401
     workload_cmds,  # noqa: E402,F401
 )
-from ._coerce import install as install_direct_coercion
 from .app import app
 
 
@@ -63,11 +62,10 @@ def run(argv: list[str] | None = None) -> int:
     import typer
     import typer.main
 
-    from ._click import click
-    exit_types = tuple({typer.Exit, getattr(click.exceptions, "Exit", typer.Exit)})
-    abort_types = tuple({typer.Abort, getattr(click.exceptions, "Abort", typer.Abort)})
+    import click
+    exit_types = tuple({typer.Exit, click.exceptions.Exit})
+    abort_types = tuple({typer.Abort, click.exceptions.Abort})
 
-    install_direct_coercion()
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
@@ -81,7 +79,7 @@ def run(argv: list[str] | None = None) -> int:
         return _stdout_failed(exc.strerror or str(exc))
     except SystemExit as exc:
         # click answers a closed pipe on stdout with sys.exit(1) after wrapping the streams; say it in one line
-        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        if exc.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
             return _stdout_failed(os.strerror(errno.EPIPE))
         raise
     except PlanError as exc:

@@ -23,7 +23,7 @@ def _plain(v):
 
 def _params():
     """(command name, [(parameter, value, is_default)]) of the running command, in declaration order."""
-    from ._click import get_current_context
+    from click import get_current_context
 
     ctx = get_current_context(silent=True)
     if ctx is None:

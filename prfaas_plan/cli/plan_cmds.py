@@ -64,7 +64,7 @@ def _write_plot(path: str, plan, title: str) -> None:
 
 def _given(names: list[str]) -> list[str]:
     """The options among ``names`` the user gave on the command line (not left at their default)."""
-    from ._click import get_current_context
+    from click import get_current_context
 
     ctx = get_current_context()
     return [f"--{n.replace('_', '-')}" for n in names
