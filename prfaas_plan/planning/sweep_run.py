@@ -202,6 +202,12 @@ def fingerprints(pts: list[Point]) -> dict[str, str]:
         parts = [p.key, __version__] + [_file_digest(f, digests) for f in files if f]
         if Path(str(v["workload"])).is_file():
             parts.append(_file_digest(str(v["workload"]), digests))
+        if v.get("layout"):  # the layout file and the chip profiles its sites name
+            from .sweep_layout import point_layout
+
+            parts.append(_file_digest(str(v["layout"]), digests))
+            parts += [_file_digest(get_hardware(c).path, digests) for c in sorted(point_layout(v).chips())
+                      if get_hardware(c).path]
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
 
