@@ -28,6 +28,11 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 COMMANDS = [
     ("size", ["size", "--model", "kimi-linear", "--link", "40G", "--samples", "50", "--format", "json"], "json"),
     ("layout", ["size", "--layout", str(EXAMPLES / "two-sites.yaml"), "--format", "json"], "json"),
+    # issue 22: size and compare of a three-site layout, each with per-site TTFT, cost and the verdict
+    ("layout-three", ["size", "--layout", str(EXAMPLES / "three-sites.yaml"), "--samples", "50", "--format", "json"],
+     "json"),
+    ("compare-layout", ["compare", "--layout", str(EXAMPLES / "three-sites.yaml"), "--samples", "50", "--format",
+                        "json"], "json"),
     ("compare", ["compare", "--model", "kimi-linear", "--samples", "50", "--format", "json"], "json"),
     ("reproduce", ["reproduce", "--format", "json"], "json"),
     ("simulate", ["simulate", "--duration", "120s", "--format", "json"], "json"),
@@ -100,3 +105,15 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert found["errors"] and "undefinedFunction" in found["errors"][0]
     assert found["overflow"]
     assert [m.group(0).strip() for m in MISSING.finditer(found["text"])] == ["None", "?"]
+
+
+@pytest.mark.parametrize("name", ["layout-three", "compare-layout"])
+def test_three_site_layout_pages_answer_per_site(pages, name):
+    """Issue 22 Done-when: a three-site layout's page gives each site's binding stage, TTFT and cost, and
+    the verdict against the baselines."""
+    text = pages[name][0]["text"]
+    for site in ("near", "metro", "far"):
+        assert re.search(rf"{site} [0-9.]+ req/s, .*? binds, TTFT P90 [0-9.]+ s", text), site
+    assert "cost" in text.lower() and "capex" in text.lower()
+    assert re.search(r"verdict vs homogeneous-equal-\w+", text)
+    assert "sites-alone" in text

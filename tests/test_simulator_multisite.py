@@ -79,7 +79,7 @@ def test_one_site_through_the_multi_site_loop_is_the_event_loop(one_site, schedu
 def three(tmp_path_factory):
     drop = tmp_path_factory.mktemp("profiles") / "drop.csv"
     drop.write_text("time_s,gbps\n0,100\n60,10\n200,100\n")
-    return answer_simulate(layout_file=THREE, duration_s=300.0, compare="threshold", link_profile=f"a={drop}")
+    return answer_simulate(layout_file=THREE, duration_s=300.0, compare="threshold", link_profile=f"near={drop}")
 
 
 def test_the_simulated_layout_is_the_plan_of_size_layout(three):
@@ -115,17 +115,17 @@ def test_each_site_follows_its_own_link_profile(three):
     t, line = a.timeline["t_s"], a.timeline["link_capacity_gbps"]
     assert np.all(line[(t > 60) & (t <= 200)] == pytest.approx(10)) and np.all(line[(t > 200) | (t <= 60)] == 100)
     assert np.all(b.timeline["link_capacity_gbps"] == 40) and np.all(c.timeline["link_capacity_gbps"] == 10)
-    assert a.timeline["link_waiting"][(t > 60) & (t <= 200)].max() > 10  # a's KV backs up on its own link
+    assert a.timeline["link_waiting"][(t > 60) & (t <= 200)].max() > 10  # near's KV backs up on its own link
 
 
 def test_a_drop_on_one_sites_link_delays_that_site_only():
     drop = str(EXAMPLES / "link-drop.csv")
     base = answer_simulate(layout_file=THREE, duration_s=1200.0)
-    hit = answer_simulate(layout_file=THREE, duration_s=1200.0, link_profile=f"a={drop}")
+    hit = answer_simulate(layout_file=THREE, duration_s=1200.0, link_profile=f"near={drop}")
     s0 = [r.summary() for r in base.runs[0].sites]
     s1 = [r.summary() for r in hit.runs[0].sites]
     assert s1[0]["ttft_p99_s"] > 5 * s0[0]["ttft_p99_s"]
-    for k in (1, 2):  # b and c keep every prompt local at this plan: untouched by a's link
+    for k in (1, 2):  # metro and far keep every prompt local at this plan: untouched by near's link
         assert s1[k]["ttft_p99_s"] == s0[k]["ttft_p99_s"]
 
 
@@ -140,7 +140,7 @@ def test_the_command_line_runs_three_sites_and_refuses_in_one_line(tmp_path):
     assert code == 0, err.getvalue()
     doc = json.loads(out.getvalue())
     rows = doc["sections"]["sim_sites"]
-    assert [r["site"] for r in rows] == ["a", "b", "c", "total"]
+    assert [r["site"] for r in rows] == ["near", "metro", "far", "total"]
     for r in rows:
         assert r["ttft_p99_s"] > 0 and r["usd_per_million_requests"] > 0
     assert {r["scheduler"] for r in doc["sections"]["comparison"]} == {"static", "threshold"}

@@ -56,18 +56,31 @@ class Bins:
     kv_bytes: np.ndarray
 
 
+def bin_labels(grid: LengthGrid, n_bins: int = 128) -> np.ndarray:
+    """The bin of each grid point as `make_bins` forms them, numbered 0.. among the bins of positive
+    weight (the index into a `Bins`' arrays); grid points of zero weight in an empty bin get -1."""
+    raw = _raw_labels(grid.weights, n_bins)
+    weight = np.bincount(raw, grid.weights, raw[-1] + 1)
+    keep = weight > 0
+    return np.where(keep[raw], np.cumsum(keep)[raw] - 1, -1)
+
+
+def _raw_labels(w: np.ndarray, n_bins: int) -> np.ndarray:
+    edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])
+    labels = np.zeros(len(w), dtype=int)
+    labels[np.unique(edges[edges < len(w)])] = 1
+    return np.cumsum(labels)
+
+
 def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str | None = None) -> Bins:
-    """Aggregate the grid into ``n_bins`` bins of (about) equal probability."""
+    """Aggregate the grid into ``n_bins`` bins of (about) equal probability (`bin_labels` says which)."""
     l, w = grid.lengths, grid.weights
     sp = perf.sites[site or next(iter(perf.sites))]
     t_local = grid.busy_at_lengths(sp.prefill)
     t_remote = (grid.busy_at_lengths(perf.remote_prefill) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
     kv = perf.transfer_bytes(l, site)
-    edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, n_bins + 1)[1:-1])
-    labels = np.zeros(len(l), dtype=int)
-    labels[np.unique(edges[edges < len(l)])] = 1
-    labels = np.cumsum(labels)
+    labels = _raw_labels(w, n_bins)
     nb = labels[-1] + 1
     weight = np.bincount(labels, w, nb)
     keep = weight > 0
@@ -485,3 +498,27 @@ def min_link(layout: Layout, bins: Bins, perf: PerfInputs, keep_fraction: float 
         raise _no_solution(f"layout {layout.name!r}: link sizing", status)
     sized = _site_result(x, replace(v, goodput_bps=g_gbps * 1e9), layout.remote.instances, status)
     return replace(sized, reference_rps=float(best), bound_rps=sized.lambda_rps)
+
+
+TIE_REL = 1e-9   # `prefer_threshold` keeps every site's rate within this share of the optimum's
+
+
+def prefer_threshold(layout: Layout, bins: Bins | dict[str, Bins], perf: PerfInputs, res: LPResult) -> LPResult:
+    """Among the routings reaching ``res``'s per-site rates with its splits, the one closest to threshold
+    routing: the remote rate of each bin is penalized by how short the bin is (penalty ``1 - rank/bins``),
+    so ties -- a site whose remote share does not bind lets the program pick any of many vertices, some
+    sending alternate bins each way -- resolve to the longest requests going remote. The rates, splits and
+    the proven bound are ``res``'s; only ``routed_rps``/``remote_fraction`` (and what follows from them) may
+    change. A routing the optimum needs (a binding link preferring some lengths) stays non-threshold."""
+    splits = [float(r.n_prefill) for r in res.sites]
+    prog, site_vars, _ = _build_max(layout, bins, perf, True, False, splits)
+    for v, r in zip(site_vars, res.sites):
+        prog.row([v.lam], [1.0], lo=r.lambda_rps * (1 - TIE_REL))
+    objective = [(v.r, 1.0 - np.arange(len(v.bins.weight)) / len(v.bins.weight)) for v in site_vars]
+    sol = prog.solve(objective, False)
+    if sol.x is None:   # numerically the optimum's own routing is feasible; keep it if HiGHS says otherwise
+        return res
+    n_r = layout.remote.instances if layout.remote is not None else 0
+    sites = tuple(_site_result(sol.x, v, n_r, res.status) for v in site_vars)
+    return replace(sites[0], lambda_rps=res.lambda_rps, sites=sites, bound_rps=res.bound_rps, gap=res.gap,
+                   method=res.method + "; among tied routings the one closest to threshold routing")

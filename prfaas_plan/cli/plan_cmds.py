@@ -42,7 +42,8 @@ SIZE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_
               "layout", "link_degraded", "samples", "seed", "stack", "basis", "fmt")
 COMPARE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_chips", "remote_instance_chips",
                  "local_instance_chips", "weight_dtype", "kv_dtype", "basis", "mode", "transfer_bytes", "inputs",
-                 "link_efficiency", "rtt", "link_price", "load", "rate", "plot", "samples", "seed", "stack", "fmt")
+                 "link_efficiency", "rtt", "link_price", "load", "rate", "plot", "samples", "seed", "stack", "layout",
+                 "fmt")
 
 
 def _write_plot(path: str, plan, title: str) -> None:
@@ -99,7 +100,8 @@ def size_cmd(
     fmt: FormatOpt = "table",
 ) -> None:
     """Threshold, instances per role, throughput, binding stage, link load, TTFT and cost."""
-    from ..output.plan_report import layout_report, size_report
+    from ..output.layout_report import layout_report
+    from ..output.plan_report import size_report
     from ..planning import Question, answer_layout, answer_size, follow_ups
 
     questions = follow_ups(threshold=threshold, target_rate=target_rate, load=load, ttft=ttft, verify=verify,
@@ -141,22 +143,46 @@ def compare_cmd(
     plot: Plot = None,
     samples: Samples = 400,
     seed: Seed = 0,
+    layout: LayoutFile = None,
     sensitivity: SensitivityOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """PrfaaS-PD beside the local cluster alone, homogeneous PD (equal instances, equal budget) and naive
-    heterogeneous; with --load or --rate, all at one offered rate."""
+    heterogeneous; with --load or --rate, all at one offered rate. With --layout, the file's sites."""
     from ..output.plan_report import compare_report
     from ..planning import answer_compare
 
+    sensitivity = _open_choices(question) if sensitivity else None
+    if layout is not None:
+        _compare_layout(question, layout, load, rate, samples, seed, sensitivity, plot, fmt)
+        return
     search = _search_spec(question)
-    answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed,
-                            sensitivity=_open_choices(question) if sensitivity else None, search=search)
+    answer = answer_compare(question.parse(), load, rate, samples=samples, seed=seed, sensitivity=sensitivity,
+                            search=search)
     report = compare_report(answer)
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs "
                     "threshold")
     emit(report, fmt, replaced=_searched(search))
+
+
+def _compare_layout(question: QuestionText, layout, load, rate, samples, seed, sensitivity, plot, fmt) -> None:
+    """``compare --layout FILE``: the file replaces --remote/--local/--link and the instance shapes."""
+    from ..output.layout_report import layout_report
+    from ..output.plan_report import compare_report
+    from ..planning import Question, answer_compare_layout
+    from ..planning.question import LAYOUT_FIELDS
+
+    answer = answer_compare_layout(Question.from_layout(layout, **question.given), load, rate, samples=samples,
+                                   seed=seed, sensitivity=sensitivity)
+    if not hasattr(answer, "plans"):
+        if plot:
+            raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
+        emit(layout_report(answer, "compare"), fmt, replaced=LAYOUT_FIELDS)
+        return
+    if plot:
+        _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs threshold")
+    emit(compare_report(answer), fmt, replaced=LAYOUT_FIELDS)
 
 
 @app.command("reproduce")

@@ -227,6 +227,8 @@ SWEEP_TABLE = ("instances", "threshold_tokens", "throughput_rps", "gain_vs_homog
                "binding_stage", "egress_gbps", "link_utilization", "ttft_unloaded_p90_s", "cost_per_mtok_usd",
                "error")
 MAX_TABLE_ROWS = 300
+SWEEP_LAYOUT_REPLACES = ("remote", "local", "link", "link_efficiency", "link_price", "rtt", "instance_chips")
+"""Inputs a sweep's layout file replaces (`prfaas_plan.planning.sweep_layout.REPLACED`), not shown as held fixed."""
 
 
 def _sweep_page(res: Result, schema) -> list[str]:
@@ -235,6 +237,12 @@ def _sweep_page(res: Result, schema) -> list[str]:
     rows = res.sections["points"]
     axes = varied_inputs(rows, schema.inputs, [a for a in res.meta.get("axes", "").split(",") if a])
     fixed = [(k, rows[0].get(k)) for k in schema.inputs if k not in dict(axes)]
+    on_layout = bool(rows[0].get("layout")) and "layout" not in dict(axes)
+    if on_layout:  # the layout file gives the sites, shapes and links: the defaults of those inputs do not apply
+        fixed = [(k, v) for k, v in fixed if k not in SWEEP_LAYOUT_REPLACES]
+    else:
+        fixed = [(k, v) for k, v in fixed if k not in ("layout", "link_scale", "remote_instances")
+                 or v not in ("", None, 1.0, -1)]
     ok = [r for r in rows if not r.get("error")]
     metrics = (rows[0].get("pareto_metrics") or "").split(",") if rows[0].get("pareto_metrics") else None
     question = res.meta.get("description") or (f"Which of these {len(rows)} design points is worth building, and "

@@ -35,17 +35,22 @@ LAYOUT_REPLACES = ("remote", "local", "link", "link_efficiency", "rtt", "instanc
 
 
 def layout_page(res: Result) -> list[str]:
-    """N PD sites sharing one remote prefill pool: per-site table (one column per site), req/s and link
-    use per site as bars."""
+    """N PD sites sharing one remote prefill pool: per-site table (one column per site), req/s, link use and
+    TTFT per site as bars; the verdict against the baselines when the result has one (``size`` or
+    ``compare --layout``)."""
     rows = res.sections["sites"]
-    sites = [r for r in rows if r.get("site") != "total"]
+    sites = [r for r in rows if r.get("site") not in ("total", "remote")]
     total = next((r for r in rows if r.get("site") == "total"), None)
+    remote_row = next((r for r in rows if r.get("site") == "remote"), None)
     name = res.meta.get("layout") or "the layout"
-    remote = re.sub(r"R shared$", "", str(total.get("instances") or "")) if total else ""
-    shared = f" sharing {remote} remote prefill instances" if remote else ""
+    remote = (re.sub(r"R shared$", "", str(remote_row.get("instances") or "")) if remote_row else
+              re.sub(r"R shared$", "", str(total.get("instances") or "")) if total else "")
+    shared = f" sharing {remote} remote prefill instances" if remote and remote[0].isdigit() else ""
+    has_ttft = any(s.get("ttft_p90_s") is not None for s in sites)
     question = (f"How much can {_model(res)} serve on layout {name}: {len(sites)} PD sites "
                 f"({', '.join(str(s.get('site')) for s in sites)}){shared}, each over its own link — per site, "
-                "which threshold and split, how many requests per second, at what link load?")
+                "which threshold and split, how many requests per second, at what link load"
+                + (", TTFT and cost, and does it pay against the baselines?" if has_ttft else "?"))
     parts = []
     for s in sites:
         bits = [f"{fmt(s.get('throughput_rps'))} req/s"]
@@ -54,22 +59,36 @@ def layout_page(res: Result) -> list[str]:
         t = cell_value(s, "threshold_tokens")
         if t is not None:
             bits.append("every prompt prefilled locally" if t == float("inf") else f"t {fmt(t)} tokens")
+        elif s.get("pure_threshold") is False:
+            bits.append("routing by the rule below")
         if s.get("link_utilization") is not None:
             bits.append(f"link {fmt(s['link_utilization'], 'link_utilization')} used")
         if s.get("binding_stage"):
             bits.append(f"{str(s['binding_stage']).replace('_', ' ')} binds")
+        if s.get("ttft_p90_s") is not None:
+            bits.append(f"TTFT P90 {fmt(s['ttft_p90_s'])} s")
         parts.append(f"{s.get('site')} {', '.join(bits)}")
     answer = (f"The layout serves {fmt(total.get('throughput_rps'))} requests/s in total: " if total else "") \
         + "; ".join(parts) + "."
+    if res.meta.get("verdict_line"):
+        answer += " " + str(res.meta["verdict_line"]) + "."
     cards = ([card_for(total, "throughput_rps", "total requests/s")] if total else []) + [
         card_for(s, "throughput_rps", f"{s.get('site')} requests/s") for s in sites]
+    verdict = res.meta.get("verdict")
+    if verdict:
+        cards.append(card(f"verdict vs {str(res.meta.get('verdict_vs') or 'the baseline').split(' (')[0]}",
+                          str(verdict)))
     labels = [str(s.get("site")) for s in sites]
     plots = [bars(labels, [float(s.get("throughput_rps") or 0) for s in sites], "requests/s served by the site",
                   caption="Requests per second each PD site serves at the layout's optimum.", first_red=False)]
     if any(s.get("link_utilization") is not None for s in sites):
         plots.append(bars(labels, [100 * float(s.get("link_utilization") or 0) for s in sites],
-                          "link utilization (% of line rate)", ref=100.0,
-                          caption="Each site's link egress as a share of its line rate (dashed: 100%).",
+                          "link utilization (%)", ref=100.0,
+                          caption="Each site's link egress as a share of its link (dashed: 100%).",
+                          first_red=False))
+    if has_ttft:
+        plots.append(bars(labels, [float(s.get("ttft_p90_s") or 0) for s in sites], "unloaded TTFT P90 (s)",
+                          caption="Each site's unloaded P90 time to first token, with its own link's RTT.",
                           first_red=False))
     # the layout file replaces --remote/--local/--link: showing their defaults would mislead
     inputs = {k: v for k, v in (res.meta.get("inputs") or {}).items() if k not in LAYOUT_REPLACES}

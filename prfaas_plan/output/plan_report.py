@@ -383,31 +383,6 @@ def compare_report(a) -> Report:
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings, meta=meta)
 
 
-def layout_report(a) -> Report:
-    """The report of a `LayoutAnswer` (``size --layout FILE``)."""
-    lay, res = a.layout, a.result
-    rows = []
-    for site, r in zip(lay.pd_sites, res.sites):
-        link = site.link
-        rows.append({"site": site.name, "instance": str(site.instance),
-                     "instances": f"{site.instances} (={max(0, round(r.n_prefill))}P+{max(0, round(r.n_decode))}D)",
-                     "throughput_rps": r.lambda_rps, "threshold_tokens": r.threshold_tokens,
-                     "pure_threshold": r.is_threshold, "egress_gbps": r.egress_bps / 1e9,
-                     "link_gbps": link.bandwidth_bps / 1e9 if link else None,
-                     "link_utilization": r.egress_bps / link.bandwidth_bps if link else None})
-    rows.append({"site": "total", "throughput_rps": res.lambda_rps,
-                 "egress_gbps": sum(r.egress_bps for r in res.sites) / 1e9,
-                 "instances": f"{lay.remote.instances}R shared" if lay.remote else ""})
-    cols = [Column("site", "site"), Column("instance", "instance"), Column("instances", "instances"),
-            Column("throughput_rps", "req/s", ".3f"), Column("threshold_tokens", "threshold t", tokens),
-            Column("pure_threshold", "threshold routing"), Column("egress_gbps", "egress Gbps", ".2f"),
-            Column("link_gbps", "link Gbps", ".0f"),
-            Column("link_utilization", "link util", lambda v: f"{v:.1%}")]
-    return Report([Section("sites", f"Layout {lay.name} for {a.scenario.model.name}", rows, cols)], a.notes,
-                  warnings=a.warnings, meta={"model": a.scenario.model.name, "layout": lay.name, "mode": "exact",
-                                             "stack": _stack(a.scenario)})
-
-
 def _stack(sc) -> str | None:
     """The stack in effect (of the sites that name none), None where the paper's inputs stand in for it."""
     return sc.stack if sc.inputs == "predicted" else None

@@ -31,6 +31,7 @@ from .answers import (
     ReproduceAnswer,
     SizeAnswer,
     answer_compare,
+    answer_compare_layout,
     answer_layout,
     answer_reproduce,
     answer_size,
@@ -82,7 +83,7 @@ __all__ = [
     "ShowAnswer", "ValidateAnswer", "answer_calibrate", "answer_hardware", "answer_kv_throughput",
     "answer_models", "answer_rates", "answer_show", "answer_validate",
     "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
-    "answer_compare", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
+    "answer_compare", "answer_compare_layout", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
     "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
     "perf_notes", "routing_screen", "scenario", "scenario_for", "size", "size_layout",
 ]

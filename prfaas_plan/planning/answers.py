@@ -28,7 +28,6 @@ from .plans import (
     optimize,
     perf_inputs,
     prfaas_layout,
-    size_layout,
 )
 from .questions import (
     AtRate,
@@ -45,6 +44,7 @@ from .questions import (
     smallest_link,
     verify,
 )
+from .layouts import LayoutFigures, layout_warnings
 from .question import Question
 from .scenario import Scenario, layout_perf
 from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
@@ -360,6 +360,18 @@ class LayoutAnswer:
     resplit: list[str]                # sites whose prefill/decode split the program changed
     warnings: list[PlanWarning]
     notes: list[str]
+    figures: LayoutFigures | None = None  # per-site figures, routing rule, baselines, error bars (`layouts`)
+
+    @property
+    def basis(self) -> str | None:
+        return self.figures.basis if self.figures is not None else None
+
+    @property
+    def verdict(self) -> dict | None:
+        """The verdict record (`verdict_record`) against homogeneous PD at the layout's basis."""
+        if self.figures is None:
+            return None
+        return verdict_record(self.figures.basis, self.figures.error_bars)
 
 
 def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
@@ -395,11 +407,10 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0,
         a = answer_size(question, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
-    if any(v is not None and v is not False for v in questions.values()):
-        raise PlanError("a layout file with several PD sites is sized by the linear program alone: drop "
-                        + ", ".join(f"`{_ASKED.get(k, k)}`" for k, v in questions.items()
-                                    if v is not None and v is not False))
-    res, perf = size_layout(lay, sc)
+    from .layouts import layout_default_basis, layout_figures, plan_layout, refuse_questions
+
+    refuse_questions(questions)
+    res, perf, lay = plan_layout(lay, sc, questions.get("threshold"))
     resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {_count(r.n_prefill)}P+{_count(r.n_decode)}D"
                for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
@@ -421,11 +432,31 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0,
                      + "; ".join(resplit))
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
-    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, [], notes)
+    basis = layout_default_basis(lay) if question.basis is None else question.basis
+    figures = layout_figures(path, lay, sc, res, perf, basis, samples, seed)
+    warnings = layout_warnings(figures)
+    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, warnings, notes + list(figures.notes), figures)
 
 
-_ASKED = {"ttft_slo": "ttft", "verify_lp": "verify", "link_degraded_bps": "link_degraded"}
-"""`answer_size` keywords whose input has another name (the value parsed: ``ttft`` p90<4s -> ``ttft_slo``)."""
+def answer_compare_layout(question: Question, load: float | None = None, rate: float | None = None,
+                          samples: int = 400, seed: int = 0,
+                          sensitivity: tuple[str, ...] | None = None) -> CompareAnswer | LayoutAnswer:
+    """``compare --layout FILE`` of ``question`` (`Question.from_layout`). One PD site: `answer_compare` of
+    the file's chips, instance shapes and link (rtt included; the split is optimized, as compare does).
+    Several: `answer_layout`'s per-site figures and baselines (each site alone, homogeneous PD at the
+    question's basis) with error bars; ``load``/``rate``/``sensitivity`` are refused there (TTFT under load
+    is modelled for one PD site)."""
+    lay, path = question.layout, question.layout_path
+    if lay is None:
+        raise PlanError("answer_compare_layout: the question has no `layout` (use Question.from_layout)")
+    if len(lay.pd_sites) == 1:
+        a = answer_compare(question, load, rate, samples=samples, seed=seed, sensitivity=sensitivity)
+        site = lay.pd_sites[0]
+        return replace(a, notes=[f"layout {lay.name} from {path}: its chips, instance shapes and link (rtt "
+                                 f"{site.link.rtt_s * 1e3:g} ms) are compared; the split and threshold are optimized"
+                                 if site.link is not None else
+                                 f"layout {lay.name} from {path}: its chips and instance shape are compared"] + a.notes)
+    return answer_layout(question, samples=samples, seed=seed, load=load, rate=rate, sensitivity=sensitivity)
 
 
 def _count(x: float) -> int:

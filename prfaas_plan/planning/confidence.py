@@ -74,14 +74,15 @@ def _available_bytes() -> int | None:
     return None
 
 
-def check_sampler(samples: int, seed: int, thresholds: int) -> None:
-    """Refuse a negative seed, and a sample count whose estimated memory (`sampler_bytes`) exceeds half
-    the memory available now (issue 23: 1,000,000 samples reached 21 GiB), naming how many would fit."""
+def check_sampler(samples: int, seed: int, thresholds: int, need: int | None = None) -> None:
+    """Refuse a negative seed, and a sample count whose estimated memory (`sampler_bytes`, or ``need``
+    bytes from another sampler's estimate) exceeds half the memory available now (issue 23: 1,000,000
+    samples reached 21 GiB), naming how many would fit."""
     if seed < 0:
         raise PlanError(f"seed {seed}: must be a whole number >= 0")
     if samples < 0:
         raise PlanError(f"samples {samples}: must be >= 0")
-    need = sampler_bytes(samples, thresholds)
+    need = sampler_bytes(samples, thresholds) if need is None else need
     have = _available_bytes()
     if have is not None and need > have / 2:
         fit = max(int(samples * (have / 2) / need), 0)

@@ -283,13 +283,20 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
 def size_layout(layout: Layout, sc: Scenario):
     """Optimize any layout (several PD sites sharing one remote site) with the linear program:
     per-site routing and local splits, exact mode. Returns the `lp.LPResult` (``sites`` per site)."""
-    from ..analytic.lp import make_bins, max_throughput
+    from ..analytic.lp import max_throughput
 
     perf = layout_perf(layout, sc)
+    return max_throughput(layout, layout_bins(layout, sc, perf), perf), perf
+
+
+def layout_bins(layout: Layout, sc: Scenario, perf: PerfInputs) -> dict:
+    """The linear program's length bins of every PD site (`lp.make_bins`), shared by sites of one
+    instance shape and stack."""
+    from ..analytic.lp import make_bins
+
     by_instance = {}
     for s in layout.pd_sites:
         key = (str(s.instance), s.stack or sc.stack)
         if key not in by_instance:
             by_instance[key] = make_bins(sc.grid, perf, site=s.name)
-    bins = {s.name: by_instance[(str(s.instance), s.stack or sc.stack)] for s in layout.pd_sites}
-    return max_throughput(layout, bins, perf), perf
+    return {s.name: by_instance[(str(s.instance), s.stack or sc.stack)] for s in layout.pd_sites}

@@ -328,19 +328,23 @@ class Question:
 
     @classmethod
     def from_point(cls, point: Mapping[str, object], memo: dict | None = None) -> Question:
-        """A sweep point's question (its values are the spec's, every sweepable input present)."""
-        return cls.parse(memo=memo, **dict(point))
+        """A sweep point's question (its values are the spec's, every sweepable input present; the sweep's
+        own inputs, not planning inputs -- a layout base's, `planning.sweep.LAYOUT_INPUTS` -- are left out:
+        `planning.sweep_layout` reads them)."""
+        return cls.parse(memo=memo, **{k: v for k, v in point.items() if k in FIELDS})
 
     @classmethod
-    def from_layout(cls, path, **text) -> Question:
+    def from_layout(cls, path, layout: Layout | None = None, **text) -> Question:
         """A layout file's question: the file's sites, instance shapes and first site's link (its rtt too);
-        the other inputs as typed. Giving an input the file stands in for (`LAYOUT_FIELDS`) is an error."""
+        the other inputs as typed. Giving an input the file stands in for (`LAYOUT_FIELDS`) is an error.
+        ``layout``: the file's layout as already loaded and changed (a sweep point's links scaled, its remote
+        count replaced: `planning.sweep_layout`); default: the file read from ``path``."""
         from ..layout import load_layout
 
         extra = [f"`{n}`" for n in LAYOUT_FIELDS if n in text]
         if extra:
             raise PlanError(f"`layout` describes the sites, instance shapes and links: drop {', '.join(extra)}")
-        lay = load_layout(path)
+        lay = load_layout(path) if layout is None else layout
         r, site = lay.remote, lay.pd_sites[0]
         shapes = {"remote": f"{r.instance.chips * r.instances}x{r.instance.chip.name.upper()}" if r else "",
                   "local": f"{site.instance.chips * site.instances}x{site.instance.chip.name.upper()}",

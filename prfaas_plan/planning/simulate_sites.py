@@ -127,10 +127,12 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     workload = "paper" if trace is None else trace
     given = {"model": model, "tpot": tpot, "workload": workload, "inputs": inputs, "weight_dtype": weight_dtype,
              "kv_dtype": kv_dtype, "transfer_bytes": transfer_bytes or DEFAULT_POLICY, "stack": stack}
-    plan = answer_layout(Question.from_layout(layout_file, **{k: v for k, v in given.items() if v is not None}))
+    # the plan only (no error bars: samples=0); the figures' baseline notes are size's, not the replay's
+    plan = answer_layout(Question.from_layout(layout_file, **{k: v for k, v in given.items() if v is not None}),
+                         samples=0)
     lay, res, perf = plan.layout, plan.result, plan.perf
     names = [s.name for s in lay.pd_sites]
-    notes = list(plan.notes)
+    notes = [n for n in plan.notes if plan.figures is None or n not in plan.figures.notes]
     sites, thresholds = [], []
     for s, r in zip(lay.pd_sites, res.sites):
         t, how = _threshold_of(r)

@@ -44,7 +44,21 @@ class Input:
 
 INPUTS: dict[str, Input] = {name: Input(f.point_default, f.kind, f.column_help) for name, f in sweep_fields().items()}
 """The planning inputs a spec may set (`prfaas_plan.planning.question.FIELDS` with ``sweep``), their
-defaults as a row holds them (``rtt`` 0ms, ``stack`` sglang, ``basis`` auto where the CLI leaves them unset)."""
+defaults as a row holds them (``rtt`` 0ms, ``stack`` sglang, ``basis`` auto where the CLI leaves them unset),
+then the sweep's own `LAYOUT_INPUTS`."""
+INPUTS.update({
+    "layout": Input(None, "str", "a layout file (docs/layouts.md) as the point's hardware: its sites, instance shapes "
+                               "and links replace remote, local, link, link_efficiency, link_price, rtt and "
+                               "instance_chips; empty: none"),
+    "link_scale": Input(1.0, "float", "with a layout: every site's link bandwidth times this factor"),
+    "remote_instances": Input(-1, "int", "with a layout: remote prefill instances instead of the file's (-1: the "
+                                         "file's)"),
+})
+LAYOUT_INPUTS = ("layout", "link_scale", "remote_instances")
+"""Inputs of a layout-based point (`prfaas_plan.planning.sweep_layout`), the sweep's own: not planning inputs
+of the question (`size`/`compare` take ``--layout`` as their own option), so they are not `FIELDS` and a
+point's `question` leaves them out. At their defaults they are left out of the point key, so the keys (and
+resumed rows) of specs without a layout are what they were."""
 SPEC_KEYS = ("base", "grid", "zip", "description")
 
 
@@ -67,7 +81,9 @@ class Point:
 
 def point_key(values: dict) -> str:
     """16 hex digits of the SHA-256 of the inputs as canonical JSON."""
-    text = json.dumps({k: values[k] for k in INPUTS}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({k: values[k] for k in INPUTS
+                       if k not in LAYOUT_INPUTS or values[k] != INPUTS[k].default}, sort_keys=True,
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -276,7 +292,11 @@ def question(v: dict) -> Question:
 
 
 def check_inputs(v: dict) -> None:
-    """Parse every input of a point (`question`); a bad one is a `PlanError`."""
+    """Parse every input of a point (`question`; a layout point's own inputs by
+    `sweep_layout.check_layout_inputs`); a bad one is a `PlanError`."""
+    from .sweep_layout import check_layout_inputs
+
+    check_layout_inputs(v, {k: i.default for k, i in INPUTS.items()})
     question(v)
 
 
@@ -352,9 +372,12 @@ class MemoPrefill:
         return hit
 
 
-SHARED = tuple(k for k in INPUTS if k not in ("link", "link_efficiency", "rtt", "link_price", "basis"))
+SHARED = tuple(k for k in INPUTS if k not in ("link", "link_efficiency", "rtt", "link_price", "basis")
+               + LAYOUT_INPUTS)
 """The inputs a point's scenario (without its link) and per-instance performance depend on: every
-planning input but the link's and the basis (an input added to `question.FIELDS` is shared unless named here)."""
+planning input but the link's, the basis and a layout base's (`LAYOUT_INPUTS`: a point on a layout file is
+planned by `sweep_layout`, outside these caches); an input added to `question.FIELDS` is shared unless named
+here."""
 
 
 def shared_inputs(v: dict) -> tuple:
@@ -561,6 +584,11 @@ def evaluate(point: Point) -> dict:
     from .warnings import beaten_warning, plan_warnings
 
     v = point.values
+    if v["layout"]:
+        from .sweep_layout import evaluate_layout
+
+        row = evaluate_layout(point, AUTO_BASIS)
+        return {k: row.get(k) for k, _ in ROW_COLUMNS}
     q = question(v)
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(q)}
     try:

@@ -289,7 +289,14 @@ def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dic
 
     out = {}
     for p in pts:
-        parts = [p.key, __version__] + file_parts(p.values)
+        v = p.values
+        parts = [p.key, __version__] + file_parts(v)
+        if v.get("layout"):  # the layout file and the chip profiles its sites name
+            from .sweep_layout import point_layout
+
+            parts.append(_file_digest(str(v["layout"]), digests))
+            parts += [_file_digest(get_hardware(c).path, digests) for c in sorted(point_layout(v).chips())
+                      if get_hardware(c).path]
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
 
