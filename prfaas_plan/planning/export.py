@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InternalError, PlanError
+from ..textfile import read_utf8
 
 CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype",
                "kv_dtype")
@@ -76,12 +77,7 @@ class ExportAnswer:
 
 
 def _load(path: str) -> dict:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a UTF-8 text file") from None
+    text = read_utf8(path)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PlanError
+from ..textfile import read_utf8
 from .kinds import KINDS
 from .schema import MAX_CONTEXT, MAX_LAYERS
 
@@ -29,12 +30,7 @@ _KV_NOTE = "assumed: serving-engine default bf16 (SGLang and vLLM keep KV in the
 
 def read_hf_config(path: str | Path) -> dict:
     """Read a ``config.json``; unreadable or malformed files become a one-line `PlanError`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a UTF-8 text file") from None
+    text = read_utf8(path)
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
