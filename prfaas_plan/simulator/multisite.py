@@ -207,13 +207,15 @@ def simulate_sites(requests, site_of: np.ndarray, runs: list[SiteRun], cfg, sche
             s.rp_waiting += 1
             rp_work[0] += s.t_remote[uncached[rid]]
 
+    def start_decode(s: _Site, rid: int, inst: int, t: float) -> None:
+        s.dec_active[inst] += 1
+        d_start[rid] = t
+        heappush(heap, (t + outlen[rid] * s.sysm.step_s, DECODE_DONE, rid, inst))
+
     def to_decode(s: _Site, rid: int, t: float) -> None:
         ready[rid] = t
         if s.free_slots:
-            inst = s.free_slots.pop()
-            s.dec_active[inst] += 1
-            d_start[rid] = t
-            heappush(heap, (t + outlen[rid] * s.sysm.step_s, DECODE_DONE, rid, inst))
+            start_decode(s, rid, s.free_slots.pop(), t)
         else:
             s.dec_queue.append(rid)
 
@@ -290,10 +292,7 @@ def simulate_sites(requests, site_of: np.ndarray, runs: list[SiteRun], cfg, sche
                 s.completed += 1
                 s.dec_active[aux] -= 1
                 if s.dec_queue:
-                    nxt = s.dec_queue.popleft()
-                    s.dec_active[aux] += 1
-                    d_start[nxt] = t
-                    heappush(heap, (t + outlen[nxt] * s.sysm.step_s, DECODE_DONE, nxt, aux))
+                    start_decode(s, s.dec_queue.popleft(), aux, t)
                 else:
                     s.free_slots.append(aux)
             elif kind == LOCAL_DONE:
