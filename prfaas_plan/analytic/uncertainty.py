@@ -296,6 +296,15 @@ class Variant:
     mode: str
 
 
+def draw_factors(bars, samples: int, seed: int) -> dict[str, np.ndarray]:
+    """``samples`` seeded log-normal speed factors (x, median 1) per distinct `ErrorBar.key` of ``bars``:
+    bars sharing a key (one chip and stack in two roles) share their draws."""
+    keys = sorted({b.key for b in bars})
+    sigma = {b.key: b.sigma for b in bars}
+    z = np.random.default_rng(seed).standard_normal((samples, len(keys)))
+    return {k: np.exp(sigma[k] * z[:, j]) for j, k in enumerate(keys)}
+
+
 def input_bars(layout: Layout, perf: PerfInputs) -> dict[str, ErrorBar]:
     """Each performance input's `ErrorBar` by role (``local_prefill``, ``local_decode``, ``remote_prefill``)."""
     site = layout.pd_sites[0]
@@ -337,10 +346,7 @@ def error_bars(layout: Layout, baseline: Layout, grid: LengthGrid, perf: PerfInp
     if samples < 1:
         raise ValueError("samples must be at least 1")
     bars = input_bars(layout, perf)
-    keys = sorted({b.key for b in bars.values()})
-    sigma = {b.key: b.sigma for b in bars.values()}
-    z = np.random.default_rng(seed).standard_normal((samples, len(keys)))
-    factor = {k: np.exp(sigma[k] * z[:, j]) for j, k in enumerate(keys)}
+    factor = draw_factors(bars.values(), samples, seed)
     ones = np.ones(samples)
     f_remote = factor[bars["remote_prefill"].key] if "remote_prefill" in bars else ones
     f_local, f_decode = factor[bars["local_prefill"].key], factor[bars["local_decode"].key]

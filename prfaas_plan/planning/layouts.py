@@ -21,7 +21,8 @@ from ..analytic.multisite import (SiteModel, ThresholdPlan, loads, sample_thresh
                                   ttft_of, ttft_parts)
 from ..analytic.throughput import STAGES, busy_s, offloads
 from ..analytic.ttft import TTFTSummary, transfer_s
-from ..analytic.uncertainty import Band, ErrorBars, decode_error_bar, prefill_error_bar, sample_layout, verdict
+from ..analytic.uncertainty import (Band, ErrorBars, decode_error_bar, draw_factors, prefill_error_bar,
+                                    sample_layout, verdict)
 from ..errors import PlanError
 from ..layout import Layout, PDSite, homogeneous_pd
 from .plans import HOURS_PER_MONTH, basis_baseline_name, check_basis, layout_bins, optimize
@@ -208,16 +209,13 @@ def _factors(lay: Layout, perf, samples: int, seed: int):
         chip = s.instance.chip.name
         bars[("prefill", s.name)] = prefill_error_bar(perf.sites[s.name].prefill, chip)
         bars[("decode", s.name)] = decode_error_bar(perf.sites[s.name].decode, chip)
-    keys = sorted({b.key for b in bars.values()})
-    sigma = {b.key: b.sigma for b in bars.values()}
-    z = np.random.default_rng(seed).standard_normal((samples, len(keys)))
-    factor = {k: np.exp(sigma[k] * z[:, j]) for j, k in enumerate(keys)}
+    factor = draw_factors(bars.values(), samples, seed)
     ones = np.ones(samples)
     f_remote = factor[bars["remote"].key] if "remote" in bars else ones
     f_local = [factor[bars[("prefill", s.name)].key] for s in lay.pd_sites]
     f_decode = [factor[bars[("decode", s.name)].key] for s in lay.pd_sites]
     unique = {b.key: b for b in bars.values()}
-    return f_remote, f_local, f_decode, tuple(unique[k] for k in keys)
+    return f_remote, f_local, f_decode, tuple(unique[k] for k in sorted(unique))
 
 
 BYTES_PER_SAMPLE_CUT_SITE = 16 * 8
