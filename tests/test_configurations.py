@@ -251,3 +251,90 @@ def test_methods_quotes_the_aiconfigurator_comparison_as_computed():
     assert quoted, "docs/methods.md lacks the comparison row"
     assert float(quoted.group(1)) == pytest.approx(round(row["rps"], 2), abs=0.005)
     assert quoted.group(2).strip() == row["prefill"] and quoted.group(3).strip() == row["decode"]
+
+
+# ---- the SLO search over configurations (issue 21 item 6) ------------------------------------------
+
+
+def _slo_answer(spec: SearchSpec, pct: float = 95, target: float = 2.5, **q):
+    """``size --ttft p<pct><<target>s`` with the configuration search under ``spec``: its `SloSearch`."""
+    return answer_size(Question.parse(**q), samples=0, ttft_slo=(pct, target), search=spec).slo_search
+
+
+@pytest.fixture(scope="module")
+def slo_searched():
+    return _slo_answer(SearchSpec())
+
+
+def test_a_ttft_slo_re_searches_the_configurations(slo_searched):
+    """On the defaults the throughput optimum (1-chip remote instances) cannot meet p95 < 2.5 s at any
+    threshold or split: each long prompt takes too long on one H200. Instances of more chips prefill a prompt
+    sooner, so the search over configurations finds a rate within the SLO the plan's own shape cannot."""
+    s = slo_searched
+    assert s.configurations is not None and s.configuration is not None
+    assert s.optimum.met and s.optimum.rate_rps > 1.0
+    assert s.configuration.roles[0].chips_per_instance > 1
+    # the rate is the model's: the chosen configuration's TTFT percentile at that rate is the target
+    assert s.ttft_at_slo_s == pytest.approx(2.5, rel=1e-3) and s.ttft_at_slo_s <= 2.5 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("pin", [{"remote_chips": n} for n in (1, 2, 4, 8, 16)] + [{"local_chips": n} for n in (4, 8, 16)])
+def test_slo_search_beats_every_pinned_shape(slo_searched, pin):
+    """The SLO's optimum over configurations is at least that of every pinned shape within 0.1%."""
+    pinned = _slo_answer(SearchSpec(**pin))
+    assert slo_searched.optimum.rate_rps >= pinned.optimum.rate_rps * (1 - 1e-3)
+
+
+def test_slo_branch_and_bound_matches_the_exhaustive_search(slo_searched):
+    """The configurations bounded out (Lambda_max below the best rate) could not have beaten it: searching
+    every configuration for the SLO gives the same rate (to the bisection's tolerance)."""
+    from prfaas_plan.analytic.slo_search import BISECT_REL, search_slo
+    from prfaas_plan.planning.plans import optimize
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    sc = scenario()
+    rates = []
+    for c in search_configurations(sc, report=0, latency=True).ranked:
+        plan = optimize(prfaas_layout(c.scenario), c.scenario, c.perf)
+        rates.append(search_slo(plan.layout, sc.grid, plan.perf, 95, 2.5, plan.surface.thresholds,
+                                plan.surface.splits).rate_rps)
+        assert rates[-1] <= c.lambda_max * (1 + 1e-9)   # the bound the search prunes with
+    assert slo_searched.optimum.rate_rps == pytest.approx(max(rates), rel=10 * BISECT_REL)
+    assert slo_searched.configurations[1] < len(rates)   # and it did bound some out
+
+
+def test_latency_keeps_faster_prefill_candidates():
+    """Without an SLO a remote shape no better at any length is dropped; with ``latency`` a shape that
+    prefills each prompt sooner survives although its pool carries less."""
+    sc = scenario()
+    plain, slo = search_configurations(sc, report=0), search_configurations(sc, report=0, latency=True)
+    assert slo.counts["remote prefill"][1] > plain.counts["remote prefill"][1]
+    shapes = {c.roles[0].chips_per_instance for c in slo.ranked}
+    assert shapes == {1, 2, 4, 8, 16}
+
+
+def test_unmet_slo_over_configurations_says_why(cli):
+    code, out, err = cli("-q", "size", "--ttft", "p95<2s", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    row = json.loads(out)["sections"]["slo"][0]
+    assert row["reoptimized_met"] is False and row["reoptimized_configuration"] is None
+    assert "no threshold or split meets p95 TTFT < 2 s in any of the" in row["why_not_met"]
+
+
+def test_slo_table_names_the_re_optimized_configuration(cli):
+    code, out, err = cli("size", "--ttft", "p95<2.5s", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    row = doc["sections"]["slo"][0]
+    assert row["reoptimized_met"] and row["reoptimized_configuration"].startswith("remote prefill ")
+    assert "slo-needs-reoptimizing" in {w["code"] for w in doc["warnings"]}
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(st.sets(st.sampled_from(SHAPES), min_size=1, max_size=3), st.sampled_from(SHAPES))
+def test_adding_a_remote_shape_never_lowers_the_slo_optimum(shapes, extra):
+    """The SLO's optimum over a set of remote instance shapes is at most that over the set with one more."""
+    def best(shapes) -> float:
+        return _slo_answer(SearchSpec(remote_shapes=tuple(sorted(shapes)))).optimum.rate_rps
+
+    assert best(shapes | {extra}) >= best(shapes) * (1 - 1e-5)   # to the bisection's tolerance

@@ -112,14 +112,18 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
                       float(values[k]), t_un, tokens, remote_s, local_s, pb.evaluated)
 
 
-def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str) -> str:
-    """One sentence: why no threshold or split meets the SLO ``label`` (``p95 TTFT < 2 s``), from the
-    unloaded figures of `SloOptimum`; ``remote``/``local`` name the instance shapes (``8xH200``)."""
+def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str, configurations: int | None = None) -> str:
+    """One sentence: why no threshold or split (of any of the ``configurations`` searched, when given) meets
+    the SLO ``label`` (``p95 TTFT < 2 s``), from the unloaded figures of `SloOptimum` (of the configuration
+    closest to it); ``remote``/``local`` name the instance shapes (``8xH200``)."""
     lo, hi = opt.unloaded_best_thresholds
     where = ("the local cluster" if not remote else f"the best threshold ({lo:,.0f} tokens)" if lo == hi else
              f"the best thresholds ({lo:,.0f} to {hi:,.0f} tokens)")
     verb = "reaches" if lo == hi or not remote else "reach"
-    out = f"no threshold or split meets {label}: even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
+    out = f"no threshold or split meets {label}"
+    if configurations is not None:
+        out += f" in any of the {configurations} configurations searched"
+    out += f": even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
     if opt.percentile_tokens is not None:
         routes = [f"{opt.remote_s:.2f} s via {remote} (prefill + KV transfer)"] if opt.remote_s is not None else []
         routes.append(f"{opt.local_s:.2f} s on {local}")

@@ -209,9 +209,10 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     slo = rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None
     searched = None
     if slo is not None:
-        from .slo import slo_search, slo_warnings
+        from .slo import slo_configurations, slo_search, slo_warnings
 
-        searched = slo_search(plan, sc, slo)
+        searched = slo_search(plan, sc, slo) if found is None else \
+            slo_configurations(question.scenario, search, plan, sc, slo, threshold)
         warnings.extend(slo_warnings(searched))
     bars, ranked = _confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings, sensitivity) \
         if offloads else (None, None)

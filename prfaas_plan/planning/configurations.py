@@ -30,7 +30,7 @@ Units: chips, requests/s, seconds, tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -111,6 +111,7 @@ class Candidate:
     ttft_p90_s: float | None = None
     capex_usd: float | None = None
     cloud_usd_per_hour: float | None = None
+    perf: object = field(default=None, compare=False, repr=False)  # its `PerfInputs` (what was grid-searched)
 
     @property
     def rps_per_chip(self) -> float:
@@ -213,9 +214,26 @@ def _dtype_models(sc: Scenario) -> list:
     return out
 
 
-def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32) -> ConfigSearch:
+def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
+    """`_dominated` among the rows of one instance shape each (rows of different shapes never drop each
+    other: their pools have different server counts, so they queue differently at one capacity)."""
+    out = [False] * len(rows)
+    for n in set(shapes):
+        idx = [i for i, m in enumerate(shapes) if m == n]
+        for i, d in zip(idx, _dominated([rows[i] for i in idx])):
+            out[i] = d
+    return out
+
+
+def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32,
+                          latency: bool = False) -> ConfigSearch:
     """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
-    ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables."""
+    ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables.
+
+    ``latency`` keeps every prefill candidate a TTFT SLO may need (`planning.slo.slo_configurations`): a
+    smaller pool rate can come with a shorter prefill per request (more chips per instance), so a prefill
+    candidate is dropped only for another of the same shape that is at least as fast per request *and*
+    carries at least as many requests/s at every length."""
     from ..analytic.search import grid_search
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
@@ -253,7 +271,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
                                 best.binding, cap.step_s, r_pool.chips + l_pool.chips,
                                 capex_usd=capex if np.isfinite(capex) else None,
-                                cloud_usd_per_hour=hourly if np.isfinite(hourly) else None))
+                                cloud_usd_per_hour=hourly if np.isfinite(hourly) else None, perf=perf))
         evaluated.append((perf, best, lp, d))
 
     for model in _dtype_models(sc):
@@ -261,7 +279,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
             """Non-dominated (chips, moe, prefill model) of one site's prefill role."""
-            cands, rates = [], []
+            cands, rates, ns = [], [], []
             for n in shapes:
                 inst = Instance(pool.chip, n)
                 for moe in _moe_splits(model, n):
@@ -272,16 +290,18 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                         continue
                     pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
                     cands.append((n, moe, pm))
-                    rates.append((pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300))
-            return cands, rates
+                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
+                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
+                    ns.append(n)
+            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
 
-        r_cands, r_rates = prefill_pool("remote", r_pool, r_shapes)
-        r_keep = [c for c, d in zip(r_cands, _dominated(r_rates)) if not d]
+        r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
+        r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
         counts["remote prefill"][1] += len(r_keep)
         for n_l in l_shapes:
             inst = Instance(l_pool.chip, n_l)
-            lp_cands, lp_rates = prefill_pool("local", l_pool, [n_l])
-            lp_keep = [c for c, d in zip(lp_cands, _dominated(lp_rates)) if not d]
+            lp_cands, lp_drop = prefill_pool("local", l_pool, [n_l])
+            lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
             for dp in _attention_modes(n_l, spec.transfer):
