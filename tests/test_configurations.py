@@ -15,7 +15,7 @@ from prfaas_plan.performance import decode_capacity, decode_memory
 from prfaas_plan.performance.decode import attention_weight_bytes
 from prfaas_plan.performance.operators import kv_bytes_per_token_per_chip, state_bytes_per_chip
 from prfaas_plan.planning import Question, SearchSpec, answer_size, scenario, search_configurations
-from prfaas_plan.planning.configurations import _dominated, pareto_front
+from prfaas_plan.planning.configurations import RoleConfig, _dominated, pareto_front
 from prfaas_plan.profiles import get_model
 from prfaas_plan import arithmetic as A
 
@@ -338,3 +338,71 @@ def test_adding_a_remote_shape_never_lowers_the_slo_optimum(shapes, extra):
         return _slo_answer(SearchSpec(remote_shapes=tuple(sorted(shapes)))).optimum.rate_rps
 
     assert best(shapes | {extra}) >= best(shapes) * (1 - 1e-5)   # to the bisection's tolerance
+
+
+# ---- expert-TP x EP hybrids ------------------------------------------------------------------------
+
+
+def test_hybrid_moe_splits_parse_and_refuse():
+    from prfaas_plan.performance.moe_split import ep_degree, hybrid_splits, split_label
+    from prfaas_plan.performance.operators import Parallel
+
+    assert hybrid_splits(8) == ["ep2", "ep4"] and hybrid_splits(2) == [] and hybrid_splits(16) == ["ep2", "ep4", "ep8"]
+    assert [ep_degree(m, 8) for m in ("tp", "ep", "ep2", "ep4")] == [1, 8, 2, 4]
+    assert split_label("ep2", 8) == "MoE ETP4xEP2" and str(Parallel(8, "ep2")) == "TP8, MoE ETP4xEP2"
+    for bad in ("ep3", "ep8", "ep1", "etp4"):
+        with pytest.raises(ValueError, match="expected tp, ep or ep<k>"):
+            Parallel(8, bad)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from(["qwen3-235b", "kimi-linear", "deepseek-v3"]), st.sampled_from([4, 8, 16]),
+       st.floats(1.0, 4096.0))
+def test_hybrid_routed_experts_sit_between_tp_and_ep(model, tp, tokens):
+    """A hybrid's busiest chip computes at least the even (TP) share of the routed experts and at most EP's
+    busiest chip (k groups imbalance less than tp chips), and its dispatch and combine move 2/k of the token
+    copies per chip, more than EP's 2/tp."""
+    from prfaas_plan.performance.moe_split import hybrid_splits
+    from prfaas_plan.performance.operators import Parallel, pass_work
+
+    m = get_model(model)
+
+    def routed(moe, t):
+        return next(w for w in pass_work(m, Parallel(tp, moe), 1.0, t, 0.0, "prefill") if w.name == "moe_routed")
+
+    def link(moe):
+        return float(next(w for w in pass_work(m, Parallel(tp, moe), 1.0, tokens, 0.0, "prefill")
+                          if w.name == "comm_ep").link_bytes)
+
+    even = float(routed("tp", tokens).flops)
+    for moe in hybrid_splits(tp):
+        k = int(moe[2:])
+        f = float(routed(moe, tokens).flops)
+        assert even * (1 - 1e-12) <= f <= float(routed("ep", tokens).flops) * (1 + 1e-12)
+        assert link(moe) == pytest.approx(link("ep") * tp / k, rel=1e-12)
+
+
+def test_search_tries_the_hybrids_and_adding_them_never_lowers_the_optimum(monkeypatch):
+    """The hybrids are candidates of every MoE role (counted, labelled ETP x EP) and, as any added
+    candidate, cannot lower the optimum."""
+    import prfaas_plan.planning.configurations as C
+
+    sc = scenario(model="qwen3-235b", remote="16xH200", local="32xH20", link="100G")
+    found = search_configurations(sc)
+    plain_splits = C._moe_splits
+    monkeypatch.setattr(C, "_moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
+                                                                if s in ("tp", "ep")])
+    without = search_configurations(sc)
+    assert sum(v[0] for v in found.counts.values()) > sum(v[0] for v in without.counts.values())
+    assert found.best.lambda_max >= without.best.lambda_max * (1 - 1e-9)
+    assert RoleConfig("prefill", "remote", 8, 8, 2, False, 0, "bf16", "bf16").label == "8-chip TP8 ETP4 EP2"
+
+
+def test_vllm_export_refuses_a_hybrid():
+    from types import SimpleNamespace
+
+    from prfaas_plan.output.deploy import vllm_command
+
+    role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0)
+    with pytest.raises(PlanError, match="vLLM has no expert-TP x EP split"):
+        vllm_command(SimpleNamespace(model_path="m"), role, "nixl")

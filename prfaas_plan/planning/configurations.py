@@ -4,11 +4,13 @@ each role splits the model, chosen jointly with the threshold and the local spli
 Roles and what is searched (each candidate checked for HBM fit, the reason kept when it does not fit):
 
 - remote prefill: chips per instance (the whole numbers 1..16 that divide the remote pool into whole
-  instances), routed experts sliced (MoE TP) or whole per chip (MoE EP);
+  instances), routed experts sliced (MoE TP), whole per chip (MoE EP) or both (expert TP x EP,
+  aiconfigurator's ``etp4 ep2``: `performance.moe_split`, priced by the roofline);
 - local prefill: chips per instance (shared with local decode: local instances change role, so one site has
-  one shape), MoE TP or EP;
+  one shape), MoE TP, EP or a hybrid;
 - local decode: attention tensor-parallel (TP, per-rank replicated latents/heads where the model's kind
-  replicates them) or data-parallel (DP attention, one whole cache per request on one rank), MoE TP or EP,
+  replicates them) or data-parallel (DP attention, one whole cache per request on one rank), MoE TP, EP or
+  a hybrid,
   and the batch cap: the largest batch within the TPOT SLO and HBM (`performance.decode_capacity`);
 - weight and KV dtypes: only those the user allows (``--weight-dtype fp8,bf16``), else the profile's.
 
@@ -77,7 +79,7 @@ class RoleConfig:
     @property
     def label(self) -> str:
         attn = f"DP{self.tp}-attn" if self.dp_attention else f"TP{self.tp}"
-        moe = f" EP{self.ep}" if self.ep > 1 else ""
+        moe = f" ETP{self.tp // self.ep} EP{self.ep}" if 1 < self.ep < self.tp else f" EP{self.ep}" if self.ep > 1 else ""
         return f"{self.chips_per_instance}-chip {attn}{moe}"
 
 
@@ -174,7 +176,22 @@ def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
 
 
 def _moe_splits(model, chips: int) -> list[str]:
-    return ["tp", "ep"] if model.moe is not None and chips > 1 else ["tp"]
+    """Routed-expert splits to try on ``chips``: TP, EP and the expert-TP x EP hybrids (`moe_split`)."""
+    from ..performance.moe_split import hybrid_splits
+
+    return ["tp", "ep"] + hybrid_splits(chips) if model.moe is not None and chips > 1 else ["tp"]
+
+
+def _ep(moe: str, chips: int) -> int:
+    from ..performance.moe_split import ep_degree
+
+    return ep_degree(moe, chips) if chips > 1 else 1
+
+
+def _split_label(moe: str, chips: int) -> str:
+    from ..performance.moe_split import split_label
+
+    return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
 def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
@@ -264,9 +281,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         perf = PerfInputs(model, r_pm, {"local": SitePerf(l_pm, cap, tb)}, sc.output_tokens)
         lay = prfaas_layout(cand_sc)
         best = grid_search(lay, sc.grid, perf, sc.mode).best
-        roles = (RoleConfig("prefill", "remote", n_r, n_r, n_r if r_moe == "ep" else 1, False, 0, wd, kd),
-                 RoleConfig("prefill", "local", n_l, n_l, n_l if l_moe == "ep" else 1, False, 0, wd, kd),
-                 RoleConfig("decode", "local", n_l, n_l, n_l if d_moe == "ep" else 1, dp, int(cap.batch), wd, kd))
+        roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
+                 RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
+                 RoleConfig("decode", "local", n_l, n_l, _ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
         capex, hourly = _costs(lay)
         ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
                                 best.binding, cap.step_s, r_pool.chips + l_pool.chips,
@@ -278,36 +295,39 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
-            """Non-dominated (chips, moe, prefill model) of one site's prefill role."""
-            cands, rates, ns = [], [], []
+            """(chips, moe, prefill model) of one site's prefill role, whether each is dominated (throughput
+            alone, or with ``latency`` throughput and latency per shape) and whether it is dominated at both
+            per shape (what the Pareto tables can skip)."""
+            cands, rates, slow, ns = [], [], [], []
             for n in shapes:
                 inst = Instance(pool.chip, n)
                 for moe in _moe_splits(model, n):
                     counts[f"{site} prefill"][0] += 1
                     why = _prefill_fits(model, inst, sc.context_tokens)
                     if why:
-                        infeasible.append(Infeasible("prefill", site, n, f"MoE {moe.upper()}", wd, why))
+                        infeasible.append(Infeasible("prefill", site, n, _split_label(moe, n), wd, why))
                         continue
                     pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
                     cands.append((n, moe, pm))
-                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
-                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
+                    rates.append((pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300))
+                    slow.append(np.concatenate([rates[-1], -sc.grid.latency_at_lengths(pm)]))
                     ns.append(n)
-            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
+            both = _dominated_per_shape(ns, slow)
+            return cands, (both if latency else _dominated(rates)), both
 
-        r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
+        r_cands, r_drop, r_both = prefill_pool("remote", r_pool, r_shapes)
         r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
         counts["remote prefill"][1] += len(r_keep)
         for n_l in l_shapes:
             inst = Instance(l_pool.chip, n_l)
-            lp_cands, lp_drop = prefill_pool("local", l_pool, [n_l])
+            lp_cands, lp_drop, _ = prefill_pool("local", l_pool, [n_l])
             lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
             for dp in _attention_modes(n_l, spec.transfer):
                 for moe in _moe_splits(model, n_l):
                     counts["local decode"][0] += 1
-                    par = f"{'DP' if dp else 'TP'}{n_l} attention, MoE {moe.upper()}"
+                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {_split_label(moe, n_l)}"
                     cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
                                           dp_attention=dp)
                     if cap.batch <= 0:
@@ -331,8 +351,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     for d in d_keep:
                         evaluate(model, r, n_l, lp, d)
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
-        # never the optimum, but they can trade throughput for TTFT (the Pareto tables)
-        dropped = [c for c in r_cands if not any(c is k for k in r_keep)]
+        # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not those another
+        # of their shape beats at both throughput and latency per request
+        dropped = [c for c, b in zip(r_cands, r_both) if not b and not any(c is k for k in r_keep)]
         if dropped and ranked:
             mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
             if mine:
