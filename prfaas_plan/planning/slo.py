@@ -53,22 +53,21 @@ def slo_search(plan: Plan, sc: Scenario, fixed: SloRate) -> SloSearch:
     seed = (ev.threshold, ev.n_prefill, fixed.rate_rps) if fixed.met else None
     opt = search_slo(plan.layout, sc.grid, plan.perf, fixed.percentile, fixed.target_s, plan.surface.thresholds,
                      plan.surface.splits, seed)
-    return _answer(plan, sc, fixed, opt)
+    return _answer(plan.layout, plan.perf, sc, fixed, opt)
 
 
-def _answer(plan: Plan, sc: Scenario, fixed: SloRate, opt: SloOptimum, among: int | None = None,
+def _answer(lay, perf, sc: Scenario, fixed: SloRate, opt: SloOptimum, among: int | None = None,
             **more) -> SloSearch:
-    """The `SloSearch` of ``opt`` found on ``plan``: its latency at the rate found, or why nothing meets it
-    (``among`` that many configurations, when they were searched)."""
+    """The `SloSearch` of ``opt`` found on layout ``lay`` with performance inputs ``perf``: its latency at
+    the rate found, or why nothing meets it (``among`` that many configurations, when they were searched)."""
     if not opt.met:
-        lay = plan.layout
         remote = str(lay.remote.instance) if lay.remote is not None and lay.remote.instances > 0 else None
         return SloSearch(fixed, opt, None, why_unmet(opt, fixed.label, remote, str(lay.pd_sites[0].instance), among),
                          **more)
     from ..analytic.latency import ttft_under_load
     from ..analytic.ttft import summary_value
 
-    lat = ttft_under_load(plan.layout, sc.grid, plan.perf, opt.threshold, opt.n_prefill, rate=opt.rate_rps,
+    lat = ttft_under_load(lay, sc.grid, perf, opt.threshold, opt.n_prefill, rate=opt.rate_rps,
                           mode=sc.mode, percentiles=(fixed.percentile,))
     return SloSearch(fixed, opt, lat, None, summary_value(lat, fixed.percentile), **more)
 
@@ -81,34 +80,35 @@ def slo_configurations(question_sc: Scenario, spec: SearchSpec, plan: Plan, sc: 
     `slo_search`'s); ``threshold`` a pinned routing threshold (tokens). Configurations are those of
     `search_configurations` with ``latency`` on (no prefill candidate dropped that is faster per request).
     Under ``mode`` representative no configuration is bounded out (the bound is exact mode's)."""
+    from ..analytic.search import grid_search
     from .configurations import search_configurations
-    from .plans import optimize
     from .scenario import prfaas_layout
 
     own = slo_search(plan, sc, fixed)
     found = search_configurations(question_sc, spec, report=0, latency=True)
-    best, cand = (own.optimum, plan, sc), None
-    closest = (own.optimum, plan)   # the lowest unloaded TTFT, for the why when nothing meets it
+    best, cand = (own.optimum, plan.layout, plan.perf, sc), None
+    closest = (own.optimum, plan.layout, plan.perf)   # the lowest unloaded TTFT, for the why when none meets it
     searched = 0
     for c in found.ranked:   # best Lambda_max first
         if sc.mode == "exact" and c.lambda_max <= best[0].rate_rps * (1 + 1e-6):
             break
         if _shape(c.scenario) == _shape(sc):
             continue         # the plan's own, searched above
-        c_plan = optimize(prfaas_layout(c.scenario), c.scenario, c.perf, threshold)
+        lay = prfaas_layout(c.scenario)
+        surface = grid_search(lay, sc.grid, c.perf, sc.mode, fixed_threshold=threshold)
         searched += 1
-        opt = search_slo(c_plan.layout, sc.grid, c_plan.perf, fixed.percentile, fixed.target_s,
-                         c_plan.surface.thresholds, c_plan.surface.splits)
-        if opt.rate_rps > best[0].rate_rps * (1 + 1e-9):
-            best, cand = (opt, c_plan, c.scenario), c
+        opt = search_slo(lay, sc.grid, c.perf, fixed.percentile, fixed.target_s, surface.thresholds,
+                         surface.splits, floor=best[0].rate_rps * (1 + 1e-9))
+        if opt.met:   # above the best so far
+            best, cand = (opt, lay, c.perf, c.scenario), c
         if opt.unloaded_best_s < closest[0].unloaded_best_s:
-            closest = (opt, c_plan)
+            closest = (opt, lay, c.perf)
     counts = (len(found.ranked), searched)
     if not best[0].met:
-        return _answer(closest[1], sc, fixed, closest[0], counts[0], configurations=counts)
+        return _answer(closest[1], closest[2], sc, fixed, closest[0], counts[0], configurations=counts)
     if cand is None:
         return replace(own, configurations=counts)
-    return _answer(best[1], best[2], fixed, best[0], configuration=cand, configurations=counts)
+    return _answer(best[1], best[2], best[3], fixed, best[0], configuration=cand, configurations=counts)
 
 
 def _shape(sc: Scenario) -> tuple:
