@@ -26,6 +26,9 @@ at least as many bytes per request cannot raise the decode or the link bound); (
 survivors is grid-searched (`analytic.search.grid_search`, threshold and split) and the best ``Lambda_max``
 wins, ties going to the earlier candidate in the order below (8-chip, TP, TP attention first: the
 planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
+A TTFT SLO needs more: a prefill pool that carries less may prefill each prompt sooner, so with
+``latency`` (`planning.slo.slo_configurations`) a prefill candidate is dropped only for another of its
+shape that is no slower per request as well.
 
 Units: chips, requests/s, seconds, tokens.
 """
