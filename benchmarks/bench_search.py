@@ -17,21 +17,27 @@ import sys
 import time
 
 
+def best_of(fn, repeat: int, setup=lambda: None):
+    """``(fn's last result, best wall ms, best CPU ms)`` over ``repeat`` runs, ``setup()`` before each, untimed."""
+    walls, cpus, out = [], [], None
+    for _ in range(repeat):
+        arg = setup()
+        w, c = time.perf_counter(), time.process_time()
+        out = fn(arg)
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return out, min(walls) * 1e3, min(cpus) * 1e3
+
+
 def warm(repeat: int) -> None:
     from prfaas_plan.planning import scenario, search_configurations
 
-    sc = scenario()
-    search_configurations(sc)  # first call loads profiles and kernel curves
-    walls, cpus = [], []
-    for _ in range(repeat):
-        sc = scenario()        # new prefill models: nothing cached from the previous run
-        w, c = time.perf_counter(), time.process_time()
-        found = search_configurations(sc)
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
+    search_configurations(scenario())  # first call loads profiles and kernel curves
+    # a new scenario each time: new prefill models, nothing cached from the previous run
+    found, wall, cpu = best_of(search_configurations, repeat, scenario)
     n = sum(v[0] for v in found.counts.values())
     print(f"search on the defaults: {n} role candidates, {len(found.ranked)} joint configurations grid-searched; "
-          f"best of {repeat}: {min(walls) * 1e3:.0f} ms wall, {min(cpus) * 1e3:.0f} ms CPU")
+          f"best of {repeat}: {wall:.0f} ms wall, {cpu:.0f} ms CPU")
 
 
 def slo(repeat: int) -> None:
@@ -50,14 +56,9 @@ def slo(repeat: int) -> None:
     for name, fn in (("plan's configuration only (slo_search)", lambda: slo_search(plan, sc, fixed)),
                      ("configurations re-searched (slo_configurations)",
                       lambda: slo_configurations(q, SearchSpec(), plan, sc, fixed))):
-        walls, cpus = [], []
-        for _ in range(repeat):
-            w, c = time.perf_counter(), time.process_time()
-            out = fn()
-            walls.append(time.perf_counter() - w)
-            cpus.append(time.process_time() - c)
-        print(f"p95<2.5s, {name}: {out.optimum.rate_rps:.2f} req/s; best of {repeat}: {min(walls) * 1e3:.0f} ms "
-              f"wall, {min(cpus) * 1e3:.0f} ms CPU")
+        out, wall, cpu = best_of(lambda _: fn(), repeat)
+        print(f"p95<2.5s, {name}: {out.optimum.rate_rps:.2f} req/s; best of {repeat}: {wall:.0f} ms wall, "
+              f"{cpu:.0f} ms CPU")
 
 
 def cold(repeat: int) -> None:
