@@ -96,8 +96,8 @@ def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
     cmd = ["vllm", "serve", d.model_path]
     if 1 < role.ep < role.tp:
         raise PlanError(f"{role.site} {role.role}: vLLM has no expert-TP x EP split (the plan's TP{role.tp} with "
-                        f"EP{role.ep}; --enable-expert-parallel spreads experts over every rank): export it for "
-                        "sglang, whose --tp-size with --ep-size runs it")
+                        f"EP{role.ep}; its expert parallelism spreads the experts over every rank): export it for "
+                        "sglang, which runs it")
     if role.dp_attention:
         cmd += ["--tensor-parallel-size", "1", "--data-parallel-size", str(role.tp)]
     else:
