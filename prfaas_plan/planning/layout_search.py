@@ -21,7 +21,9 @@ requests/s):
    a lower bound on the linear program of the same choice.
 2. **Solve**: the linear program (`analytic.lp.max_throughput`, per-bin routing, integer splits) of the
    `FINALISTS` best distinct choices of the screen and of the file's own shapes in the fixed configuration
-   (the answer before the search); the best program wins, ties to the earlier (the fixed shape first).
+   (the answer before the search); the best program wins, ties to the earlier (the fixed shape first). It is
+   found exactly and cheaply: each candidate's continuous relaxation (one program, an upper bound) first,
+   then the integer programs in decreasing bound until the best integer answer reaches the next bound.
 
 The screen is a local optimum of a search, not a proof: the chosen plan is the best program among the
 finalists, at least the file's fixed shapes' (``tests/test_layout_search.py`` checks it against every pinned
@@ -79,9 +81,11 @@ class LayoutSearch:
     layout: Layout
     roles: tuple[RoleConfig, ...]
     lambda_rps: float
-    fixed_rps: float | None
+    fixed_rps: float | None          # the fixed shapes' integer optimum, when it was solved
+    fixed_bound_rps: float | None    # their relaxation (an upper bound), None when they do not fit
     counts: dict[str, tuple[int, int]]
     screened: int
+    relaxed: int
     solved: int
     infeasible: tuple[tuple[str, str, int, str], ...]
     pinned: tuple[str, ...]
@@ -91,11 +95,15 @@ class LayoutSearch:
     def note(self) -> str:
         kept = ", ".join(f"{k} {v[1]} of {v[0]}" for k, v in self.counts.items())
         chosen = "; ".join(f"{r.site} {r.role} {r.label}" for r in self.roles)
-        fixed = ("" if self.fixed_rps is None else
-                 f"; the file's shapes in the fixed TP configuration give {self.fixed_rps:.3f} req/s")
+        fixed = (f"; the file's shapes in the fixed TP configuration give {self.fixed_rps:.3f} req/s"
+                 if self.fixed_rps is not None else
+                 f"; the file's shapes in the fixed TP configuration give at most {self.fixed_bound_rps:.3f} req/s "
+                 "(their relaxation)" if self.fixed_bound_rps is not None else
+                 "; the file's shapes in the fixed TP configuration do not fit")
         return (f"configuration search per role and site: {kept} role candidates kept after dropping those no "
-                f"better at any length; {self.screened} choices screened by the pure-threshold search, "
-                f"{self.solved} solved by the linear program, {len(self.infeasible)} role candidates infeasible; "
+                f"better at any length; {self.screened} choices screened by the pure-threshold search, the best "
+                f"{self.relaxed} bounded by the linear program's relaxation and {self.solved} solved as integer "
+                f"programs (the rest cannot beat the best), {len(self.infeasible)} role candidates infeasible; "
                 f"chosen: {chosen} ({self.lambda_rps:.3f} req/s){fixed}"
                 + (f"; pinned: {', '.join(self.pinned)}" if self.pinned else "")
                 + "; a site's prefill and decode share one instance shape (local instances change role)")
@@ -337,33 +345,37 @@ def _starts(tables, models, lay: Layout, options) -> list[list[int]]:
 
 
 def _solve(lay: Layout, sc: Scenario, model, ranked, counts, screened: int, infeasible) -> LayoutSearch:
-    """The linear program of each finalist and of the file's fixed shapes; the best wins."""
-    from .layouts import plan_layout
+    """The best integer program among the finalists and the file's fixed shapes, exactly: every candidate's
+    relaxation (one linear program, an upper bound) first, then the integer programs in decreasing bound
+    until the best integer answer reaches the next bound (no candidate left can beat it)."""
+    from .layouts import relaxed_layout, solve_layout
 
-    fixed_lay = _fixed(lay, sc)
-    results = []
+    cands = [(_fixed(lay, sc), None)] + [(_configured(lay, rem, picks, splits), (rem, picks))
+                                         for _, _, rem, picks, splits in ranked]
+    bounds = []
+    for i, (cand, choice) in enumerate(cands):
+        try:
+            bound, perf, bins = relaxed_layout(cand, sc)
+        except PlanError:   # the fixed shape does not fit (its decode, its HBM): the search may still
+            continue
+        bounds.append((bound, i, cand, choice, perf, bins))
+    solved: list[tuple] = []
     fixed_rps = None
-    try:
-        res, perf, planned = plan_layout(fixed_lay, sc)
-        fixed_rps = res.lambda_rps
-        results.append((res.lambda_rps, planned, res, perf, None))
-    except PlanError:       # the fixed shape does not fit (its decode, its HBM): the search may still
-        pass
-    for total, _, rem, picks, splits in ranked:
-        cand = _configured(lay, rem, picks, splits)
-        res, perf, planned = plan_layout(cand, sc)
-        results.append((res.lambda_rps, planned, res, perf, (rem, picks)))
-    top = max(r[0] for r in results)
-    lam, planned, res, perf, choice = next(r for r in results if r[0] >= top * (1 - REL_TIE))
-    if choice is None:      # the fixed shapes win: their roles in the records
-        roles = _fixed_roles(planned, perf, model)
-    else:
-        roles = _roles(lay, choice[0], choice[1], model)
+    for bound, i, cand, choice, perf, bins in sorted(bounds, key=lambda b: (-b[0], b[1])):
+        if solved and max(s[0] for s in solved) >= bound:
+            break
+        res = solve_layout(cand, perf, bins)
+        solved.append((res.lambda_rps, i, cand, res, perf, choice))
+        fixed_rps = res.lambda_rps if choice is None else fixed_rps
+    top = max(s[0] for s in solved)
+    lam, _, planned, res, perf, choice = min((s for s in solved if s[0] >= top * (1 - REL_TIE)), key=lambda s: s[1])
+    roles = _fixed_roles(planned, perf, model) if choice is None else _roles(lay, choice[0], choice[1], model)
     pinned = tuple([f"remote {lay.remote.instance.chips} chips per instance"] if lay.remote is not None
                    and lay.remote.pin_chips else []) + tuple(f"{s.name} {s.instance.chips} chips per instance"
                                                              for s in lay.pd_sites if s.pin_chips)
-    return LayoutSearch(planned, roles, lam, fixed_rps, {k: (v[0], v[1]) for k, v in counts.items()}, screened,
-                        len(results), tuple(infeasible), pinned, res, perf)
+    fixed_bound = next((b[0] for b in bounds if b[3] is None), None)
+    return LayoutSearch(planned, roles, lam, fixed_rps, fixed_bound, {k: (v[0], v[1]) for k, v in counts.items()},
+                        screened, len(bounds), len(solved), tuple(infeasible), pinned, res, perf)
 
 
 def _fixed_roles(lay: Layout, perf, model) -> tuple[RoleConfig, ...]:
