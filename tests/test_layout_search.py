@@ -13,7 +13,7 @@ import pytest
 
 from prfaas_plan.performance.base import Instance
 from prfaas_plan.planning import Question, SearchSpec
-from prfaas_plan.planning.layout_search import layout_configurations, search_layout
+from prfaas_plan.planning import layout_configurations, search_layout
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 THREE = EXAMPLES / "three-sites.yaml"

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import PlanError
-from ..layout import Layout, PDSite, PrefillSite
+from ..layout import Layout, PDSite
 from .configurations import (REL_TIE, RoleConfig, SearchSpec, _attention_modes, _dominated, _dtype_models,
                              _moe_splits, _prefill_fits, _shapes)
 from .scenario import Scenario
@@ -101,9 +101,10 @@ class LayoutSearch:
                  "(their relaxation)" if self.fixed_bound_rps is not None else
                  "; the file's shapes in the fixed TP configuration do not fit")
         return (f"configuration search per role and site: {kept} role candidates kept after dropping those no "
-                f"better at any length; {self.screened} choices screened by the pure-threshold search, the best "
-                f"{self.relaxed} bounded by the linear program's relaxation and {self.solved} solved as integer "
-                f"programs (the rest cannot beat the best), {len(self.infeasible)} role candidates infeasible; "
+                f"better at any length; {self.screened} choices screened by the pure-threshold search; {self.relaxed} "
+                f"finalists (the screen's best and the file's fixed shapes) bounded by their relaxations, "
+                f"{self.solved} of them solved as integer programs (the others' bounds cannot beat it); "
+                f"{len(self.infeasible)} role candidates infeasible; "
                 f"chosen: {chosen} ({self.lambda_rps:.3f} req/s){fixed}"
                 + (f"; pinned: {', '.join(self.pinned)}" if self.pinned else "")
                 + "; a site's prefill and decode share one instance shape (local instances change role)")
@@ -228,25 +229,24 @@ def _configured(lay: Layout, remote: _Prefill | None, picks: list[SiteOption], s
     return replace(lay, pd_sites=tuple(sites), remote=r)
 
 
-def _roles(lay: Layout, remote: _Prefill | None, picks: list[SiteOption], model) -> tuple[RoleConfig, ...]:
+def roles_of(lay: Layout, perf, model) -> tuple[RoleConfig, ...]:
+    """One `RoleConfig` per role and site of a configured layout (``site``: ``remote`` or the PD site's
+    name), the decode batch cap from its performance model ``perf``."""
     wd, kd = model.weight_dtype, model.kv_dtype
     out = []
-    if remote is not None:
-        out.append(RoleConfig("prefill", "remote", remote.chips, remote.chips,
-                              remote.chips if remote.moe == "ep" else 1, False, 0, wd, kd))
-    for s, o in zip(lay.pd_sites, picks):
-        n = o.chips
-        out.append(RoleConfig("prefill", s.name, n, n, n if o.prefill.moe == "ep" else 1, False, 0, wd, kd))
-        out.append(RoleConfig("decode", s.name, n, n, n if o.decode.moe == "ep" else 1, o.decode.dp,
-                              int(o.decode.cap.batch), wd, kd))
+    if lay.remote is not None and lay.remote.instances > 0:
+        n = lay.remote.instance.chips
+        out.append(RoleConfig("prefill", "remote", n, n, n if lay.remote.moe == "ep" else 1, False, 0, wd, kd))
+    for s in lay.pd_sites:
+        n = s.instance.chips
+        out.append(RoleConfig("prefill", s.name, n, n, n if s.prefill_moe == "ep" else 1, False, 0, wd, kd))
+        out.append(RoleConfig("decode", s.name, n, n, n if s.decode_moe == "ep" else 1, s.dp_attention,
+                              int(perf.sites[s.name].decode.batch), wd, kd))
     return tuple(out)
 
 
 def _search_one(lay: Layout, sc: Scenario, spec: SearchSpec, model) -> LayoutSearch:
-    """`search_layout` for one model dtype."""
-    from ..analytic.lp import bins_of
-    from ..analytic.multisite import SiteModel, coordinate_search, cut_table, site_capacity
-
+    """`search_layout` for one model dtype: the role candidates, the screen, the finalists solved."""
     sc = replace(sc, model=model)
     counts = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
     infeasible: list[tuple] = []
@@ -267,6 +267,24 @@ def _search_one(lay: Layout, sc: Scenario, spec: SearchSpec, model) -> LayoutSea
                             f"{s.instance.chip.name} chips): {why}; use chips with more HBM or lighter weights "
                             "(`weight_dtype` fp8)")
         options.append(by_key[key])
+    finalists, screened = _screen(lay, sc, model, remotes, options)
+    # distinct choices, best screen first (the search order breaks ties)
+    seen, ranked = set(), []
+    for f in sorted(finalists, key=lambda f: -f[0]):
+        key = (f[1], tuple(id(o) for o in f[3]))
+        if key not in seen:
+            seen.add(key)
+            ranked.append(f)
+    return _solve(lay, sc, model, ranked[:FINALISTS], counts, screened, infeasible)
+
+
+def _screen(lay: Layout, sc: Scenario, model, remotes: list[_Prefill], options: list[list[SiteOption]]):
+    """Step 1 of the module docstring: per remote candidate, the coordinate search over every site's
+    configurations x cuts from each start. Returns ([(total requests/s, remote index, remote candidate,
+    each site's option, each site's split)], how many configuration choices were spanned)."""
+    from ..analytic.lp import bins_of
+    from ..analytic.multisite import SiteModel, coordinate_search, cut_table, site_capacity
+
     grid = sc.grid
     kv_of: dict[tuple, np.ndarray] = {}
     finalists: list[tuple[float, int, object, list[SiteOption], list[int]]] = []
@@ -280,7 +298,9 @@ def _search_one(lay: Layout, sc: Scenario, spec: SearchSpec, model) -> LayoutSea
             offload = rem is not None and lay.can_offload(s) and lay.threshold != float("inf")
             for o in opts:
                 tb = o.decode.transfer
-                kv = kv_of.setdefault((tb.policy, tb.tp), tb.at(model, grid.lengths))
+                if (tb.policy, tb.tp) not in kv_of:
+                    kv_of[(tb.policy, tb.tp)] = tb.at(model, grid.lengths)
+                kv = kv_of[(tb.policy, tb.tp)]
                 bins = bins_of(grid, rem.busy if rem is not None else no_remote, o.prefill.busy, kv)
                 m = SiteModel(s.name, bins, s.instance.chips * s.instances // o.chips,
                               o.decode.cap.requests_per_s(sc.output_tokens),
@@ -307,14 +327,7 @@ def _search_one(lay: Layout, sc: Scenario, spec: SearchSpec, model) -> LayoutSea
                 chosen.append(opts[j])
                 splits.append(int(site_capacity(site_models[j], local[j][cut], bits[j][cut])[1]))
             finalists.append((total, ri, rem, chosen, splits))
-    # distinct choices, best screen first (the search order breaks ties)
-    seen, ranked = set(), []
-    for f in sorted(finalists, key=lambda f: -f[0]):
-        key = (f[1], tuple(id(o) for o in f[3]))
-        if key not in seen:
-            seen.add(key)
-            ranked.append(f)
-    return _solve(lay, sc, model, ranked[:FINALISTS], counts, screened, infeasible)
+    return finalists, screened
 
 
 def _unflatten(sizes: list[int], pick: int) -> tuple[int, int]:
@@ -350,43 +363,27 @@ def _solve(lay: Layout, sc: Scenario, model, ranked, counts, screened: int, infe
     until the best integer answer reaches the next bound (no candidate left can beat it)."""
     from .layouts import relaxed_layout, solve_layout
 
-    cands = [(_fixed(lay, sc), None)] + [(_configured(lay, rem, picks, splits), (rem, picks))
-                                         for _, _, rem, picks, splits in ranked]
+    cands = [_fixed(lay, sc)] + [_configured(lay, rem, picks, splits) for _, _, rem, picks, splits in ranked]
     bounds = []
-    for i, (cand, choice) in enumerate(cands):
+    for i, cand in enumerate(cands):
         try:
             bound, perf, bins = relaxed_layout(cand, sc)
         except PlanError:   # the fixed shape does not fit (its decode, its HBM): the search may still
             continue
-        bounds.append((bound, i, cand, choice, perf, bins))
+        bounds.append((bound, i, cand, perf, bins))
     solved: list[tuple] = []
-    fixed_rps = None
-    for bound, i, cand, choice, perf, bins in sorted(bounds, key=lambda b: (-b[0], b[1])):
+    for bound, i, cand, perf, bins in sorted(bounds, key=lambda b: (-b[0], b[1])):
         if solved and max(s[0] for s in solved) >= bound:
             break
         res = solve_layout(cand, perf, bins)
-        solved.append((res.lambda_rps, i, cand, res, perf, choice))
-        fixed_rps = res.lambda_rps if choice is None else fixed_rps
+        solved.append((res.lambda_rps, i, res, perf))
+    fixed_rps = next((s[0] for s in solved if s[1] == 0), None)
     top = max(s[0] for s in solved)
-    lam, _, planned, res, perf, choice = min((s for s in solved if s[0] >= top * (1 - REL_TIE)), key=lambda s: s[1])
-    roles = _fixed_roles(planned, perf, model) if choice is None else _roles(lay, choice[0], choice[1], model)
+    lam, i, res, perf = min((s for s in solved if s[0] >= top * (1 - REL_TIE)), key=lambda s: s[1])
+    planned = cands[i]
     pinned = tuple([f"remote {lay.remote.instance.chips} chips per instance"] if lay.remote is not None
                    and lay.remote.pin_chips else []) + tuple(f"{s.name} {s.instance.chips} chips per instance"
                                                              for s in lay.pd_sites if s.pin_chips)
-    fixed_bound = next((b[0] for b in bounds if b[3] is None), None)
-    return LayoutSearch(planned, roles, lam, fixed_rps, fixed_bound, {k: (v[0], v[1]) for k, v in counts.items()},
+    fixed_bound = next((b[0] for b in bounds if b[1] == 0), None)
+    return LayoutSearch(planned, roles_of(planned, perf, model), lam, fixed_rps, fixed_bound, {k: (v[0], v[1]) for k, v in counts.items()},
                         screened, len(bounds), len(solved), tuple(infeasible), pinned, res, perf)
-
-
-def _fixed_roles(lay: Layout, perf, model) -> tuple[RoleConfig, ...]:
-    """The records of the fixed configuration (TP throughout, TP attention)."""
-    wd, kd = model.weight_dtype, model.kv_dtype
-    out = []
-    if lay.remote is not None and lay.remote.instances > 0:
-        n = lay.remote.instance.chips
-        out.append(RoleConfig("prefill", "remote", n, n, 1, False, 0, wd, kd))
-    for s in lay.pd_sites:
-        n = s.instance.chips
-        out.append(RoleConfig("prefill", s.name, n, n, 1, False, 0, wd, kd))
-        out.append(RoleConfig("decode", s.name, n, n, 1, False, int(perf.sites[s.name].decode.batch), wd, kd))
-    return tuple(out)
