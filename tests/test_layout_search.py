@@ -106,7 +106,8 @@ def test_search_false_keeps_the_files_shapes(cli, tmp_path):
 
 def test_pin_chips_keeps_one_sites_shape(cli, tmp_path):
     p = tmp_path / "pin.yaml"
-    p.write_text(THREE.read_text().replace("{name: far, instance: 8xH20,", "{name: far, instance: 8xH20, pin_chips: true,"))
+    p.write_text(THREE.read_text().replace("{name: far, instance: 8xH20,",
+                                           "{name: far, instance: 8xH20, pin_chips: true,"))
     code, out, err = cli("size", "--layout", str(p), "--samples", "0", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

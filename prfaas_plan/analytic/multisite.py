@@ -14,7 +14,9 @@ exact for it (`share_remote`). This gives, with array operations over samples an
 
 - `threshold_plan`: the best plan in which every site routes by a pure threshold (each site's threshold
   a bin boundary), by coordinate search over the sites from two starts (the program's routing rounded to
-  thresholds, and everything local); a local optimum of that search, named as such in the reports;
+  thresholds, and everything local); a local optimum of that search, named as such in the reports. Its
+  move, `coordinate_search`, works on any per-site table of options (capacity, remote seconds): the layout
+  configuration search (`prfaas_plan.planning.layout_search`) gives it configurations times cuts;
 - `sample_total`: each sample of the calibration errors (multiplicative factors on prefill seconds and
   decode capacity, as `prfaas_plan.analytic.uncertainty`) re-divides the remote site and re-chooses every
   site's split for each candidate routing and keeps the best. The routing itself is not re-optimized per

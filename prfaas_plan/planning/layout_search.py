@@ -229,10 +229,11 @@ def _configured(lay: Layout, remote: _Prefill | None, picks: list[SiteOption], s
     return replace(lay, pd_sites=tuple(sites), remote=r)
 
 
-def roles_of(lay: Layout, perf, model) -> tuple[RoleConfig, ...]:
+def roles_of(lay: Layout, perf) -> tuple[RoleConfig, ...]:
     """One `RoleConfig` per role and site of a configured layout (``site``: ``remote`` or the PD site's
-    name), the decode batch cap from its performance model ``perf``."""
-    wd, kd = model.weight_dtype, model.kv_dtype
+    name; each role as its site records it, `layout.PDSite`), dtypes and the decode batch cap from its
+    performance inputs ``perf`` (`scenario.layout_perf`)."""
+    wd, kd = perf.model.weight_dtype, perf.model.kv_dtype
     out = []
     if lay.remote is not None and lay.remote.instances > 0:
         n = lay.remote.instance.chips
@@ -275,7 +276,7 @@ def _search_one(lay: Layout, sc: Scenario, spec: SearchSpec, model) -> LayoutSea
         if key not in seen:
             seen.add(key)
             ranked.append(f)
-    return _solve(lay, sc, model, ranked[:FINALISTS], counts, screened, infeasible)
+    return _solve(lay, sc, ranked[:FINALISTS], counts, screened, infeasible)
 
 
 def _screen(lay: Layout, sc: Scenario, model, remotes: list[_Prefill], options: list[list[SiteOption]]):
@@ -357,7 +358,7 @@ def _starts(tables, models, lay: Layout, options) -> list[list[int]]:
     return [list(c) for c in dict.fromkeys(tuple(c) for c in starts)]
 
 
-def _solve(lay: Layout, sc: Scenario, model, ranked, counts, screened: int, infeasible) -> LayoutSearch:
+def _solve(lay: Layout, sc: Scenario, ranked, counts, screened: int, infeasible) -> LayoutSearch:
     """The best integer program among the finalists and the file's fixed shapes, exactly: every candidate's
     relaxation (one linear program, an upper bound) first, then the integer programs in decreasing bound
     until the best integer answer reaches the next bound (no candidate left can beat it)."""
@@ -368,8 +369,10 @@ def _solve(lay: Layout, sc: Scenario, model, ranked, counts, screened: int, infe
     for i, cand in enumerate(cands):
         try:
             bound, perf, bins = relaxed_layout(cand, sc)
-        except PlanError:   # the fixed shape does not fit (its decode, its HBM): the search may still
-            continue
+        except PlanError:
+            if i:           # a finalist is built from candidates that fit
+                raise
+            continue        # the fixed shape does not fit (its decode, its HBM): the search may still
         bounds.append((bound, i, cand, perf, bins))
     solved: list[tuple] = []
     for bound, i, cand, perf, bins in sorted(bounds, key=lambda b: (-b[0], b[1])):
@@ -385,5 +388,6 @@ def _solve(lay: Layout, sc: Scenario, model, ranked, counts, screened: int, infe
                    and lay.remote.pin_chips else []) + tuple(f"{s.name} {s.instance.chips} chips per instance"
                                                              for s in lay.pd_sites if s.pin_chips)
     fixed_bound = next((b[0] for b in bounds if b[1] == 0), None)
-    return LayoutSearch(planned, roles_of(planned, perf, model), lam, fixed_rps, fixed_bound, {k: (v[0], v[1]) for k, v in counts.items()},
-                        screened, len(bounds), len(solved), tuple(infeasible), pinned, res, perf)
+    return LayoutSearch(planned, roles_of(planned, perf), lam, fixed_rps, fixed_bound,
+                        {k: (v[0], v[1]) for k, v in counts.items()}, screened, len(bounds), len(solved),
+                        tuple(infeasible), pinned, res, perf)
