@@ -113,7 +113,7 @@ def size_cmd(
 
         replaced = LAYOUT_FIELDS
         answer = answer_layout(Question.from_layout(layout, **question.given), samples=samples, seed=seed,
-                               **questions)
+                               search=_search_spec(question), **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
@@ -174,7 +174,7 @@ def _compare_layout(question: QuestionText, layout, load, rate, samples, seed, s
     from ..planning.question import LAYOUT_FIELDS
 
     answer = answer_compare_layout(Question.from_layout(layout, **question.given), load, rate, samples=samples,
-                                   seed=seed, sensitivity=sensitivity)
+                                   seed=seed, sensitivity=sensitivity, search=_search_spec(question))
     if not hasattr(answer, "plans"):
         if plot:
             raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")

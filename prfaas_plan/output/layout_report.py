@@ -159,6 +159,11 @@ def layout_report(a, command: str = "size") -> Report:
     section ``compare`` (the section that command always writes); ``size`` names it ``baselines``."""
     f = a.figures
     sections = [_sites_section(a)]
+    found = getattr(a, "configurations", None)
+    if found is not None:
+        from .config_report import roles_section
+
+        sections.append(roles_section(found.roles, f"{found.screened} choices screened, {found.solved} solved"))
     if not f.threshold_routing:
         sections.append(_routing_section(f))
         if f.threshold is not None:
