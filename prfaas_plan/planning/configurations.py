@@ -298,10 +298,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
-            """(chips, moe, prefill model) of one site's prefill role, whether each is dominated (throughput
-            alone, or with ``latency`` throughput and latency per shape) and whether it is dominated at both
-            per shape (what the Pareto tables can skip)."""
-            cands, rates, slow, ns = [], [], [], []
+            """(chips, moe, prefill model) of one site's prefill role and whether each is dominated
+            (throughput alone, or with ``latency`` throughput and latency per shape)."""
+            cands, rates, ns = [], [], []
             for n in shapes:
                 inst = Instance(pool.chip, n)
                 for moe in _moe_splits(model, n):
@@ -312,18 +311,17 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                         continue
                     pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
                     cands.append((n, moe, pm))
-                    rates.append((pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300))
-                    slow.append(np.concatenate([rates[-1], -sc.grid.latency_at_lengths(pm)]))
+                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
+                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
                     ns.append(n)
-            both = _dominated_per_shape(ns, slow)
-            return cands, (both if latency else _dominated(rates)), both
+            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
 
-        r_cands, r_drop, r_both = prefill_pool("remote", r_pool, r_shapes)
+        r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
         r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
         counts["remote prefill"][1] += len(r_keep)
         for n_l in l_shapes:
             inst = Instance(l_pool.chip, n_l)
-            lp_cands, lp_drop, _ = prefill_pool("local", l_pool, [n_l])
+            lp_cands, lp_drop = prefill_pool("local", l_pool, [n_l])
             lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
@@ -354,9 +352,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     for d in d_keep:
                         evaluate(model, r, n_l, lp, d)
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
-        # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not those another
-        # of their shape beats at both throughput and latency per request
-        dropped = [c for c, b in zip(r_cands, r_both) if not b and not any(c is k for k in r_keep)]
+        # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not the expert-TP x
+        # EP hybrids, which sit between TP and EP of their shape at both (`moe_split`)
+        dropped = [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
         if dropped and ranked:
             mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
             if mine:
