@@ -354,7 +354,8 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
         # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not the expert-TP x
         # EP hybrids, which sit between TP and EP of their shape at both (`moe_split`)
-        dropped = [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
+        # (with ``latency`` every one dropped is beaten at both by one of its shape already planned)
+        dropped = [] if latency else [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
         if dropped and ranked:
             mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
             if mine:
