@@ -38,6 +38,7 @@ class SitesSimulationAnswer:
     site_costs: tuple              # per site: (USD/hour of its own chips and link, USD/hour of the remote pool)
     notes: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    configurations: list = field(default_factory=list)  # per role and site, as played (`sim_shapes.role_records`)
 
 
 def _threshold_of(r) -> tuple[float, str]:
@@ -118,6 +119,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     from ..simulator.system import System
     from .answers import _count, answer_layout
     from .question import Question
+    from .sim_shapes import role_records
 
     for name in (scheduler, *compared):
         if name not in MULTI_SCHEDULERS:
@@ -187,4 +189,4 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
         notes.append(f"{first['unfinished']} requests did not finish; percentiles are over completed ones")
     return SitesSimulationAnswer(lay, plan, tuple(thresholds), tuple(planned.tolist()), runs, scheduler,
                                  len(requests), seed, float(first["offered_rps"]),
-                                 tuple(_site_costs(lay, s) for s in sites), notes, [])
+                                 tuple(_site_costs(lay, s) for s in sites), notes, [], role_records(lay, perf))
