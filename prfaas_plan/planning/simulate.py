@@ -272,8 +272,12 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         layout = simulation_layout(baseline, remote, local, q.link, shapes.local_chips, None,
                                    None if shapes.remote_chips == shapes.local_chips else shapes.remote_chips)
         model = shapes.model or model   # the search may choose among the dtypes the user allows
-        notes.append(shapes.note or f"instances: the {'paper' if inputs == 'paper' else 'pinned'} shapes "
-                     "(no configuration search)")
+        if shapes.note is None:
+            notes.append(f"instances: the {'paper' if inputs == 'paper' else 'pinned'} shapes (no configuration "
+                         "search)")
+        else:
+            notes.append(shapes.note if baseline == "prfaas" else f"{baseline} baseline: the local instance shape "
+                         "and decode configuration the PrfaaS-PD search chose, as compare's baselines; " + shapes.note)
     perf = simulation_perf(layout, model, tpot_s, inputs, *means, stack,
                            shapes.transfer if shapes is not None else transfer_bytes, shapes)
     layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
