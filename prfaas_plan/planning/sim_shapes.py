@@ -39,18 +39,6 @@ class SimShapes:
     model: object = None         # the model profile at the chosen dtypes (None: the question's)
 
 
-def search_spec(inputs: str, instance_chips: int | None, remote_instance_chips: int | None,
-                local_instance_chips: int | None, transfer_bytes: str | None) -> SearchSpec | None:
-    """What a simulation pins of the configuration search, as `cli.plan_cmds._search_spec` for ``size``:
-    the shapes and transfer policy given (None: searched); None (no search) for ``inputs`` paper."""
-    from .configurations import SearchSpec
-
-    if inputs == "paper":
-        return None
-    return SearchSpec(remote_instance_chips or instance_chips, local_instance_chips or instance_chips,
-                      transfer_bytes)
-
-
 def simulation_shapes(q: Question, spec: SearchSpec | None, grid: LengthGrid, input_mean: float,
                       output_mean: float, transfer_bytes: str | None) -> SimShapes:
     """The shapes to simulate for question ``q``: searched on ``grid`` (the lengths the simulation plans on;

@@ -18,7 +18,7 @@ from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
 from ..vocabulary import Baseline, values
 from .question import DEFAULTS, choice
 from .scenario import instance_decode, instance_prefill, stack_notes
-from .sim_shapes import SimShapes, role_records, search_spec, simulation_shapes
+from .sim_shapes import SimShapes, role_records, simulation_shapes
 from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,6 +215,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     )
     from ..simulator.inputs import paper_grid, paper_requests, read_trace_and_source
 
+    from .configurations import pinned_spec
     from .question import Question
 
     text = dict(model=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=inputs, link=link,
@@ -267,7 +268,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         means = (float(requests.input_tokens.mean()), float(requests.output_tokens.mean()))
     shapes = None
     if layout is None:
-        spec = search_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
+        spec = pinned_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
         shapes = simulation_shapes(q, spec, grid, *means, transfer_bytes)
         layout = simulation_layout(baseline, remote, local, q.link, shapes.local_chips, None,
                                    None if shapes.remote_chips == shapes.local_chips else shapes.remote_chips)
