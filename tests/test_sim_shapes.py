@@ -80,3 +80,22 @@ def test_prefix_cache_dram_is_per_chip_not_per_instance(chips):
     # the same 32 + 64 chips, so the same DRAM whatever the shape
     assert pd.capacity == pytest.approx(2e12 * 64 / NODE_CHIPS)
     assert rf.capacity == pytest.approx(2e12 * 32 / NODE_CHIPS)
+
+
+def test_a_layout_simulation_names_each_sites_configuration(cli):
+    """``simulate --layout`` plays the plan of ``size --layout`` (its shapes, `simulate_sites`) and names every
+    role at every site with size's keys, the decode batch cap the one its sites run."""
+    import json
+    from pathlib import Path
+
+    layout = Path(__file__).resolve().parents[1] / "examples" / "three-sites.yaml"
+    code, out, err = cli("simulate", "--layout", str(layout), "--duration", "30s", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["sections"]["configurations"]
+    sites = [r["site"] for r in doc["sections"]["sim_sites"] if r["site"] != "total"]
+    assert [(r["site"], r["role"]) for r in rows] == [("remote", "prefill")] + [
+        (s, role) for s in sites for role in ("prefill", "decode")]
+    assert all(r["batch"] > 0 for r in rows if r["role"] == "decode")
+    assert set(rows[0]) == {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch",
+                            "weight_dtype", "kv_dtype"}
