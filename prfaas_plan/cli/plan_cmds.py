@@ -62,15 +62,11 @@ def _open_choices(question: QuestionText) -> tuple[str, ...]:
 def _search_spec(question: QuestionText):
     """What `size` pins of the configuration search: the instance shapes and transfer policy the user gave
     (None: searched); no search with ``--inputs paper`` (the paper's tables are 8-chip instances)."""
-    from ..planning import SearchSpec
+    from ..planning.configurations import pinned_spec
 
     given = question.given
-    if str(given.get("inputs", "")) == "paper":
-        return None
-    both = given.get("instance_chips")
-    transfer = given.get("transfer_bytes")
-    return SearchSpec(given.get("remote_instance_chips") or both, given.get("local_instance_chips") or both,
-                      None if transfer is None else str(transfer))
+    return pinned_spec(given.get("inputs", ""), given.get("instance_chips"), given.get("remote_instance_chips"),
+                       given.get("local_instance_chips"), given.get("transfer_bytes"))
 
 
 def _searched(search) -> tuple[str, ...]:

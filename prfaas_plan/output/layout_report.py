@@ -161,9 +161,9 @@ def layout_report(a, command: str = "size") -> Report:
     sections = [_sites_section(a)]
     found = getattr(a, "configurations", None)
     if found is not None:
-        from .config_report import roles_section
+        from .config_report import configurations_section
 
-        sections.append(roles_section(found.roles, f"{found.screened} choices screened, {found.solved} solved"))
+        sections.append(configurations_section([r.record() for r in found.roles], f"searched: {found.screened} choices screened, {found.solved} solved"))
     if not f.threshold_routing:
         sections.append(_routing_section(f))
         if f.threshold is not None:
