@@ -216,8 +216,9 @@ def test_calibrate_reports_terms_and_errors_per_version_and_writes_entries(tmp_p
     for r in ans.by_version:
         assert {"in_median", "loo_median", "lomo_median", "ver_in_median", "ver_loo_median",
                 "ver_lomo_median"} <= set(r)
-    assert any(n.startswith("term sglang@0.5.6 forward_overhead_s:") and "1 model x configuration" in n
-               for n in ans.notes)
+    # a term the version's one configuration moves (forward_overhead_s may sit at its engine bound,
+    # calibrate.ENGINE_UPPER, where no row moves it)
+    assert any(n.startswith("term sglang@0.5.6 ") and "1 model x configuration" in n for n in ans.notes)
     assert {p["run_stack"] for p in ans.points} == versions
     add_profile_dir(str(tmp_path / "out"))
     written = get_stack("sglang")
