@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
 from ..profiles.efficiency import KERNEL_DEFAULTS
-from ..profiles.stack import split_stack
+from ..profiles.stack import HarnessEntry, split_stack
 from .base import parse_instance
 from .decode import decode_works
 from .kernel_curves import plateau_efficiency
@@ -96,6 +96,7 @@ class _Params:
     upper: np.ndarray
     pooled: int = 0   # index of the first stack deviation (entries before it are chip and pooled terms)
     cap: np.ndarray | None = None   # log upper bound in effect of each stack entry (`ENGINE_UPPER` for engines)
+    tied: tuple[tuple[int, int], ...] = ()   # (entry, entry it takes its value from): one scale-up fabric
 
     def index(self, owner: str, name: str) -> int:
         return self.keys.index((owner, name))
@@ -110,6 +111,8 @@ class _Params:
         pool = self._pool_of
         upper = self.upper[pool] if self.cap is None else self.cap
         out[self.pooled:] = np.clip(x[self.pooled:] + x[pool], self.lower[pool], upper)
+        for follower, leader in self.tied:
+            out[follower] = x[leader]
         return out
 
 
@@ -129,6 +132,17 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
             elif c is None:
                 c = seed[cls or "comm"]
             keys.append((chip, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    # Chips on one scale-up fabric (the same link bandwidth: H200, H20 and H20-3e's 450 GB/s NVLink 4) share one
+    # collective efficiency: NCCL's achieved share of the link belongs to the fabric, and fitted apart the
+    # H20's single-configuration rows gave it a better link than the H200's (8xH200 slower than 8xH20 on
+    # small all-reduce-bound forwards)
+    fabric: dict[float, int] = {}
+    tied = []
+    for chip in chips:
+        j = keys.index((chip, "comm"))
+        leader = fabric.setdefault(get_hardware(chip).scaleup_gb_s, j)
+        if leader != j:
+            tied.append((j, leader))
     for harness in harnesses:
         for name, (c, w, l, h) in HARNESS_PRIORS.items():
             keys.append((harness, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
@@ -145,7 +159,8 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
             lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
             cap.append(min(upper, ENGINE_UPPER.get(name, upper)) if stack in ENGINE_STACKS else upper)
     arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
-    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled, arr(cap))
+    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled, arr(cap),
+                   tuple(tied))
 
 
 class _Problem:
@@ -467,11 +482,11 @@ def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:
     for name in HARNESSES:
         owner = f"{name}/{stack.name}"
         if (owner, "harness_latency_s") in v:
-            harness[name] = {"latency_s": float(f"{v[(owner, 'harness_latency_s')]:.4g}"),
-                             "stream_s": float(f"{v[(owner, 'harness_stream_s')]:.4g}"),
-                             "source": f"fitted by prfaas-plan calibrate on {data_name}: client time the {name} "
+            harness[name] = HarnessEntry(latency_s=float(f"{v[(owner, 'harness_latency_s')]:.4g}"),
+                             stream_s=float(f"{v[(owner, 'harness_stream_s')]:.4g}"),
+                             source=f"fitted by prfaas-plan calibrate on {data_name}: client time the {name} "
                                        "harness adds to the TTFT it records (latency_s + stream_s per other "
-                                       "in-flight request), apart from the engine's terms; not used by plans"}
+                                       "in-flight request), apart from the engine's terms; not used by plans")
     return dataclasses.replace(stack, harness=harness)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 from ..errors import PlanError
@@ -54,7 +56,8 @@ def stack_profile_text(stack: StackProfile) -> str:
             del entry["spread"]
     text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources,
                            **({"by_version": versions} if versions else {}),
-                           **({"harness": stack.harness} if stack.harness else {})}, sort_keys=False, width=110,
+                           **({"harness": {k: dataclasses.asdict(h) for k, h in stack.harness.items()}} if stack.harness
+                              else {})}, sort_keys=False, width=110,
                           allow_unicode=True)
     stack_from_dict(yaml.safe_load(text), stack.path)
     return text

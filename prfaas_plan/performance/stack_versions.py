@@ -123,17 +123,18 @@ def fit_version_layer(problem, params, x: np.ndarray, points, loo_pred: dict, lo
         Jk = J[:, keep]
         H, _ = _normal(r, Jk, _groups(configs, pt, qrow), sigma)
         cov = np.linalg.inv(H + np.eye(keep.sum()) / VERSION_WIDTH**2)
-        effective = np.exp(params.effective(x))
+        shifted = x.copy()
+        shifted[cols] += delta
+        effective, moved = np.exp(params.effective(x)), np.exp(params.effective(shifted))
         terms = {}
         for k, j in enumerate(np.flatnonzero(keep)):
             engine = float(effective[cols[j]])
             seen = len(set(configs[pt][np.abs(Jk[:, k]) > MIN_SENSITIVITY]))
-            terms[VERSION_TERMS[j]] = (engine * float(np.exp(delta[j])), engine, float(np.sqrt(cov[k, k])),
+            # the value in effect: held inside the engine's bounds, as the predictions below are
+            terms[VERSION_TERMS[j]] = (float(moved[cols[j]]), engine, float(np.sqrt(cov[k, k])),
                                        float(delta[j] / VERSION_WIDTH), seen)
         fits.append(VersionFit(stack, version, terms, int(own.sum())))
         # predictions with the layer: in-sample exactly; held out by the linearised refit without the row/model
-        shifted = x.copy()
-        shifted[cols] += delta
         pred = problem.predict(shifted)
         for q in quantities:
             out["predicted"][q][own] = pred[q][own]

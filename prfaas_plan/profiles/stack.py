@@ -76,6 +76,16 @@ class VersionEntry:
 
 
 @dataclass(frozen=True)
+class HarnessEntry:
+    """One benchmark harness's client time in a recorded TTFT: ``latency_s`` + ``stream_s`` per other in-flight
+    request (seconds), and where the numbers come from."""
+
+    latency_s: float
+    stream_s: float
+    source: str
+
+
+@dataclass(frozen=True)
 class StackProfile:
     """One serving stack (seconds, tokens); see the module docstring for every field."""
 
@@ -95,7 +105,7 @@ class StackProfile:
     ep_forward_overhead_s: float = 0.0
     by_version: dict = field(default_factory=dict, hash=False, compare=False)   # version -> `VersionEntry`
     engine_stack: str = ""   # for a profile selected as NAME@VERSION: NAME (the pooled profile); else ""
-    # benchmark harness -> {"latency_s", "stream_s", "source"}: client time a harness's recorded TTFT holds that
+    # benchmark harness -> `HarnessEntry`: client time a harness's recorded TTFT holds that
     # the server does not spend (docs/methods.md, "Benchmark harness"); only `check` and calibration reports
     # use it, never a plan
     harness: dict = field(default_factory=dict, hash=False, compare=False)
@@ -104,7 +114,7 @@ class StackProfile:
         """Seconds harness ``harness`` adds to a recorded TTFT at ``concurrency`` clients (0 for a harness this
         profile has no entry for): ``latency_s + stream_s * (C - 1)``."""
         h = self.harness.get(harness)
-        return 0.0 if h is None else h["latency_s"] + h["stream_s"] * (float(concurrency) - 1.0)
+        return 0.0 if h is None else h.latency_s + h.stream_s * (float(concurrency) - 1.0)
 
     @property
     def version(self) -> str:
@@ -202,7 +212,8 @@ def _harness(section, path: str) -> dict:
             raise PlanError(f"{where}: " + (f"unknown field(s) {', '.join(unknown)}" if unknown
                                             else f"missing field(s) {', '.join(missing)}"))
         sources = {k: entry["source"] for k in ("latency_s", "stream_s")}
-        out[str(name)] = {**_numbers(entry, sources, ("latency_s", "stream_s"), where), "source": str(entry["source"])}
+        out[str(name)] = HarnessEntry(**_numbers(entry, sources, ("latency_s", "stream_s"), where),
+                                      source=str(entry["source"]))
     return out
 
 
