@@ -119,6 +119,9 @@ def fit_version_layer(problem, params, x: np.ndarray, points, loo_pred: dict, lo
         if not len(r) or not keep.any():
             fits.append(VersionFit(stack, version, {}, int(own.sum())))
             continue
+        # a term the final pass does not hold (pushed onto an engine bound, where no row moves it) is not written,
+        # so the layer's predictions must not move it either: they are what the written profile predicts
+        delta = np.where(keep, delta, 0.0)
         r, J, pt, qrow = _linearise(problem, x, cols, delta, own, quantities)
         Jk = J[:, keep]
         H, _ = _normal(r, Jk, _groups(configs, pt, qrow), sigma)
