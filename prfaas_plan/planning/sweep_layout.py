@@ -69,6 +69,7 @@ def evaluate_layout(point, auto_basis: str) -> dict:
     from .layouts import layout_default_basis, layout_figures, layout_warnings, plan_layout
     from .plans import check_basis
     from .question import Question
+    from .sweep import AUTO_TRANSFER
 
     v = point.values
     row = {"point_key": point.key, "point_index": point.index, **v, "tpot_s": parse_tpot_s(v["tpot"], "tpot")}
@@ -76,9 +77,11 @@ def evaluate_layout(point, auto_basis: str) -> dict:
         lay = point_layout(v)
         row["remote_chips"] = lay.remote.instances * lay.remote.instance.chips if lay.remote else 0
         row["local_chips"] = sum(s.instances * s.instance.chips for s in lay.pd_sites)
+        # a layout file gives its instance shapes (size --layout searches none): auto bytes are size's default
+        pinned = {} if v["transfer_bytes"] == AUTO_TRANSFER else {"transfer_bytes": v["transfer_bytes"]}
         sc = Question.from_layout(str(v["layout"]), layout=lay, model=v["model"], tpot=v["tpot"],
                                   workload=v["workload"], inputs=v["inputs"], mode=v["mode"],
-                                  transfer_bytes=v["transfer_bytes"], stack=v["stack"]).scenario
+                                  stack=v["stack"], **pinned).scenario
         res, perf, lay = plan_layout(lay, sc)
         basis = layout_default_basis(lay) if v["basis"] == auto_basis else check_basis(v["basis"])
         row["basis"] = basis

@@ -34,6 +34,7 @@ from .sweep import (
     points,
     prefill_group,
     search_group,
+    search_space,
     shared_inputs,
 )
 
@@ -266,15 +267,24 @@ def _file_digest(path: str, cache: dict) -> str:
 def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dict[str, str]:
     """Each point's fingerprint: 16 hex digits of SHA-256 over everything its row depends on -- the point's
     inputs (its key), the bytes of the model, chip and stack profile files they resolve to, the bytes of a
-    trace file it names, and the tool's version. A resumed sweep reuses a row only under the same
-    fingerprint, so an edited profile or a new version recomputes it (issue 23). ``digests`` (file ->
-    digest), when given, collects the files read."""
+    trace file it names, the tool's version and, for a searched point, its search space
+    (`sweep.search_space`: the role candidates its pools and pins give). A resumed sweep reuses a row only
+    under the same fingerprint, so an edited profile, a new version or another search space recomputes it
+    (issue 23). ``digests`` (file -> digest), when given, collects the files read."""
     from .. import __version__
     from ..profiles import get_hardware, get_model, get_stack
     from ..units import parse_chip_count
 
     digests = {} if digests is None else digests
     by_names: dict[tuple, list[str]] = {}   # points share their profiles: resolve each combination once
+    spaces: dict[tuple, str] = {}
+
+    def space_part(v: dict) -> list[str]:
+        names = tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "transfer_bytes", "inputs"))
+        if names not in spaces:
+            space = search_space(v)
+            spaces[names] = "" if space is None else hashlib.sha256(repr(space).encode()).hexdigest()[:16]
+        return [spaces[names]] if spaces[names] else []
 
     def file_parts(v: dict) -> list[str]:
         names = tuple(str(v[k]) for k in ("model", "stack", "remote", "local", "workload"))
@@ -297,6 +307,8 @@ def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dic
             parts.append(_file_digest(str(v["layout"]), digests))
             parts += [_file_digest(get_hardware(c).path, digests) for c in sorted(point_layout(v).chips())
                       if get_hardware(c).path]
+        else:
+            parts += space_part(v)
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
 
