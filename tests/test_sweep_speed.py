@@ -173,3 +173,29 @@ def test_memoized_busy_time_is_the_models():
             return np.asarray(l, dtype=float) * 1e-4
 
     assert np.array_equal(busy_s(S.MemoPrefill(LatencyOnly()), lengths), lengths * 1e-4)
+
+
+def test_shared_instance_models_are_the_functions_own_answers():
+    """`performance.sharing`: inside a block the same arguments give the very object first computed (equal to
+    a fresh computation); outside one, and for arguments that cannot be hashed, nothing is remembered."""
+    from prfaas_plan.performance import decode_capacity, parse_instance
+    from prfaas_plan.performance.sharing import shared, sharing
+    from prfaas_plan.profiles import get_model
+
+    model, inst = get_model("kimi-linear"), parse_instance("4xH20")
+    memo: dict = {}
+    with sharing(memo):
+        first = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
+        assert decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang") is first
+    assert len(memo) == 1
+    fresh = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
+    assert fresh == first and fresh is not first
+    calls = []
+
+    @shared
+    def count(x):
+        calls.append(x)
+        return len(calls)
+
+    with sharing({}):
+        assert (count([1]), count([1]), count(2), count(2)) == (1, 2, 3, 3)

@@ -380,7 +380,7 @@ def _forget_with_profiles() -> None:
     from ..profiles.store import forget_with_folders
 
     for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link,
-                   *(SimpleNamespace(cache_clear=c.clear) for c in (_PERFS, _SEARCHES, _PLANS, _PREFILLS))):
+                   *(SimpleNamespace(cache_clear=c.clear) for c in (_PERFS, _SEARCHES, _PLANS, _PREFILLS, _INSTANCE_MODELS))):
         forget_with_folders(cached)
 
 
@@ -471,6 +471,8 @@ def configuration(sc) -> tuple:
 
 
 _PERFS: dict = {}
+_INSTANCE_MODELS: dict = {}
+"""Per-instance prefill models and decode capacities the points' searches share (`performance.sharing`)."""
 
 
 def _perf_of(shared: tuple, sc):
@@ -618,6 +620,7 @@ def clear_caches() -> None:
     _MEMO.clear()
     _scenario_without_link.cache_clear()
     _PERFS.clear()
+    _INSTANCE_MODELS.clear()
     _SEARCHES.clear()
     _PLANS.clear()
     _PREFILLS.clear()
@@ -766,10 +769,13 @@ def evaluate_chunk(chunk: list[Point], token: str | None = None) -> list[dict]:
     were resolved from (`sweep_run.cache_token`: the profile files' bytes and the tool version): a
     process that last filled its caches under another token empties them first, so a long-lived worker
     (Dask) or a second sweep in one process never plans with profiles edited since. None keeps them."""
+    from ..performance.sharing import sharing
+
     if token is not None and token != _TOKEN[0]:
         clear_caches()
         _TOKEN[0] = token
-    return [evaluate(p) for p in chunk]
+    with sharing(_INSTANCE_MODELS):   # every point's search builds the same per-instance models
+        return [evaluate(p) for p in chunk]
 
 
 # ---------------------------------------------------------------------------------------------------
