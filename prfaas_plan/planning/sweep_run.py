@@ -34,6 +34,7 @@ from .sweep import (
     points,
     prefill_group,
     search_group,
+    search_spec,
     search_space,
     shared_inputs,
 )
@@ -102,12 +103,19 @@ def warm_points(chunks: list[list[Point]]) -> tuple[list[Point], list[list[Point
     prefill tables, shared across sites, TPOTs and pool sizes). Planning it fills the caches its group
     reuses (scenario, per-instance performance, the grid's latency tables, the link-free plans), and
     forked workers inherit them instead of each building them again; a group inside one batch is left to
-    the worker that gets it."""
+    the worker that gets it.
+
+    Only unsearched points (``inputs: paper``) are warmed: a searched point costs its configuration search,
+    which the parent would run alone while the workers wait, and what searches share across groups (the
+    per-instance models, `performance.sharing`) costs each worker as much as it would cost the parent
+    before them, so the critical path is shorter when the workers build it themselves."""
     first: dict[tuple, Point] = {}
     home: dict[tuple, int] = {}
     spans: set[tuple] = set()
     for i, chunk in enumerate(chunks):
         for p in chunk:
+            if search_spec(p.values) is not None:
+                continue
             for key in (("shared",) + shared_inputs(p.values), ("prefill",) + prefill_group(p.values)):
                 if key not in home:
                     home[key], first[key] = i, p
