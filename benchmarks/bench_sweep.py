@@ -95,11 +95,31 @@ def _timed_chunk(chunk, token=None):
     return rows
 
 
+def _dask_task(chunk, token=None):
+    """`sweep.evaluate_chunk` on a Dask worker, adding the task's CPU seconds to the worker's tally
+    (`_task_cpu`): a worker's process CPU also counts its heartbeats, which grow with the wall time of a
+    loaded machine, not with the sweep."""
+    c = time.process_time()
+    rows = S.evaluate_chunk(chunk, token)
+    tally = S.__dict__.setdefault("_bench_task_cpu", [0.0])
+    tally[0] += time.process_time() - c
+    return rows
+
+
+def _task_cpu(reset: bool = False) -> float:
+    tally = S.__dict__.setdefault("_bench_task_cpu", [0.0])
+    out = tally[0]
+    if reset:
+        tally[0] = 0.0
+    return out
+
+
 def critical_path(spec, workers: int, client=None) -> tuple[float, float, float, float]:
     """CPU seconds of one whole `run_sweep` from empty caches, by process: (the parent's before its workers
     start -- expanding the spec, fingerprints, the warm batch --, the parent's while they run -- handing out
     tasks, receiving and journaling rows, the scheduler of an in-process Dask cluster --, the busiest worker's,
-    the parent's after they finish -- the Pareto front and the file). On free cores the run takes
+    the parent's after they finish -- the Pareto front and the file); a Dask worker's is the CPU of its tasks
+(`_dask_task`), not of its heartbeats. On free cores the run takes
     ``before + max(while, busiest) + after``, whatever else a shared machine runs. Serial (``workers`` 1, no
     ``client``): everything is the parent's before."""
     from prfaas_plan.planning import sweep_run as R
@@ -121,17 +141,17 @@ def critical_path(spec, workers: int, client=None) -> tuple[float, float, float,
     with tempfile.TemporaryDirectory() as tmp:
         _CPU_DIR[0] = tmp
         R.balanced, R.backend_results = balanced, backend_results
-        if client is None:   # Dask workers' CPU is asked of them
-            R.evaluate_chunk = _timed_chunk
-        before = client.run(time.process_time) if client is not None else {}
+        R.evaluate_chunk = _timed_chunk if client is None else _dask_task
+        if client is not None:
+            client.run(_task_cpu, True)
         try:
             c0 = time.process_time()
             run_sweep(spec, Path(tmp) / "r.parquet", workers=workers, client=client)
             c1 = time.process_time()
         finally:
             R.evaluate_chunk, R.balanced, R.backend_results = original
-        if client is not None:
-            busy = [c - before[w] for w, c in client.run(time.process_time).items()]
+        if client is not None:   # the warm batch (client.run) and the tasks, by worker
+            busy = list(client.run(_task_cpu).values())
         else:
             busy = [float(f.read_text()) for f in Path(tmp).iterdir() if f.name.isdigit() and int(f.name) != os.getpid()]
     if not busy:
