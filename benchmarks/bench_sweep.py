@@ -176,12 +176,11 @@ def main() -> None:
     opts = parser.parse_args()
     client = cluster = None
     if not opts.no_dask:
-        import logging
+        from distributed import Client
 
-        from distributed import Client, LocalCluster
+        from prfaas_plan.planning.sweep_run import local_cluster
 
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        cluster = local_cluster(2)   # as --dask local starts it
         client = Client(cluster)
     print(f"machine: {os.cpu_count()} cores (shared: best of {opts.repeat})")
     print(f"{'spec':8s} {'points':>6s} {'backend':>9s} {'wall s':>8s} {'CPU s':>8s} {'points/s':>9s} "
