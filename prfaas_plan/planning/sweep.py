@@ -726,7 +726,7 @@ def evaluate(point: Point) -> dict:
     if v["layout"]:
         from .sweep_layout import evaluate_layout
 
-        row = evaluate_layout(point, AUTO_BASIS)
+        row = evaluate_layout(point, AUTO_BASIS, AUTO_TRANSFER)
         return {k: row.get(k) for k, _ in ROW_COLUMNS}
     q = question(v)
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(q)}
