@@ -313,13 +313,11 @@ def search_spec(v: dict):
     """What a point pins of the configuration search, as `size` reads its flags (``--instance-chips`` pins both
     sites' shape, ``--transfer-bytes`` the bytes): a `configurations.SearchSpec`; None with ``inputs: paper``
     (the paper's tables are 8-chip instances: no search, as `size`)."""
-    from .configurations import SearchSpec
+    from .configurations import pinned_spec
 
-    if v["inputs"] == "paper":
-        return None
     chips = None if v["instance_chips"] == SEARCHED_CHIPS else int(v["instance_chips"])
-    transfer = None if v["transfer_bytes"] == AUTO_TRANSFER else str(v["transfer_bytes"])
-    return SearchSpec(chips, chips, transfer)
+    return pinned_spec(v["inputs"], chips, transfer_bytes=None if v["transfer_bytes"] == AUTO_TRANSFER
+                       else v["transfer_bytes"])
 
 
 def search_space(v: dict) -> tuple | None:
