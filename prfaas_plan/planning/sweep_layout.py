@@ -76,7 +76,7 @@ def evaluate_layout(point, auto_basis: str, auto_transfer: str) -> dict:
         lay = point_layout(v)
         row["remote_chips"] = lay.remote.instances * lay.remote.instance.chips if lay.remote else 0
         row["local_chips"] = sum(s.instances * s.instance.chips for s in lay.pd_sites)
-        # a layout file gives its instance shapes (size --layout searches none): auto bytes are size's default
+        # planned on the file's own shapes (not searched, unlike `size --layout`): auto bytes are the default
         pinned = {} if v["transfer_bytes"] == auto_transfer else {"transfer_bytes": v["transfer_bytes"]}
         sc = Question.from_layout(str(v["layout"]), layout=lay, model=v["model"], tpot=v["tpot"],
                                   workload=v["workload"], inputs=v["inputs"], mode=v["mode"],
