@@ -15,9 +15,10 @@ The machine may be shared with other jobs: the figures are the best of ``--repea
 CPU second (what one core delivers when the job has it; workers' CPU included) are given beside
 points per wall second, and the load average is printed before and after each spec. Because a
 shared machine's wall clock says little about parallelism, each spec also gives the evaluation's
-critical path in CPU seconds (`critical_path`): the parent's warm batch plus the busiest worker, against
-the serial evaluation, i.e. the speed-up on 2 free cores (the spec's parsing and the file writing,
-done once in the parent, are left out).
+critical path in CPU seconds (`critical_path`) against
+the serial run, i.e. the speed-up on 2 free cores. It counts the whole run by process: the parent's CPU
+before the workers start (the spec, fingerprints, the warm batch), while they run (tasks out, rows in, the
+journal; an in-process Dask scheduler) and after (the file), and the busiest worker's CPU.
 """
 
 from __future__ import annotations
@@ -83,30 +84,85 @@ def _worker_cpu() -> float:
     return t.user + t.system
 
 
+_CPU_DIR: list = [None]   # where each forked worker leaves its CPU seconds (`_timed_chunk`)
+
+
 def _timed_chunk(chunk, token=None):
-    """`sweep.evaluate_chunk` returning (pid, CPU s) of the batch instead of its rows."""
+    """`sweep.evaluate_chunk` that also leaves this worker's CPU seconds so far (a forked worker's clock
+    starts at zero) in `_CPU_DIR`, one file per process."""
+    rows = S.evaluate_chunk(chunk, token)
+    (Path(_CPU_DIR[0]) / str(os.getpid())).write_text(repr(time.process_time()))
+    return rows
+
+
+def _dask_task(chunk, token=None):
+    """`sweep.evaluate_chunk` on a Dask worker, adding the task's CPU seconds to the worker's tally
+    (`_task_cpu`): a worker's process CPU also counts its heartbeats, which grow with the wall time of a
+    loaded machine, not with the sweep."""
     c = time.process_time()
-    S.evaluate_chunk(chunk, token)
-    return [(os.getpid(), time.process_time() - c)]
+    rows = S.evaluate_chunk(chunk, token)
+    tally = S.__dict__.setdefault("_bench_task_cpu", [0.0])
+    tally[0] += time.process_time() - c
+    return rows
 
 
-def critical_path(spec, workers: int) -> tuple[float, float]:
-    """(CPU s of the parent's warm batch, CPU s of the busiest worker) planning ``spec`` on ``workers``
-    forked workers from empty caches: on ``workers`` free cores the evaluation takes their sum, whatever
-    else the machine runs. Serial (``workers`` 1): (0, CPU s of the whole evaluation)."""
+def _task_cpu(reset: bool = False) -> float:
+    tally = S.__dict__.setdefault("_bench_task_cpu", [0.0])
+    out = tally[0]
+    if reset:
+        tally[0] = 0.0
+    return out
+
+
+def critical_path(spec, workers: int, client=None) -> tuple[float, float, float, float]:
+    """CPU seconds of one whole `run_sweep` from empty caches, by process: (the parent's before its workers
+    start -- expanding the spec, fingerprints, the warm batch --, the parent's while they run -- handing out
+    tasks, receiving and journaling rows, the scheduler of an in-process Dask cluster --, the busiest worker's,
+    the parent's after they finish -- the Pareto front and the file); a Dask worker's is the CPU of its tasks
+(`_dask_task`), not of its heartbeats. On free cores the run takes
+    ``before + max(while, busiest) + after``, whatever else a shared machine runs. Serial (``workers`` 1, no
+    ``client``): everything is the parent's before."""
     from prfaas_plan.planning import sweep_run as R
 
     cold_start()
-    by_pid: dict[int, float] = {}
-    original = R.evaluate_chunk
-    R.evaluate_chunk = _timed_chunk   # the backends call it by this name; rows are not needed here
-    try:
-        for (pid, cpu), in R.backend_results(R.batches(S.points(spec), R.CHUNK_SIZE), workers, token="bench"):
-            by_pid[pid] = by_pid.get(pid, 0.0) + cpu
-    finally:
-        R.evaluate_chunk = original
-    parent = by_pid.pop(os.getpid(), 0.0)
-    return (0.0, parent) if not by_pid else (parent, max(by_pid.values()))
+    if client is not None:
+        client.run(cold_start)
+    marks: dict[str, float] = {}
+    original = (R.evaluate_chunk, R.balanced, R.backend_results)
+
+    def balanced(chunks, n):   # called once the warm batch is done, right before the tasks go out
+        marks.setdefault("start", time.process_time())
+        return original[1](chunks, n)
+
+    def backend_results(*args, **kwargs):
+        yield from original[2](*args, **kwargs)
+        marks["end"] = time.process_time()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _CPU_DIR[0] = tmp
+        R.balanced, R.backend_results = balanced, backend_results
+        R.evaluate_chunk = _timed_chunk if client is None else _dask_task
+        if client is not None:
+            client.run(_task_cpu, True)
+        try:
+            c0 = time.process_time()
+            run_sweep(spec, Path(tmp) / "r.parquet", workers=workers, client=client)
+            c1 = time.process_time()
+        finally:
+            R.evaluate_chunk, R.balanced, R.backend_results = original
+        if client is not None:   # the warm batch (client.run) and the tasks, by worker
+            busy = list(client.run(_task_cpu).values())
+        else:
+            busy = [float(f.read_text()) for f in Path(tmp).iterdir() if f.name.isdigit() and int(f.name) != os.getpid()]
+    if not busy:
+        return c1 - c0, 0.0, 0.0, 0.0
+    start = marks.get("start", c0)
+    return start - c0, marks["end"] - start, max(busy), c1 - marks["end"]
+
+
+def _path(parts) -> float:
+    before, during, busiest, after = parts
+    return before + max(during, busiest) + after
 
 
 def _line(name: str, n: int, backend: str, wall: float, cpu: float) -> None:
@@ -120,12 +176,11 @@ def main() -> None:
     opts = parser.parse_args()
     client = cluster = None
     if not opts.no_dask:
-        import logging
+        from distributed import Client
 
-        from distributed import Client, LocalCluster
+        from prfaas_plan.planning.sweep_run import local_cluster
 
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        cluster = local_cluster(2)   # as --dask local starts it
         client = Client(cluster)
     print(f"machine: {os.cpu_count()} cores (shared: best of {opts.repeat})")
     print(f"{'spec':8s} {'points':>6s} {'backend':>9s} {'wall s':>8s} {'CPU s':>8s} {'points/s':>9s} "
@@ -146,10 +201,18 @@ def main() -> None:
                 wall, cpu, n = min(timed_run(spec, 1, client) for _ in range(opts.repeat))
                 walls["dask"] = wall
                 _line(name, n, "dask 2", wall, cpu)
-            serial = min(critical_path(spec, 1)[1] for _ in range(opts.repeat))
-            warm, busiest = min((critical_path(spec, 2) for _ in range(opts.repeat)), key=sum)
-            print(f"{name:8s} evaluation CPU: serial {serial:.3f} s; 2 workers: parent's warm batch {warm:.3f} s "
-                  f"+ busiest worker {busiest:.3f} s -> {serial / (warm + busiest):.2f}x on 2 free cores")
+            serial = min(_path(critical_path(spec, 1)) for _ in range(opts.repeat))
+            paths = {"workers 2": min((critical_path(spec, 2) for _ in range(opts.repeat)), key=_path)}
+            if client is not None:
+                paths["dask 2"] = min((critical_path(spec, 1, client) for _ in range(opts.repeat)), key=_path)
+            for backend, parts in paths.items():
+                print(f"{name:8s} CPU critical path, {backend}: parent {parts[0]:.3f} s before + max(parent "
+                      f"{parts[1]:.3f} s, busiest worker {parts[2]:.3f} s) + parent {parts[3]:.3f} s after = "
+                      f"{_path(parts):.3f} s against serial {serial:.3f} s -> {serial / _path(parts):.2f}x on 2 "
+                      "free cores")
+            if "dask 2" in paths:
+                print(f"{name:8s} CPU critical path dask 2 / workers 2: "
+                      f"{_path(paths['dask 2']) / _path(paths['workers 2']):.2f}")
             line = f"{name:8s} speed-up 1 -> 2 workers: {walls[1] / walls[2]:.2f}x"
             if "dask" in walls:
                 line += f"; dask 2 / workers 2 wall time: {walls['dask'] / walls[2]:.2f}"

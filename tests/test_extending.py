@@ -267,8 +267,8 @@ def test_planning_input_recipe(tmp_path):
     spec.write_text(yaml.safe_dump({"base": {"link": "100G"}, "grid": {"link_derate": [0.5, 1.0]}}))
     bad_spec = tmp_path / "bad.yaml"
     bad_spec.write_text(yaml.safe_dump({"grid": {"link_derate": [0.5, 1.5]}}))
-    # shapes pinned: size searches the configuration per role, a sweep plans the fixed shapes it is given
-    quick = ["--samples", "0", "--format", "json", "--instance-chips", "8", "--transfer-bytes", "replicated"]
+    # size and the sweep both search the configuration per role: the swept rows equal size's plans
+    quick = ["--samples", "0", "--format", "json"]
     helps, half, fifty, whole, bad, cmp_half, swept, bad_sweep = _with_toy_input(
         ["size", "--help"], ["size", "--link", "100G", "--link-derate", "0.5", *quick],
         ["size", "--link", "50G", *quick], ["size", "--link", "100G", *quick], ["compare", "--link-derate", "2"],

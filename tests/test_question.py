@@ -76,7 +76,7 @@ def test_parse_resolves_units_as_the_unit_parsers_do(gbps, eff, tpot_ms, rtt_ms,
        basis=st.sampled_from(["auto", "capex", "cost", "chips"]), rtt=st.sampled_from(["0ms", "2ms"]))
 def test_a_sweep_point_and_the_typed_question_agree(link, mode, basis, rtt):
     point = {**{k: i.default for k, i in S.INPUTS.items()}, "link": link, "mode": mode, "basis": basis, "rtt": rtt}
-    from_point = Question.from_point(point, {})
+    from_point = Question.from_point(S.planning_values(point), {})   # the search's sentinels as size's defaults
     typed = Question.parse(link=link, mode=mode, basis=None if basis == "auto" else basis, rtt=rtt)
     assert from_point.link == typed.link and from_point.basis == typed.basis
     assert from_point.scenario.link == typed.scenario.link and from_point.scenario.mode == typed.scenario.mode

@@ -59,24 +59,41 @@ def test_points_follow_the_spec_order_and_zip_moves_together():
     assert pts[0].values["local"] == S.INPUTS["local"].default
 
 
-def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
+@pytest.mark.parametrize("pins, flags", [
+    ("", ()),   # searched per role, as size without shape flags
+    (", instance_chips: 8, transfer_bytes: replicated", ("--instance-chips", "8", "--transfer-bytes", "replicated")),
+])
+def test_a_row_is_what_size_and_compare_print(cli, tmp_path, pins, flags):
     out = tmp_path / "r.csv"
-    spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200}\ngrid: {link: [1G, 40G]}")
+    spec = _spec(tmp_path, "base: {model: kimi-linear, local: 64xH20, remote: 16xH200" + pins + "}\n"
+                 "grid: {link: [1G, 40G]}")
     assert cli("sweep", spec, "--output", str(out), "--no-progress")[0] == 0
     row = read_table(out, S.ROW_COLUMNS)[0]
-    code, stdout, err = cli("size", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "1G", "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
+    question = ("--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200", "--link", "1G", *flags,
+                "--format", "json")
+    code, stdout, err = cli("size", *question)
     doc = json.loads(stdout)
     plan = doc["sections"]["plan"][0]
     for key in ("threshold_tokens", "throughput_rps", "egress_gbps", "ttft_unloaded_p90_s", "capex_usd",
                 "instances", "binding_stage"):
         assert row[key] == plan[key], key
+    # the configuration size chose (or was pinned to) is the row's
+    roles = {(r["site"], r["role"]): r for r in doc["sections"]["configurations"]}
+    assert row["remote_chips_per_instance"] == roles["remote", "prefill"]["chips_per_instance"]
+    assert row["local_chips_per_instance"] == roles["local", "decode"]["chips_per_instance"]
+    assert row["remote_prefill_ep"] == roles["remote", "prefill"]["ep"]
+    assert row["local_prefill_ep"] == roles["local", "prefill"]["ep"]
+    assert row["decode_ep"] == roles["local", "decode"]["ep"]
+    assert row["decode_dp_attention"] == roles["local", "decode"]["dp_attention"]
+    assert row["decode_batch"] == roles["local", "decode"]["batch"]
+    assert row["transfer_policy"] == ("dp-attention" if row["decode_dp_attention"] else "replicated")
+    if flags:
+        assert (row["local_chips_per_instance"], row["transfer_policy"]) == (8, "replicated")
     # 1G: the remote cluster is underused, a warning the row must carry
     size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal",
                                                           "point-outside-band"}  # error-bar ones: size only
     assert size_codes and size_codes <= set((row["warnings"] or "").split(","))  # the plan's warnings
-    code, stdout, err = cli("compare", "--model", "kimi-linear", "--local", "64xH20", "--remote", "16xH200",
-                            "--link", "1G", "--instance-chips", "8", "--transfer-bytes", "replicated", "--format", "json")
+    code, stdout, err = cli("compare", *question)
     layouts = {r["layout"]: r for r in json.loads(stdout)["sections"]["compare"]}
     # the sweep's default basis is the one compare resolves (capex: both chips have prices)
     assert row["basis"] == json.loads(stdout)["meta"]["basis"] == "capex"
@@ -85,6 +102,19 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path):
                                                        rel=1e-12)
     assert row["cost_per_mtok_usd"] == pytest.approx(
         plan["cloud_usd_per_hour"] / (plan["output_tokens_per_s"] * 3600) * 1e6, rel=1e-12)
+
+
+def test_the_searched_configuration_differs_from_the_fixed_shape_where_it_pays(tmp_path):
+    """Searched and pinned points are different questions: on this pool the search leaves 8-chip TP, and its
+    throughput is at least the pinned one's (the pinned shape is one of its candidates)."""
+    spec = S.parse_spec({"base": {"remote": "16xH200", "link": "40G"},
+                         "grid": {"instance_chips": [0, 8], "transfer_bytes": ["auto", "replicated"]}})
+    rows = {(r["instance_chips"], r["transfer_bytes"]): r for r in run_sweep(spec, tmp_path / "r.csv").rows}
+    searched, fixed = rows[0, "auto"], rows[8, "replicated"]
+    assert fixed["local_chips_per_instance"] == 8 and fixed["transfer_policy"] == "replicated"
+    assert searched["local_chips_per_instance"] != 8 or searched["transfer_policy"] != "replicated"
+    assert searched["throughput_rps"] >= fixed["throughput_rps"] * (1 - 1e-9)
+    assert len({r["point_key"] for r in rows.values()}) == 4
 
 
 def _example_rows(cli, tmp_path, name, *flags):
@@ -258,6 +288,34 @@ def test_an_edited_chip_profile_recomputes_the_rows_it_feeds(tmp_path, monkeypat
     again = run_sweep(S.parse_spec(SMALL), out)
     assert (again.evaluated, again.reused, again.recomputed) == (2, 0, 2)
     assert [r["fingerprint"] for r in again.rows] != [r["fingerprint"] for r in first.rows]
+
+
+def test_a_searched_rows_fingerprint_follows_its_search_space(tmp_path, monkeypatch):
+    """A searched point's fingerprint covers the candidates its search enumerates: a narrower search (at most
+    8 chips per instance) recomputes it; a point whose search space did not change (8 chips pinned) and one
+    not searched (the paper's inputs) keep theirs."""
+    from prfaas_plan.planning import configurations
+
+    pts = [S.points(S.parse_spec({"base": {"remote": "16xH200", **pins}}))[0] for pins in
+           ({}, {"instance_chips": 8}, {"instance_chips": 8, "inputs": "paper", "model": "prfaas-1t"})]
+    before = sweep_run.fingerprints(pts)
+    monkeypatch.setattr(configurations, "MAX_INSTANCE_CHIPS", 8)
+    after = sweep_run.fingerprints(pts)
+    assert [before[p.key] != after[p.key] for p in pts] == [True, False, False]
+    assert S.search_space(pts[2].values) is None
+
+
+@pytest.mark.parametrize("values", [{}, {"instance_chips": 8}, {"transfer_bytes": "dp-attention"},
+                                    {"local": "48xH20", "remote": "24xH200", "model": "minimax-m2.5"}])
+def test_the_search_space_is_what_the_search_enumerates(values):
+    from prfaas_plan.planning.configurations import search_configurations
+
+    v = S.points(S.parse_spec({"base": values}))[0].values
+    found = search_configurations(S.scenario(v), S.search_spec(v), report=0)
+    space = S.search_space(v)
+    assert len(space) - 1 == sum(n for n, _ in found.counts.values())   # less the dtypes entry
+    assert {r.chips_per_instance for c in found.ranked for r in c.roles if r.site == "local"} <= {
+        c[2] for c in space if c[1] == "local"}
 
 
 def test_a_cut_short_or_edited_output_is_refused(tmp_path):

@@ -93,6 +93,9 @@ def test_warm_points_take_one_point_per_group_spanning_batches(groups, size):
 
     pts = [point(i, g) for i, g in enumerate(g for g, n in enumerate(groups) for _ in range(n))]
     chunks = [pts[i:i + size] for i in range(0, len(pts), size)]
+    assert warm_points(chunks)[0] == []   # searched points are never warmed: each costs its search
+    pts = [replace(p, inputs=tuple((k, "paper" if k == "inputs" else x) for k, x in p.inputs)) for p in pts]
+    chunks = [pts[i:i + size] for i in range(0, len(pts), size)]
     warm, rest = warm_points(chunks)
     spans = {g for g in {S.shared_inputs(p.values) for p in pts}
              if len({i for i, c in enumerate(chunks) for p in c if S.shared_inputs(p.values) == g}) > 1}
@@ -173,3 +176,42 @@ def test_memoized_busy_time_is_the_models():
             return np.asarray(l, dtype=float) * 1e-4
 
     assert np.array_equal(busy_s(S.MemoPrefill(LatencyOnly()), lengths), lengths * 1e-4)
+
+
+def test_shared_instance_models_are_the_functions_own_answers():
+    """`performance.sharing`: inside a block the same arguments give the very object first computed (equal to
+    a fresh computation); outside one, and for arguments that cannot be hashed, nothing is remembered."""
+    from prfaas_plan.performance import decode_capacity, parse_instance
+    from prfaas_plan.performance.sharing import shared, sharing
+    from prfaas_plan.profiles import get_model
+
+    model, inst = get_model("kimi-linear"), parse_instance("4xH20")
+    memo: dict = {}
+    with sharing(memo):
+        first = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
+        assert decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang") is first
+    assert len(memo) == 1
+    fresh = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
+    assert fresh == first and fresh is not first
+    calls = []
+
+    @shared
+    def count(x):
+        calls.append(x)
+        return len(calls)
+
+    with sharing({}):
+        assert (count([1]), count([1]), count(2), count(2)) == (1, 2, 3, 3)
+
+
+def test_the_local_dask_cluster_allocates_memory_as_this_process():
+    """`sweep_run.local_cluster` starts its workers without Dask's MALLOC_TRIM_THRESHOLD_ (which costs the grid
+    searches a third more CPU in page faults); the rest of Dask's worker environment stays."""
+    distributed = pytest.importorskip("distributed")
+    import os
+
+    from prfaas_plan.planning.sweep_run import local_cluster
+
+    with local_cluster(1) as cluster, distributed.Client(cluster) as client:
+        env = next(iter(client.run(lambda: dict(os.environ)).values()))
+    assert "MALLOC_TRIM_THRESHOLD_" not in env and env.get("OMP_NUM_THREADS") == "1"

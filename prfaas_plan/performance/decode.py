@@ -31,6 +31,7 @@ from .operators import (
     state_bytes_per_chip,
 )
 from .roofline import pass_seconds
+from .sharing import shared
 
 # EP decode from the engines' measured MoE kernels (`moe_split`): off until the bundled profiles are refitted
 # with it. Measured (issue 21): on NVIDIA's 46 EP TPOT rows with today's constants it cuts TensorRT-LLM H200
@@ -133,6 +134,7 @@ def _ep_ratio(model: ModelProfile, instance: Instance, moe: str, stack: StackPro
     return split_ratio(instance.chip.name, stack.engine, model.expert_dtype, instance.chips, tokens)
 
 
+@shared
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None,
                     stack: StackProfile | str | None = None, dp_attention: bool = False) -> DecodeCapacity:

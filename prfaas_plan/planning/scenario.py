@@ -17,6 +17,7 @@ from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
 from ..performance.base import DecodeCapacity, Instance, PrefillModel
+from ..performance.sharing import shared
 from ..profiles import DEFAULT_STACK, ModelProfile
 
 
@@ -151,6 +152,7 @@ def _paper_only(model: ModelProfile, instance: Instance) -> None:
         raise PlanError(f"`inputs` paper covers 8xH200 and 8xH20 only, not {instance}")
 
 
+@shared
 def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
                      stack: str = DEFAULT_STACK, moe: str = "tp") -> PrefillModel:
     """Prefill model of one instance: ``paper`` inputs (measured H200, back-solved H20: the paper's Eq. 4

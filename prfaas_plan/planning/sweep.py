@@ -54,6 +54,18 @@ INPUTS.update({
     "remote_instances": Input(-1, "int", "with a layout: remote prefill instances instead of the file's (-1: the "
                                          "file's)"),
 })
+SEARCHED_CHIPS = 0
+"""``instance_chips`` of a point whose instance shapes are searched per role (`size` without
+``--instance-chips``); any other value pins both sites' shape, as ``--instance-chips`` does."""
+AUTO_TRANSFER = "auto"
+"""``transfer_bytes`` of a point whose link bytes follow its searched decode configuration (`size` without
+``--transfer-bytes``); a policy name pins them, as ``--transfer-bytes`` does."""
+INPUTS["instance_chips"] = Input(SEARCHED_CHIPS, "int", "chips per instance of both sites (0: searched per role and "
+                                                        "site, as size without --instance-chips)")
+INPUTS["transfer_bytes"] = Input(AUTO_TRANSFER, "str", "bytes on the link: replicated, dp-attention or logical "
+                                                       "(docs/methods.md); auto: what the searched decode "
+                                                       "configuration moves, as size without --transfer-bytes")
+SEARCH_DEFAULTS = {"instance_chips": SEARCHED_CHIPS, "transfer_bytes": AUTO_TRANSFER}
 LAYOUT_INPUTS = ("layout", "link_scale", "remote_instances")
 """Inputs of a layout-based point (`prfaas_plan.planning.sweep_layout`), the sweep's own: not planning inputs
 of the question (`size`/`compare` take ``--layout`` as their own option), so they are not `FIELDS` and a
@@ -286,9 +298,51 @@ def question(v: dict) -> Question:
     if len(_MEMO) > 4096:
         _MEMO.clear()
     try:
-        return Question.from_point(v, _MEMO)
+        return Question.from_point(planning_values(v), _MEMO)
     except PlanError as exc:
         raise _spec_names(exc) from None
+
+
+def planning_values(v: dict) -> dict:
+    """A point's values as `size` would be given them: the search's sentinels (`SEARCH_DEFAULTS`) left out,
+    so the question takes the command's defaults (8 chips, ``replicated``) and `search_spec` the search."""
+    return {k: x for k, x in v.items() if k not in SEARCH_DEFAULTS or x != SEARCH_DEFAULTS[k]}
+
+
+def search_spec(v: dict):
+    """What a point pins of the configuration search, as `size` reads its flags (``--instance-chips`` pins both
+    sites' shape, ``--transfer-bytes`` the bytes): a `configurations.SearchSpec`; None with ``inputs: paper``
+    (the paper's tables are 8-chip instances: no search, as `size`)."""
+    from .configurations import pinned_spec
+
+    chips = None if v["instance_chips"] == SEARCHED_CHIPS else int(v["instance_chips"])
+    return pinned_spec(v["inputs"], chips, transfer_bytes=None if v["transfer_bytes"] == AUTO_TRANSFER
+                       else v["transfer_bytes"])
+
+
+def search_space(v: dict) -> tuple | None:
+    """The role candidates a point's configuration search enumerates (`configurations.search_configurations`
+    over its pools and pins: chips per instance, MoE split, decode attention mode, dtypes), before HBM and
+    SLO checks; None when the point is not searched. The fingerprint of a searched row includes it
+    (`sweep_run.fingerprints`), so a row is recomputed when its search space changes; its length is the
+    search's own count of candidates (a test checks it)."""
+    from ..profiles import get_model
+    from ..units import parse_chip_count
+    from .configurations import _attention_modes, _moe_splits, _shapes
+
+    spec = search_spec(v)
+    if spec is None:
+        return None
+    model = get_model(v["model"])
+    r_pool, l_pool = (parse_chip_count(v[k], k).count for k in ("remote", "local"))
+    out: list[tuple] = [("dtypes", model.weight_dtype, model.kv_dtype)]
+    out += [("prefill", "remote", n, moe) for n in _shapes(r_pool, spec.remote_chips, "remote")
+            for moe in _moe_splits(model, n)]
+    for n in _shapes(l_pool, spec.local_chips, "local"):
+        out += [("prefill", "local", n, moe) for moe in _moe_splits(model, n)]
+        out += [("decode", "local", n, "dp" if dp else "tp", moe) for dp in _attention_modes(n, spec.transfer)
+                for moe in _moe_splits(model, n)]
+    return tuple(out)
 
 
 def check_inputs(v: dict) -> None:
@@ -311,7 +365,8 @@ _NO_LINK = {"link": "100G", "link_efficiency": 0.95, "rtt": "0ms", "link_price":
 
 
 def scenario(v: dict):
-    """The `plans.Scenario` of a point's inputs."""
+    """The `plans.Scenario` of a point's inputs as given (unsearched: `searched_scenario` is what a point
+    plans)."""
     q = question(v)
     return replace(_scenario_without_link(*_shared(v)), link=q.link)
 
@@ -322,8 +377,8 @@ def _forget_with_profiles() -> None:
 
     from ..profiles.store import forget_with_folders
 
-    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link, _perf,
-                   SimpleNamespace(cache_clear=_PLANS.clear), SimpleNamespace(cache_clear=_PREFILLS.clear)):
+    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link,
+                   *(SimpleNamespace(cache_clear=c.clear) for c in (_PERFS, _SEARCHES, _PLANS, _PREFILLS, _INSTANCE_MODELS))):
         forget_with_folders(cached)
 
 
@@ -400,28 +455,87 @@ def _prefill_key(shared: tuple, site: str, instance) -> tuple:
                            if k != other and k not in NOT_PREFILL)
 
 
-@lru_cache(maxsize=256)
 def _perf(*shared):
-    """`plans.perf_inputs` of a scenario (independent of its link), with memoized prefill models; a
-    `PlanError` (e.g. the model cannot decode there) is returned, not raised, so it is cached too."""
+    """`_perf_of` the scenario of ``shared`` (`_shared`) as given, unsearched."""
+    return _perf_of(shared, _scenario_without_link(*shared))
+
+
+def configuration(sc) -> tuple:
+    """What a (searched) scenario chose beyond its inputs: chips per local and remote instance, the routed
+    experts' split per role, the decode attention mode, the bytes on the link and the dtypes. With the
+    shared inputs it is everything the scenario's performance inputs depend on."""
+    return (sc.instance_chips, sc.remote_instance_chips, sc.remote_moe, sc.local_moe, sc.decode_moe,
+            sc.dp_attention, sc.transfer, sc.model.weight_dtype, sc.model.kv_dtype)
+
+
+_PERFS: dict = {}
+_INSTANCE_MODELS: dict = {}
+"""Per-instance prefill models and decode capacities the points' searches share (`performance.sharing`)."""
+
+
+def _perf_of(shared: tuple, sc):
+    """`plans.perf_inputs` of ``sc`` (a point's scenario; independent of its link), with memoized prefill
+    models, once per shared inputs and `configuration`; a `PlanError` (e.g. the model cannot decode there)
+    is returned, not raised, so it is cached too."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..layout import instances_from_chips
     from .plans import perf_inputs
 
-    sc = _scenario_without_link(*shared)
+    key = (shared, configuration(sc))
+    if key in _PERFS:
+        return _PERFS[key]
+    if len(_PERFS) >= MAX_PLANS:
+        _PERFS.clear()
     try:
         perf = perf_inputs(sc)
     except PlanError as exc:
+        _PERFS[key] = exc
         return exc
     # Points that differ only in the other site, the TPOT or the transfer policy share one memoized
     # prefill model per site (`_prefill_key`), and with it the grid's figures of that model
     # (`LengthGrid._once` keys them by the model object).
-    local_key = _prefill_key(shared, "local", instances_from_chips(sc.local, sc.instance_chips, "local")[0])
+    local_key = _prefill_key(shared, "local", instances_from_chips(sc.local, sc.instance_chips, "local")[0]) + (
+        sc.local_moe,)
     remote_key = _prefill_key(shared, "remote",
-                              instances_from_chips(sc.remote, sc.remote_chips_per_instance, "remote")[0])
+                              instances_from_chips(sc.remote, sc.remote_chips_per_instance, "remote")[0]) + (
+        sc.remote_moe,)
     sites = {name: SitePerf(_memo_prefill(local_key, sp.prefill), sp.decode, sp.transfer)
              for name, sp in perf.sites.items()}
-    return PerfInputs(perf.model, _memo_prefill(remote_key, perf.remote_prefill), sites, perf.output_tokens)
+    _PERFS[key] = PerfInputs(perf.model, _memo_prefill(remote_key, perf.remote_prefill), sites, perf.output_tokens)
+    return _PERFS[key]
+
+
+_SEARCHES: dict = {}
+
+
+def searched_scenario(v: dict, q: Question):
+    """The scenario ``size`` plans for a point: its configuration searched per role
+    (`configurations.search_configurations` within `search_spec`, then `configurations.chosen_scenario`) on
+    the point's link, or as given with ``inputs: paper``. The search reads the link's rate and efficiency
+    only (not the round trip or price, which go into TTFT and costs), so it runs once per `search_group`; a
+    `PlanError` (no configuration fits) is raised, and remembered."""
+    from ..layout import Link
+    from .configurations import chosen_scenario, search_configurations
+
+    spec = search_spec(v)
+    base = _scenario_without_link(*_shared(v))
+    if spec is None:
+        return replace(base, link=q.link)
+    key = search_group(v)
+    hit = _SEARCHES.get(key)
+    if hit is None:
+        if len(_SEARCHES) >= MAX_PLANS:
+            _SEARCHES.clear()
+        sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency))
+        try:
+            # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
+            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0))
+        except PlanError as exc:
+            hit = exc
+        _SEARCHES[key] = hit
+    if isinstance(hit, PlanError):
+        raise PlanError(str(hit))  # a fresh error: the cached one must not collect tracebacks
+    return replace(hit, link=q.link)
 
 
 _PREFILLS: dict = {}
@@ -469,7 +583,7 @@ def plan_of(v: dict, sc, perf):
     the same with or without the memo (tests/test_sweep_speed.py)."""
     from .plans import optimize, relink, search_free
 
-    shared = _shared(v)
+    shared = (_shared(v), configuration(sc))  # a searched point's plans depend on what its search chose
 
     def plan(layout):
         if link_free(layout):
@@ -503,7 +617,9 @@ def clear_caches() -> None:
     """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
     _MEMO.clear()
     _scenario_without_link.cache_clear()
-    _perf.cache_clear()
+    _PERFS.clear()
+    _INSTANCE_MODELS.clear()
+    _SEARCHES.clear()
     _PLANS.clear()
     _PREFILLS.clear()
 
@@ -521,6 +637,14 @@ OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
     ("threshold_tokens", "float", "routing threshold t: longer uncached prompts prefill remotely"),
     ("offloaded_share", "float", "fraction of requests prefilled remotely"),
     ("instances", "str", "instances per role, e.g. 2R + 8 (=5P+3D)"),
+    ("remote_chips_per_instance", "int", "chips per remote prefill instance (searched unless instance_chips pins it)"),
+    ("local_chips_per_instance", "int", "chips per local instance, prefill and decode (searched unless pinned)"),
+    ("remote_prefill_ep", "int", "remote prefill's expert-parallel degree (1: routed experts sliced by TP)"),
+    ("local_prefill_ep", "int", "local prefill's expert-parallel degree (1: sliced by TP)"),
+    ("decode_ep", "int", "local decode's expert-parallel degree (1: sliced by TP)"),
+    ("decode_dp_attention", "bool", "local decode runs data-parallel attention (one cache copy per request)"),
+    ("decode_batch", "int", "local decode's batch cap: running requests per instance within the TPOT SLO and HBM"),
+    ("transfer_policy", "str", "bytes on the link the plan moves: replicated, dp-attention or logical"),
     ("remote_prefill_instances", "int", "R: remote prefill instances"),
     ("local_prefill_instances", "int", "P: local prefill instances"),
     ("local_decode_instances", "int", "D: local decode instances"),
@@ -555,6 +679,19 @@ def _finite_or_none(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def configuration_columns(sc, perf) -> dict:
+    """The configuration columns of a point's row: what its scenario runs (searched or pinned), as `size`'s
+    ``configurations`` section records it (`configurations.RoleConfig`)."""
+    def degree(moe: str, chips: int) -> int:
+        return chips if moe == "ep" else 1
+
+    n_l, n_r = sc.instance_chips, sc.remote_chips_per_instance
+    return {"remote_chips_per_instance": n_r, "local_chips_per_instance": n_l,
+            "remote_prefill_ep": degree(sc.remote_moe, n_r), "local_prefill_ep": degree(sc.local_moe, n_l),
+            "decode_ep": degree(sc.decode_moe, n_l), "decode_dp_attention": bool(sc.dp_attention),
+            "decode_batch": int(perf.sites["local"].decode.batch), "transfer_policy": sc.transfer}
+
+
 def _parsed_inputs(q: Question) -> dict:
     return {"link_gbps": q.resolved["link"] / 1e9, "rtt_s": q.resolved["rtt"], "tpot_s": q.tpot_s,
             "remote_chips": q.pools["remote"].chips, "local_chips": q.pools["local"].chips}
@@ -587,13 +724,13 @@ def evaluate(point: Point) -> dict:
     if v["layout"]:
         from .sweep_layout import evaluate_layout
 
-        row = evaluate_layout(point, AUTO_BASIS)
+        row = evaluate_layout(point, AUTO_BASIS, AUTO_TRANSFER)
         return {k: row.get(k) for k, _ in ROW_COLUMNS}
     q = question(v)
     row = {"point_key": point.key, "point_index": point.index, **v, **_parsed_inputs(q)}
     try:
-        sc = replace(_scenario_without_link(*_shared(v)), link=q.link)
-        perf = _perf(*_shared(v))
+        sc = searched_scenario(v, q)
+        perf = _perf_of(_shared(v), sc)
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
         basis = resolve_basis(sc, q.basis)
@@ -606,6 +743,7 @@ def evaluate(point: Point) -> dict:
         prf = plans["prfaas-pd"]
         check_servable(prf)
         row.update(headline(prf))
+        row.update(configuration_columns(sc, perf))
         hom = basis_baseline_name(basis)
         gains = {}
         for name, col in ((hom, "homogeneous"), ("naive-heterogeneous", "naive")):
@@ -629,10 +767,13 @@ def evaluate_chunk(chunk: list[Point], token: str | None = None) -> list[dict]:
     were resolved from (`sweep_run.cache_token`: the profile files' bytes and the tool version): a
     process that last filled its caches under another token empties them first, so a long-lived worker
     (Dask) or a second sweep in one process never plans with profiles edited since. None keeps them."""
+    from ..performance.sharing import sharing
+
     if token is not None and token != _TOKEN[0]:
         clear_caches()
         _TOKEN[0] = token
-    return [evaluate(p) for p in chunk]
+    with sharing(_INSTANCE_MODELS):   # every point's search builds the same per-instance models
+        return [evaluate(p) for p in chunk]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -61,10 +61,10 @@ def point_layout(v: dict):
     return lay
 
 
-def evaluate_layout(point, auto_basis: str) -> dict:
+def evaluate_layout(point, auto_basis: str, auto_transfer: str) -> dict:
     """The row of a layout-based point: inputs, whole-layout figures, the homogeneous baseline's gain at the
     point's basis (``auto_basis``: resolved as `layouts.layout_default_basis`), or the reason it cannot be
-    planned."""
+    planned; ``auto_transfer`` (`sweep.AUTO_TRANSFER`) is the transfer bytes of a point that pins none."""
     from ..units import parse_tpot_s
     from .layouts import layout_default_basis, layout_figures, layout_warnings, plan_layout
     from .plans import check_basis
@@ -76,9 +76,11 @@ def evaluate_layout(point, auto_basis: str) -> dict:
         lay = point_layout(v)
         row["remote_chips"] = lay.remote.instances * lay.remote.instance.chips if lay.remote else 0
         row["local_chips"] = sum(s.instances * s.instance.chips for s in lay.pd_sites)
+        # planned on the file's own shapes (not searched, unlike `size --layout`): auto bytes are the default
+        pinned = {} if v["transfer_bytes"] == auto_transfer else {"transfer_bytes": v["transfer_bytes"]}
         sc = Question.from_layout(str(v["layout"]), layout=lay, model=v["model"], tpot=v["tpot"],
                                   workload=v["workload"], inputs=v["inputs"], mode=v["mode"],
-                                  transfer_bytes=v["transfer_bytes"], stack=v["stack"]).scenario
+                                  stack=v["stack"], **pinned).scenario
         res, perf, lay = plan_layout(lay, sc)
         basis = layout_default_basis(lay) if v["basis"] == auto_basis else check_basis(v["basis"])
         row["basis"] = basis

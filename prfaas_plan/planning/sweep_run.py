@@ -34,6 +34,8 @@ from .sweep import (
     points,
     prefill_group,
     search_group,
+    search_spec,
+    search_space,
     shared_inputs,
 )
 
@@ -101,12 +103,19 @@ def warm_points(chunks: list[list[Point]]) -> tuple[list[Point], list[list[Point
     prefill tables, shared across sites, TPOTs and pool sizes). Planning it fills the caches its group
     reuses (scenario, per-instance performance, the grid's latency tables, the link-free plans), and
     forked workers inherit them instead of each building them again; a group inside one batch is left to
-    the worker that gets it."""
+    the worker that gets it.
+
+    Only unsearched points (``inputs: paper``) are warmed: a searched point costs its configuration search,
+    which the parent would run alone while the workers wait, and what searches share across groups (the
+    per-instance models, `performance.sharing`) costs each worker as much as it would cost the parent
+    before them, so the critical path is shorter when the workers build it themselves."""
     first: dict[tuple, Point] = {}
     home: dict[tuple, int] = {}
     spans: set[tuple] = set()
     for i, chunk in enumerate(chunks):
         for p in chunk:
+            if search_spec(p.values) is not None:
+                continue
             for key in (("shared",) + shared_inputs(p.values), ("prefill",) + prefill_group(p.values)):
                 if key not in home:
                     home[key], first[key] = i, p
@@ -160,19 +169,34 @@ def _processes(chunks, workers: int, token: str | None = None) -> Iterator[list[
         gc.unfreeze()
 
 
+def local_cluster(workers: int):
+    """A `distributed.LocalCluster` of ``workers`` single-threaded worker processes that allocate memory as
+    this process does. Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc
+    hand freed memory back after every large array: the planner's grid searches then spend a third more CPU
+    in page faults (measured on links180: the workers' task CPU 1.43x the serial run's, 1.07x without it),
+    so the variable is left out here (an existing cluster keeps its own settings)."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    environ = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                            silence_logs=logging.ERROR)
+
+
 def _dask(chunks, address: str | None, workers: int, client=None, token: str | None = None) -> Iterator[list[dict]]:
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, as_completed
     except ImportError:
         raise PlanError("`dask` needs dask.distributed: pip install 'prfaas-plan[dask]'") from None
     cluster = None
     own_client = client is None
     if client is None:
-        import logging
-
         if address == "local":
-            cluster = LocalCluster(n_workers=max(workers, 1), threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+            cluster = local_cluster(max(workers, 1))
             client = Client(cluster)
         else:
             try:
@@ -266,15 +290,24 @@ def _file_digest(path: str, cache: dict) -> str:
 def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dict[str, str]:
     """Each point's fingerprint: 16 hex digits of SHA-256 over everything its row depends on -- the point's
     inputs (its key), the bytes of the model, chip and stack profile files they resolve to, the bytes of a
-    trace file it names, and the tool's version. A resumed sweep reuses a row only under the same
-    fingerprint, so an edited profile or a new version recomputes it (issue 23). ``digests`` (file ->
-    digest), when given, collects the files read."""
+    trace file it names, the tool's version and, for a searched point, its search space
+    (`sweep.search_space`: the role candidates its pools and pins give). A resumed sweep reuses a row only
+    under the same fingerprint, so an edited profile, a new version or another search space recomputes it
+    (issue 23). ``digests`` (file -> digest), when given, collects the files read."""
     from .. import __version__
     from ..profiles import get_hardware, get_model, get_stack
     from ..units import parse_chip_count
 
     digests = {} if digests is None else digests
     by_names: dict[tuple, list[str]] = {}   # points share their profiles: resolve each combination once
+    spaces: dict[tuple, str] = {}
+
+    def space_part(v: dict) -> list[str]:
+        names = tuple(v[k] for k in ("model", "remote", "local", "instance_chips", "transfer_bytes", "inputs"))
+        if names not in spaces:
+            space = search_space(v)
+            spaces[names] = "" if space is None else hashlib.sha256(repr(space).encode()).hexdigest()[:16]
+        return [spaces[names]] if spaces[names] else []
 
     def file_parts(v: dict) -> list[str]:
         names = tuple(str(v[k]) for k in ("model", "stack", "remote", "local", "workload"))
@@ -297,6 +330,8 @@ def fingerprints(pts: list[Point], digests: dict[str, str] | None = None) -> dic
             parts.append(_file_digest(str(v["layout"]), digests))
             parts += [_file_digest(get_hardware(c).path, digests) for c in sorted(point_layout(v).chips())
                       if get_hardware(c).path]
+        else:
+            parts += space_part(v)
         out[p.key] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
     return out
 
