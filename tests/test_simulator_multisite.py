@@ -29,7 +29,7 @@ from prfaas_plan.planning import case_study as paper
 from prfaas_plan.planning.answers import answer_layout
 from prfaas_plan.planning.question import Question
 from prfaas_plan.planning.simulate import answer_simulate
-from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
+from prfaas_plan.simulator import LinkProfile, LongTermRule, Requests, SimConfig, simulate
 from prfaas_plan.simulator.multisite import SiteRun, simulate_sites
 from prfaas_plan.simulator.system import System
 
@@ -53,13 +53,16 @@ def one_site():
                                                                                                    outputs)
 
 
-@pytest.mark.parametrize("scheduler", ["static", "threshold"])
+@pytest.mark.parametrize("scheduler", ["static", "threshold", "adaptive"])
 @pytest.mark.parametrize("blocks", [True, False])
 def test_one_site_through_the_multi_site_loop_is_the_event_loop(one_site, scheduler, blocks):
     perf, ev, with_blocks, without = one_site
     req = with_blocks if blocks else without
     drop = LinkProfile.drop(20.0, 60.0, 100e9, 0.1)
-    cfg = SimConfig(ev.threshold, scheduler, link_profile=drop, cache_bytes_per_instance=5e9)
+    # adaptive: 30 s periods and a rule that converts on any model gain above -5%, so that the run spills,
+    # preempts and converts roles both ways (32 conversions), each of which both loops must apply alike
+    cfg = SimConfig(ev.threshold, scheduler, link_profile=drop, cache_bytes_per_instance=5e9,
+                    long_term=LongTermRule(period_s=30.0, min_gain=-0.05, busy_max=2.0))
     ref = simulate(req, ev.layout, perf, cfg, engine="events")
     multi = simulate_sites(req, np.zeros(len(req), dtype=np.int64),
                            [SiteRun(System.build(ev.layout, perf, ev.threshold), drop)], cfg, scheduler, ["local"])
@@ -70,6 +73,11 @@ def test_one_site_through_the_multi_site_loop_is_the_event_loop(one_site, schedu
     for key in ("remote_waiting", "local_waiting", "decode_waiting", "link_gbps", "threshold_tokens"):
         assert np.array_equal(ref.timeline[key], got.timeline[key]), key
     assert ref.summary() == got.summary()
+    assert ref.utilization == got.utilization
+    assert (ref.periods, ref.role_changes, ref.spilled, ref.preemptions) == (got.periods, got.role_changes,
+                                                                          got.spilled, got.preemptions)
+    if scheduler == "adaptive":
+        assert len(got.role_changes) > 5 and got.spilled > 0 and len(got.periods) > 30
     if blocks:
         assert ref.cache["pd"] == got.cache["pd"]
     assert multi.total.summary()["completed"] == got.summary()["completed"]
