@@ -97,6 +97,7 @@ def simulate_sites(requests, site_of: np.ndarray, runs: list[SiteRun], cfg, sche
     book = Book(n, outlen)
     heap = book.heap
     pool = RemotePool(n_remote, len(runs), ARBITRATION[scheduler])
+    shares = planned_shares(requests, site_of, runs)
     rf = None
     sites = []
     for k, run in enumerate(runs):
@@ -110,7 +111,7 @@ def simulate_sites(requests, site_of: np.ndarray, runs: list[SiteRun], cfg, sche
             rf.assume_fits(most)
         router = Router(pd, rf if pd is not None else None, run.system.remote_ok)
         sites.append(SiteState(k, run, requests, cfg, _policy(scheduler, cfg, run.system.threshold), router, book,
-                               pool))
+                               pool, shares[k]))
         if run.link_profile is not None and run.system.remote_ok:
             for ts, bps in zip(run.link_profile.times_s, run.link_profile.bps):
                 heappush(heap, (ts, CAPACITY, k, bps))
@@ -266,6 +267,22 @@ def simulate_sites(requests, site_of: np.ndarray, runs: list[SiteRun], cfg, sche
     total = _total(requests, per_request, i, end, sites, timelines, n_remote, rf, sample_s, scheduler, names)
     return MultiSimResult(tuple(results), tuple(names), total, scheduler, pool.arbitration, tuple(pool.ahead),
                           tuple(pool.yielded))
+
+
+def planned_shares(requests, site_of: np.ndarray, runs) -> list[float]:
+    """Each site's share of the remote pool's prefill seconds under the plan: its requests' remote busy time
+    (`System.service`) over the prompts longer than its routing threshold, full lengths (no cache hits), over
+    every site's. One site, or nothing planned remote: 1 each."""
+    inlen = np.asarray(requests.input_tokens)
+    seconds = []
+    for k, run in enumerate(runs):
+        sy = run.system
+        mine = inlen[(site_of == k) & (inlen > sy.threshold)] if sy.remote_ok else inlen[:0]
+        seconds.append(float(sy.service(mine)["remote_s"].sum()) if len(mine) else 0.0)
+    whole = sum(seconds)
+    if len(runs) == 1 or not whole > 0:
+        return [1.0] * len(runs)
+    return [x / whole for x in seconds]
 
 
 class _Subset:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import replace
 from heapq import heappush
 
 from .event_parts import DECODE_DONE, LOCAL_DONE, READY, REMOTE_DONE, long_term_change, recent_samples
 from .event_parts import service_tables
 from .link import SharedLink
 from .policies import ArrivalObs
+from .tables import TablePrefill
 
 INF = math.inf
 
@@ -36,14 +38,27 @@ class Book:
         self.heap: list = []
 
 
+MIN_SHARE = 1e-3
+"""The least share of the remote pool a site's rules assume (a site planned to send nothing remote)."""
+
+
 class SiteState:
     """The mutable state of PD site ``k`` (its `multisite.SiteRun` ``run``) under ``policy``, writing into
-    ``book``; ``pool`` is the shared remote prefill pool (`arbiter.RemotePool`)."""
+    ``book``; ``pool`` is the shared remote prefill pool (`arbiter.RemotePool`). ``share`` is the site's
+    planned share of the pool's prefill seconds (1: the pool is its own, as on one site): its rules see the
+    pool as that share of it, so that one site's rules do not take the capacity the plan gave the others. The
+    short-term rule's remote backlog is the pool's queued work per instance divided by ``share`` (the wait if
+    the site had its share only), and the long-term rule's throughput model prefills remotely at ``share`` of
+    the pool's rate (the remote table's seconds divided by it)."""
 
-    def __init__(self, k: int, run, requests, cfg, policy, router, book: Book, pool):
+    def __init__(self, k: int, run, requests, cfg, policy, router, book: Book, pool, share: float = 1.0):
         sysm = run.system
         self.k, self.sysm, self.policy, self.router, self.book, self.pool = k, sysm, policy, router, book, pool
+        self.share = max(float(share), MIN_SHARE)
         svc, self.reopt_perf = service_tables(requests, sysm)
+        if self.share < 1.0:
+            self.reopt_perf = replace(self.reopt_perf, remote_prefill=TablePrefill(
+                svc["remote_s"] / self.share, f"simulator table at {self.share:.1%} of the remote pool"))
         self.t_local = svc["local_s"].tolist()
         self.t_remote = svc["remote_s"].tolist()
         self.skv = svc["skv_bytes"].tolist()
@@ -84,12 +99,12 @@ class SiteState:
     # ------------------------------------------------------------------------------------------ observing
     def backlogs(self) -> tuple[float, float]:
         """(remote, local) backlog in seconds (`scheduler.ShortTermRule`): the shared remote queue's work per
-        remote instance plus this site's unsent KV at its link's current goodput; the local queues' work per
-        local prefill instance."""
+        remote instance of the site's share of the pool plus this site's unsent KV at its link's current
+        goodput; the local queues' work per local prefill instance."""
         link = self.link
         unsent_s = link.unsent_bytes() / link.capacity if link.capacity > 0 else INF
         n = self.lp_servers
-        return self.pool.work_per_instance() + unsent_s, (self.lp_work + self.spill_work) / n if n else INF
+        return self.pool.work_per_instance() / self.share + unsent_s, (self.lp_work + self.spill_work) / n if n else INF
 
     def unsent_s(self, t: float) -> float:
         """Seconds this site's link needs at its current goodput for the KV not yet sent at ``t``."""
