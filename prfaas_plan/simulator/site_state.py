@@ -14,8 +14,8 @@ from collections import deque
 from dataclasses import replace
 from heapq import heappush
 
-from .event_parts import DECODE_DONE, LOCAL_DONE, READY, REMOTE_DONE, long_term_change, recent_samples
-from .event_parts import service_tables
+from .event_parts import (DECODE_DONE, LOCAL_DONE, READY, REMOTE_DONE, first_boundary, long_term_change,
+                          recent_samples, service_tables)
 from .link import SharedLink
 from .policies import ArrivalObs
 from .tables import TablePrefill
@@ -162,15 +162,8 @@ class SiteState:
     def _preempt(self, t: float) -> float:
         """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary;
         returns when it can start, or -1 when every spilled run is in its last chunk (`events`, step 2)."""
-        uncached, chunk = self.book.uncached, self.sysm.chunk_tokens
-        best, best_rid, best_left = INF, -1, 0.0
-        for r, (s0, left0) in self.spill_running.items():
-            total = self.t_local[uncached[r]]
-            c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
-            done = total - left0 + (t - s0)
-            boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
-            if boundary < total - 1e-9 and boundary - done < best:
-                best, best_rid, best_left = boundary - done, r, total - boundary
+        best, best_rid, best_left = first_boundary(self.spill_running, self.t_local, self.book.uncached,
+                                                   self.sysm.chunk_tokens, t)
         if best_rid < 0:
             return -1.0
         del self.spill_running[best_rid]
