@@ -93,7 +93,9 @@ def three(tmp_path_factory):
 
 
 def test_the_simulated_layout_is_the_plan_of_size_layout(three):
-    plan = answer_layout(Question.from_layout(THREE))
+    from prfaas_plan.planning.configurations import pinned_spec
+
+    plan = answer_layout(Question.from_layout(THREE), search=pinned_spec("predicted"))  # size's search
     for site, r, t in zip(three.layout.pd_sites, plan.result.sites, three.thresholds):
         assert site.prefill == round(r.n_prefill) and site.decode == round(r.n_decode)
         assert r.is_threshold and t == r.threshold_tokens
