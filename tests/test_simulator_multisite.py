@@ -1,13 +1,15 @@
 """The multi-site simulator (`simulator.multisite`, `planning.simulate_sites`; issue 22 item 3).
 
 - a one-site layout through the multi-site loop is the one-site event loop, request for request (the same
-  floats: the new loop is checked against the reference one), with and without prefix caches;
+  floats: the new loop is checked against the reference one), with and without prefix caches, for each
+  scheduler (adaptive: spilling, preemptions and role conversions both ways, period for period);
 - at t = 0 the simulated layout is the plan of ``size --layout``: each site's split and routing threshold;
 - the requests are split among the sites by planned rate, and the per-site results partition the total;
 - each site's link follows its own profile; a drop on one site's link delays that site only;
 - on random layouts (hypothesis): every request completes with its stages in order, no pool holds more
   requests than it has instances, the sites partition the total;
-- the command line: three sites with ``--compare``, one-line refusals (adaptive, an unknown site, ``--threshold``).
+- the command line: three sites under adaptive with ``--compare static,threshold`` and what it did per site,
+  one-line refusals (an unknown scheduler, an unknown site, ``--threshold``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from prfaas_plan.planning.answers import answer_layout
 from prfaas_plan.planning.configurations import SearchSpec
 from prfaas_plan.planning.question import Question
 from prfaas_plan.planning.simulate import answer_simulate
-from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
+from prfaas_plan.simulator import LinkProfile, LongTermRule, Requests, SimConfig, simulate
 from prfaas_plan.simulator.multisite import SiteRun, simulate_sites
 from prfaas_plan.simulator.system import System
 
@@ -54,13 +56,16 @@ def one_site():
                                                                                                    outputs)
 
 
-@pytest.mark.parametrize("scheduler", ["static", "threshold"])
+@pytest.mark.parametrize("scheduler", ["static", "threshold", "adaptive"])
 @pytest.mark.parametrize("blocks", [True, False])
 def test_one_site_through_the_multi_site_loop_is_the_event_loop(one_site, scheduler, blocks):
     perf, ev, with_blocks, without = one_site
     req = with_blocks if blocks else without
     drop = LinkProfile.drop(20.0, 60.0, 100e9, 0.1)
-    cfg = SimConfig(ev.threshold, scheduler, link_profile=drop, cache_bytes_per_instance=5e9)
+    # adaptive: 30 s periods and a rule that converts on any model gain above -5%, so that the run spills,
+    # preempts and converts roles both ways (32 conversions), each of which both loops must apply alike
+    cfg = SimConfig(ev.threshold, scheduler, link_profile=drop, cache_bytes_per_instance=5e9,
+                    long_term=LongTermRule(period_s=30.0, min_gain=-0.05, busy_max=2.0))
     ref = simulate(req, ev.layout, perf, cfg, engine="events")
     multi = simulate_sites(req, np.zeros(len(req), dtype=np.int64),
                            [SiteRun(System.build(ev.layout, perf, ev.threshold), drop)], cfg, scheduler, ["local"])
@@ -71,6 +76,11 @@ def test_one_site_through_the_multi_site_loop_is_the_event_loop(one_site, schedu
     for key in ("remote_waiting", "local_waiting", "decode_waiting", "link_gbps", "threshold_tokens"):
         assert np.array_equal(ref.timeline[key], got.timeline[key]), key
     assert ref.summary() == got.summary()
+    assert ref.utilization == got.utilization
+    assert (ref.periods, ref.role_changes, ref.spilled, ref.preemptions) == (got.periods, got.role_changes,
+                                                                          got.spilled, got.preemptions)
+    if scheduler == "adaptive":
+        assert len(got.role_changes) > 5 and got.spilled > 0 and len(got.periods) > 30
     if blocks:
         assert ref.cache["pd"] == got.cache["pd"]
     assert multi.total.summary()["completed"] == got.summary()["completed"]
@@ -137,15 +147,29 @@ def test_the_command_line_runs_three_sites_and_refuses_in_one_line(tmp_path):
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run(["simulate", "--layout", THREE, "--duration", "120s", "--compare", "threshold", "--format", "json"])
+        code = run(["simulate", "--layout", THREE, "--duration", "120s", "--scheduler", "adaptive", "--rebalance",
+                    "40s", "--compare", "static,threshold", "--format", "json"])
     assert code == 0, err.getvalue()
     doc = json.loads(out.getvalue())
     rows = doc["sections"]["sim_sites"]
     assert [r["site"] for r in rows] == ["near", "metro", "far", "total"]
     for r in rows:
         assert r["ttft_p99_s"] > 0 and r["usd_per_million_requests"] > 0
-    assert {r["scheduler"] for r in doc["sections"]["comparison"]} == {"static", "threshold"}
-    for args, needle in ((["--scheduler", "adaptive"], "several PD sites simulates static or threshold"),
+    assert {r["scheduler"] for r in doc["sections"]["comparison"]} == {"adaptive", "static", "threshold"}
+    # what the adaptive scheduler did, per site: each period's decision and reason, arbitration and backlogs,
+    # and a timeline per site and scheduler of the threshold, the split and every queue
+    decisions = doc["sections"]["decisions"]
+    assert {d["site"] for d in decisions} == {"near", "metro", "far"} and all(d["reason"] for d in decisions)
+    assert {(b["scheduler"], b["site"]) for b in doc["sections"]["backlogs"]} == {
+        (s, n) for s in ("adaptive", "static", "threshold") for n in ("near", "metro", "far")}
+    assert {b["arbitration"] for b in doc["sections"]["backlogs"] if b["scheduler"] == "adaptive"} == {"link-aware"}
+    timeline = doc["sections"]["site_timeline"]
+    assert {(r["scheduler"], r["site"]) for r in timeline} == {(b["scheduler"], b["site"])
+                                                               for b in doc["sections"]["backlogs"]}
+    assert {"threshold_tokens", "n_prefill", "n_decode", "remote_waiting", "link_waiting", "local_waiting",
+            "decode_waiting"} <= set(timeline[0])
+    assert doc["sections"]["roles"]
+    for args, needle in ((["--compare", "static,nonesuch"], "is not a scheduler"),
                          (["--link-profile", f"z={EXAMPLES / 'link-drop.csv'}"], "no site 'z'"),
                          (["--threshold", "20k"], "drop it")):
         err = io.StringIO()
@@ -170,10 +194,12 @@ def _most_at_once(start: np.ndarray, end: np.ndarray) -> int:
 @settings(max_examples=25, derandomize=True, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3), st.sampled_from([1e9, 1e10, 1e11]),
                           st.sampled_from([8e3, 3e4, 1e9])), min_size=2, max_size=3),
-       st.integers(1, 3), st.sampled_from(["static", "threshold"]), st.integers(0, 10**6))
+       st.integers(1, 3), st.sampled_from(["static", "threshold", "adaptive"]), st.integers(0, 10**6))
 def test_multi_site_invariants_on_random_layouts(sites, n_remote, scheduler, seed):
     """Whatever the sites: every request completes once, its stages in order, no pool ever holds more requests
-    than it has instances (remote shared, local per site), and the sites partition the total."""
+    than it has instances (remote shared, local per site; adaptive: a spilled run preempted spans time it held
+    no instance, and conversions move instances, so each site's instances in total bound it and the split
+    keeps them), and the sites partition the total."""
     from prfaas_plan.layout import Layout, PDSite, PrefillSite
     from prfaas_plan.performance.base import parse_instance
 
@@ -191,7 +217,8 @@ def test_multi_site_invariants_on_random_layouts(sites, n_remote, scheduler, see
     runs = [SiteRun(System.build(Layout("random", (s,), layout.remote), perf, t),
                     LinkProfile.drop(10.0, 20.0, s.link.bandwidth_bps, 0.2))
             for s, (_, _, _, t) in zip(pd_sites, sites)]
-    out = simulate_sites(req, site_of, runs, SimConfig(0.0, scheduler), scheduler, [s.name for s in pd_sites])
+    cfg = SimConfig(0.0, scheduler, long_term=LongTermRule(period_s=10.0, min_samples=10))
+    out = simulate_sites(req, site_of, runs, cfg, scheduler, [s.name for s in pd_sites])
     total = out.total
     assert np.all(np.isfinite(total.finish_s)) and total.summary()["completed"] == n
     assert np.all(total.prefill_start_s >= total.arrival_s) and np.all(total.prefill_end_s >= total.prefill_start_s)
@@ -200,6 +227,12 @@ def test_multi_site_invariants_on_random_layouts(sites, n_remote, scheduler, see
     assert _most_at_once(total.prefill_start_s[remote], total.prefill_end_s[remote]) <= n_remote
     for k, (r, s) in enumerate(zip(out.sites, pd_sites)):
         local = r.route == 0
-        assert _most_at_once(r.prefill_start_s[local], r.prefill_end_s[local]) <= s.prefill
+        most = _most_at_once(r.prefill_start_s[local], r.prefill_end_s[local])
+        if scheduler == "adaptive":
+            tl = r.timeline
+            assert np.all(tl["n_prefill"] + tl["n_decode"] <= s.prefill + s.decode)
+            assert most <= s.prefill + s.decode + r.preemptions
+        else:
+            assert most <= s.prefill
         assert np.array_equal(r.arrival_s, req.arrival_s[site_of == k])
     assert sum(r.summary()["completed"] for r in out.sites) == n

@@ -1,7 +1,8 @@
 """The report page of ``simulate --layout FILE`` with several PD sites (section ``sim_sites``: one row per site
 and the total): the question, the answer with per-site TTFT and cost cards, the per-site table, TTFT and cost
-per site as bars, the schedulers compared per site, the whole layout's timeline. Nothing here computes a
-planning figure."""
+per site as bars, the schedulers compared per site, what each did per site (role changes, the long-term
+decisions and their reasons, the remote pool's arbitration, backlogs), the per-site and whole-layout timelines.
+Nothing here computes a planning figure."""
 
 from __future__ import annotations
 
@@ -23,10 +24,14 @@ def simulate_sites_page(res: Result) -> list[str]:
     for s in sites:
         t = cell_value(s, "threshold_tokens")
         route = ("every prompt local" if t == float("inf") else f"t {fmt(t)} tokens") if t is not None else ""
+        did = ""
+        if scheduler != "static":
+            did = (f"; the scheduler moved t {fmt(s.get('threshold_changes'))} times, changed "
+                   f"{fmt(s.get('role_changes'))} roles and spilled {fmt(s.get('spilled'))} requests")
         parts.append(f"{s.get('site')}: TTFT P50 {fmt(s.get('ttft_p50_s'))} s, P99 {fmt(s.get('ttft_p99_s'))} s, "
                      f"{fmt(s.get('throughput_rps'))} req/s ({route}, link {fmt(s.get('link_utilization'), 'link_utilization')} "
                      f"used, RTT {fmt(s.get('rtt_ms'))} ms), ${fmt(s.get('usd_per_million_requests'))} per million "
-                     "requests")
+                     f"requests{did}")
     answer = (f"In total {fmt(total.get('throughput_rps'))} requests/s of {fmt(total.get('planned_rps'))} planned, "
               f"TTFT P50 {fmt(total.get('ttft_p50_s'))} s, P90 {fmt(total.get('ttft_p90_s'))} s, P99 "
               f"{fmt(total.get('ttft_p99_s'))} s. " + "; ".join(parts) + ".")
@@ -46,4 +51,9 @@ def simulate_sites_page(res: Result) -> list[str]:
     if res.sections.get("comparison"):
         body.append(section_html("Schedulers per site", res.sections["comparison"]))
         shown.add("comparison")
+    for name, title in (("roles", "Role changes per site"), ("decisions", "What the long-term rule decided and why"),
+                        ("backlogs", "Arbitration, peak backlogs and spilling per site")):
+        if res.sections.get(name):
+            body.append(section_html(title, res.sections[name]))
+            shown.add(name)
     return body + other_sections(res, shown)

@@ -19,8 +19,8 @@ def _3g(v) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.5f}"
 
 
-def _downsample(timeline: dict, rows: int) -> list[dict]:
-    """At most ``rows`` rows, each the mean of consecutive samples (for reading, not analysis)."""
+def _downsample(timeline: dict, rows: int, keys=TIMELINE_KEYS) -> list[dict]:
+    """At most ``rows`` rows of ``keys``, each the mean of consecutive samples (for reading, not analysis)."""
     import numpy as np
 
     n = len(timeline["t_s"])
@@ -29,7 +29,7 @@ def _downsample(timeline: dict, rows: int) -> list[dict]:
     edges = np.linspace(0, n, min(rows, n) + 1).astype(int)
     out = []
     for a, b in zip(edges[:-1], edges[1:]):
-        row = {k: float(np.mean(timeline[k][a:b])) for k in TIMELINE_KEYS}
+        row = {k: float(np.mean(timeline[k][a:b])) for k in keys}
         row["t_s"] = float(timeline["t_s"][a])
         out.append(row)
     return out

@@ -381,13 +381,11 @@ def plot_format(path: str) -> str:
 
 def simulation_plot(answer: SimulationAnswer, fmt: str) -> bytes:
     """The run's figure (link load, queues, threshold and roles over time, TTFT CDF) as ``png`` or
-    ``svg`` bytes, the compared scheduler's run overlaid when there is one; for several PD sites, the whole
-    layout's run (queues and link rates summed over the sites)."""
+    ``svg`` bytes, the compared scheduler's run overlaid when there is one; for several PD sites, one row of
+    panels per site (its link, every queue of every scheduler, threshold and split) and the TTFT CDF."""
     from ..simulator import plot
 
     if not isinstance(answer, SimulationAnswer):  # `simulate_sites.SitesSimulationAnswer`
-        runs = [r.total for r in answer.runs]
-        return plot.render(runs[0], fmt, runs[1:], f"{answer.layout.name}: {len(answer.layout.pd_sites)} PD sites "
-                           f"in total, {answer.scheduler} scheduler")
+        return plot.render_sites(answer.runs, fmt, answer.layout.name)
 
     return plot.render(answer.result, fmt, answer.others, f"{answer.layout.name}, {answer.scheduler} scheduler")

@@ -103,6 +103,17 @@ def _site_costs(layout: Layout, site) -> tuple[float, float]:
     return own, remote
 
 
+def scheduler_note(names, shares) -> str:
+    """What the reacting schedulers do on several sites, with each site's planned share of the remote pool."""
+    return ("schedulers per site: threshold and adaptive run the short-term rule on each site's own link and queues, "
+            "seeing the shared remote pool as the site's planned share of its prefill seconds ("
+            + ", ".join(f"{n} {x:.1%}" for n, x in zip(names, shares))
+            + "); adaptive also spills each site's link overflow onto that site's idle local instances and every "
+            "period converts one of its instances between prefill and decode (hysteresis, its own backlogs, the "
+            "throughput model at its share of the pool), and serves the remote pool link-aware (the waiting request "
+            "whose KV can start crossing first: enqueued at + its site's unsent KV seconds) instead of FCFS")
+
+
 def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: str, trace: str | None,
                           synthetic: str | None, rate: float | None, load: float | None, duration_s: float | None,
                           scheduler: str, compared: list, link_profile: str | None, seed: int,
@@ -116,7 +127,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     from ..analytic.transfer import DEFAULT_POLICY
     from ..simulator import Requests
     from ..simulator.inputs import paper_requests, read_trace_and_source
-    from ..simulator.multisite import MULTI_SCHEDULERS, SiteRun, simulate_sites
+    from ..simulator.multisite import MULTI_SCHEDULERS, SiteRun, planned_shares, simulate_sites
     from ..simulator.system import System
     from .answers import _count, answer_layout
     from .question import Question
@@ -126,8 +137,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     for name in (scheduler, *compared):
         if name not in MULTI_SCHEDULERS:
             raise PlanError(f"`scheduler` {name!r}: a layout of several PD sites simulates "
-                            f"{' or '.join(MULTI_SCHEDULERS)} (the adaptive scheduler's role conversions and "
-                            "spilling act on one site's split; simulate a one-site layout for it)")
+                            f"{', '.join(MULTI_SCHEDULERS)}")
     workload = "paper" if trace is None else trace
     given = {"model": model, "tpot": tpot, "workload": workload, "inputs": inputs, "weight_dtype": weight_dtype,
              "kv_dtype": kv_dtype, "transfer_bytes": transfer_bytes or DEFAULT_POLICY, "stack": stack}
@@ -180,13 +190,15 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
               f"({', '.join(f'{n} {p / total:.1%}' for n, p in zip(names, planned))}), seed {seed}",
               "plan: the linear program of size --layout (per-site split and routing, the remote pool shared); the "
               "simulation starts from it",
-              "engine: the multi-site Python event loop (simulator/multisite.py: one remote FCFS pool, per-site "
-              "links, prefill and decode pools; no compiled twin yet)",
+              "engine: the multi-site Python event loop (simulator/multisite.py: one remote pool shared by the sites, "
+              "per-site links, prefill and decode pools and scheduler state; no compiled twin yet)",
               "cost: each site's own chips and link at the profiles' cloud rates, plus the shared remote pool's in "
               "proportion to the remote prefill seconds the site used; per million requests at the simulated "
               "throughput"]
     if profiles:
         notes.append("link profiles: " + ", ".join(f"{n} {len(p.times_s)} points" for n, p in profiles.items()))
+    if any(r.scheduler != "static" for r in runs):
+        notes.append(scheduler_note(runs[0].names, planned_shares(requests, site_of, runs_in)))
     if first["unfinished"]:
         notes.append(f"{first['unfinished']} requests did not finish; percentiles are over completed ones")
     return SitesSimulationAnswer(lay, plan, tuple(thresholds), tuple(planned.tolist()), runs, scheduler,

@@ -7,6 +7,7 @@ Times in seconds, sizes in bytes, rates in bytes/s (the link) or bit/s (line rat
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -31,6 +32,22 @@ def service_tables(requests, sysm: System):
                          sites={site.name: replace(sysm.perf.sites[site.name],
                                                    prefill=TablePrefill(svc["local_s"], "simulator table"))})
     return svc, reopt_perf
+
+
+def first_boundary(spill_running: dict, t_local, uncached, chunk: int, t: float) -> tuple[float, int, float]:
+    """Of the spilled runs on an instance (``spill_running``: request -> (this run's start, seconds left then)),
+    the one whose next chunk boundary after ``t`` comes first (chunked prefill: ``chunk`` tokens a forward,
+    each an equal share of the run's busy time ``t_local[uncached[r]]``): (seconds until it, the request,
+    seconds left after it); (inf, -1, 0) when every run is in its last chunk. Both loops preempt with it."""
+    best, best_rid, best_left = math.inf, -1, 0.0
+    for r, (s0, left0) in spill_running.items():
+        total = t_local[uncached[r]]
+        c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
+        done = total - left0 + (t - s0)
+        boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
+        if boundary < total - 1e-9 and boundary - done < best:
+            best, best_rid, best_left = boundary - done, r, total - boundary
+    return best, best_rid, best_left
 
 
 def sorted_initial_events(cfg, remote_ok: bool, period_s: float | None) -> list[tuple]:

@@ -41,8 +41,8 @@ from heapq import heappop, heappush
 import numpy as np
 
 from .event_parts import (CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, REBALANCE,
-                          REMOTE_DONE, SAMPLE_KEYS, long_term_change, recent_samples, service_tables,
-                          sorted_initial_events)
+                          REMOTE_DONE, SAMPLE_KEYS, first_boundary, long_term_change, recent_samples,
+                          service_tables, sorted_initial_events)
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
@@ -204,14 +204,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         returns when it can start, or -1 when every spilled run is in its last chunk (it then waits in the
         planned queue, served first when one ends). Of the runs, the one whose boundary comes first."""
         nonlocal spill_work
-        best, best_rid, best_left = INF, -1, 0.0
-        for r, (s0, left0) in spill_running.items():
-            total = t_local[uncached[r]]
-            c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
-            done = total - left0 + (t - s0)
-            boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
-            if boundary < total - 1e-9 and boundary - done < best:
-                best, best_rid, best_left = boundary - done, r, total - boundary
+        best, best_rid, best_left = first_boundary(spill_running, t_local, uncached, chunk, t)
         if best_rid < 0:
             return -1.0
         del spill_running[best_rid]
