@@ -57,3 +57,22 @@ def test_the_normal_cdf_needs_no_scipy():
     assert np.all(np.abs(got - want) <= 1e-13 * want)  # both ~1e-16 in the body; tails ~1e-14
     assert np.allclose(ndtr(z) + ndtr(-z), 1.0, rtol=0, atol=2e-16)
     assert ndtr(0.0) == 0.5 and ndtr(-math.inf) == 0.0 and ndtr(math.inf) == 1.0 and math.isnan(ndtr(math.nan))
+
+
+def test_a_run_builds_only_the_command_it_names():
+    import click
+    import typer.main
+
+    from prfaas_plan.cli import GLOBAL_VALUED, app, app_for
+
+    full = typer.main.get_command(app)
+    valued = {o for p in full.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+    assert valued == set(GLOBAL_VALUED)  # else app_for would take an option's value for the command name
+    for name, command in full.commands.items():
+        for args in ([name], ["--quiet", name, "--help"], ["--profiles", "folder", name, "x"]):
+            only = typer.main.get_command(app_for(args))
+            assert list(only.commands) == [name]
+            assert [p.name for p in only.commands[name].params] == [p.name for p in command.params]
+            assert [p.name for p in only.params] == [p.name for p in full.params]
+    for args in ([], ["--help"], ["--version"], ["siz"], ["--profiles", "size"]):
+        assert app_for(args) is app
