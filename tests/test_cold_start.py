@@ -1,7 +1,8 @@
-"""A plain `size` pays only for what it uses: no scipy (nor scipy.optimize), cvxpy, numba or matplotlib at
-start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), and neither
-pydantic nor the YAML library: the bundled profiles, stacks included, come from their validated snapshot
-(prfaas_plan/profiles/snapshot.py).
+"""A plain `size` pays only for what it uses: no scipy (nor scipy.optimize), cvxpy, numba, matplotlib or dask
+at start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), neither
+pydantic nor the YAML library (the bundled profiles, stacks included, come from their validated snapshot,
+prfaas_plan/profiles/snapshot.py), and not rich's console: its tables fit, so prfaas_plan/output/plain_table.py
+draws them. A run builds only the command it names (`prfaas_plan.cli.app_for`).
 
 Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
 packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 HEAVY = ("scipy", "cvxpy", "numba", "matplotlib", "pyarrow", "dask", "pandas", "pydantic", "yaml")
-UNUSED_MODULES = ("numpy.ma", "scipy.optimize", "typer._adapters")  # whole module names
+UNUSED_MODULES = ("numpy.ma", "scipy.optimize", "typer._adapters", "rich.console", "rich.table")  # whole module names
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
@@ -34,8 +36,10 @@ print(json.dumps({"code": code, "heavy": heavy}))
 
 
 def heavy_imports(args: list[str]) -> tuple[int, list[str]]:
+    # output to a pipe (no COLUMNS; under pytest a child can otherwise inherit COLUMNS=80 from the C environ)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY + UNUSED_MODULES)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return result["code"], result["heavy"]
 
