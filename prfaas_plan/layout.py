@@ -54,6 +54,8 @@ class PrefillSite:
     instance: Instance
     instances: int
     stack: str = ""           # serving stack profile of this site ("" = the scenario's)
+    pin_chips: bool = False   # keep ``instance``'s chips per instance (the configuration search leaves it)
+    moe: str = "tp"           # routed experts sliced (tp) or whole per chip (ep); the search sets it
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class PDSite:
     decode: int
     link: Link | None = None
     stack: str = ""           # serving stack profile of this site ("" = the scenario's)
+    pin_chips: bool = False   # keep ``instance``'s chips per instance (the configuration search leaves it)
+    # how each role splits the model (`performance.Parallel`); the configuration search sets them
+    prefill_moe: str = "tp"
+    decode_moe: str = "tp"
+    dp_attention: bool = False
+    transfer: str = ""        # bytes on the link (analytic/transfer.py); "" = the scenario's
 
     @property
     def instances(self) -> int:
@@ -89,6 +97,7 @@ class Layout:
     pd_sites: tuple[PDSite, ...]
     remote: PrefillSite | None = None
     threshold: float | None = None
+    search: bool = True       # False: every role keeps the file's shape and the fixed TP configuration
 
     def __post_init__(self) -> None:
         if not self.pd_sites:
@@ -206,7 +215,8 @@ def load_layout(path: str | Path) -> Layout:
     remote = None
     if doc.remote is not None:
         remote = PrefillSite("remote", parse_instance(doc.remote.instance, f"{p}: remote.instance"),
-                             doc.remote.instances, _site_stack(doc.remote.stack, f"{p}: remote.stack"))
+                             doc.remote.instances, _site_stack(doc.remote.stack, f"{p}: remote.stack"),
+                             doc.remote.pin_chips)
     sites = []
     seen: dict[str, int] = {}
     for i, s in enumerate(doc.sites):
@@ -220,7 +230,7 @@ def load_layout(path: str | Path) -> Layout:
             lk = s.link
             link = Link(lk.bandwidth, lk.efficiency, lk.rtt, lk.usd_per_gbps_month)
         sites.append(PDSite(name, parse_instance(s.instance, f"{p}: sites[{i}].instance"),
-                            s.prefill, s.decode, link, _site_stack(s.stack, f"{p}: sites[{i}].stack")))
+                            s.prefill, s.decode, link, _site_stack(s.stack, f"{p}: sites[{i}].stack"), s.pin_chips))
     chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
     chips += remote.instances * remote.instance.chips if remote else 0
     if chips > MAX_CHIPS:
@@ -232,7 +242,7 @@ def load_layout(path: str | Path) -> Layout:
         threshold = float("inf")
     else:
         threshold = float(parse_length(t_raw, f"{p}: threshold")) if t_raw != 0 else 0.0
-    return Layout(doc.name or p.stem, tuple(sites), remote, threshold)
+    return Layout(doc.name or p.stem, tuple(sites), remote, threshold, doc.search)
 
 
 # Text forms of a layout file's units, as JSON Schema patterns (no flags in JSON Schema regexes, hence
@@ -241,6 +251,10 @@ _NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
 RATE_PATTERN = rf"^\s*{_NUM}\s*(?:[kKmMgGtT](?:bps|bit/s|b/s|B/s|Bps)?|bps|bit/s|b/s|B/s|Bps)\s*$"
 TIME_PATTERN = rf"^\s*{_NUM}\s*(?:[mM][sS]|[uU][sS]|[sS]|[mM][iI][nN]|[hH])\s*$"
 INSTANCE_PATTERN = r"^\s*(?:[0-9]+\s*[x*]\s*)?[A-Za-z][A-Za-z0-9._-]*\s*$"
+
+
+PIN_CHIPS = ("true keeps `instance`'s chips per instance (its parallelism is still searched, as "
+             "--local-instance-chips does for size); default false: the search chooses it within the site's chips")
 
 
 @functools.cache
@@ -280,6 +294,7 @@ def _layout_schema():
         decode: Instances
         link: LinkDoc | None = None
         stack: Text | None = Field(None, description="serving stack profile of this site (stack_profiles/)")
+        pin_chips: bool = Field(False, description=PIN_CHIPS)
 
     class RemoteDoc(Strict):
         """The remote prefill-only site."""
@@ -287,6 +302,7 @@ def _layout_schema():
         instance: Shape
         instances: Instances
         stack: Text | None = Field(None, description="serving stack profile of the remote site")
+        pin_chips: bool = Field(False, description=PIN_CHIPS)
 
     class LayoutDoc(Strict):
         """A prfaas-plan layout file (docs/layouts.md). Site names must differ (checked by the parser;
@@ -298,6 +314,9 @@ def _layout_schema():
         threshold: Text | Annotated[int, Field(ge=0)] | None = Field(
             "auto", description="auto (optimized), inf (never remote), or uncached tokens such as 16k")
         sites: Annotated[list[SiteDoc], Field(min_length=1, max_length=1000)]
+        search: bool = Field(True, description="search each role's configuration per site (chips per instance, "
+                                               "MoE TP/EP, decode attention TP/DP, batch cap); false keeps every "
+                                               "instance shape of the file with TP throughout")
 
     return LayoutDoc
 

@@ -112,8 +112,13 @@ def test_compare_and_reproduce_take_the_shapes(cli):
 
 
 def test_simulate_accepts_the_same_flags(cli):
-    code, _, err = cli("simulate", *QWEN, "--duration", "60s")
+    # pinned to 8-chip instances, qwen3.5-397b does not fit on H20 and the error names the flag to change
+    code, _, err = cli("simulate", *QWEN, "--instance-chips", "8", "--duration", "60s")
     assert code == 2 and "--local-instance-chips" in err
+    # unpinned, simulate searches the shapes as size does and finds the 16-chip local instance that fits
+    doc = _json(cli, "simulate", *QWEN, "--duration", "60s")
+    local = {c["chips_per_instance"] for c in doc["sections"]["configurations"] if c["site"] == "local"}
+    assert local == {16} and doc["sections"]["summary"][0]["completed"] > 0
     doc = _json(cli, "simulate", *QWEN, "--local-instance-chips", "16", "--weight-dtype", "fp8",
                 "--duration", "120s", "--load", "0.5")
     summary = doc["sections"]["summary"][0]

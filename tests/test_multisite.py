@@ -236,7 +236,7 @@ def test_a_non_threshold_optimum_gets_a_rule_and_a_threshold_plan(zigzag):
 
 def test_threshold_plan_matches_exhaustive_search_on_two_sites():
     """Coordinate search against every pair of cuts on a two-site layout."""
-    from prfaas_plan.analytic.multisite import _cut_table, share_remote, threshold_plan
+    from prfaas_plan.analytic.multisite import cut_table, share_remote, threshold_plan
     from prfaas_plan.planning import Question
     from prfaas_plan.planning.layouts import layout_bins, layout_perf, _site_models
 
@@ -245,7 +245,7 @@ def test_threshold_plan_matches_exhaustive_search_on_two_sites():
     perf = layout_perf(lay, sc)
     models = _site_models(lay, perf, layout_bins(lay, sc, perf))
     plan = threshold_plan(models, lay.remote.instances, [np.zeros(len(m.bins.weight)) for m in models])
-    (c0, r0, _, _), (c1, r1, _, _) = (_cut_table(m) for m in models)
+    (c0, r0, _, _), (c1, r1, _, _) = (cut_table(m) for m in models)
     caps = np.stack(np.broadcast_arrays(c0[:, None], c1[None, :]), -1)
     rho = np.stack(np.broadcast_arrays(r0[:, None], r1[None, :]), -1)
     best = share_remote(np.maximum(caps, 0), rho, np.full(caps.shape[:2], float(lay.remote.instances))).sum(-1)
@@ -336,15 +336,18 @@ def test_sites_of_their_own_chips_shapes_and_stacks(cli, tmp_path):
     lay = tmp_path / "mixed.yaml"
     lay.write_text("name: mixed\nremote: {instance: 4xH200, instances: 6, stack: vllm}\nsites:\n"
                    "  - {name: h20-sg, instance: 8xH20, prefill: 3, decode: 5, link: {bandwidth: 100G, rtt: 2ms}}\n"
-                   "  - {name: h200-vllm, instance: 8xH200, prefill: 2, decode: 2, stack: vllm,"
+                   "  - {name: h200-vllm, instance: 8xH200, prefill: 2, decode: 2, stack: vllm, pin_chips: true,"
                    " link: {bandwidth: 40G, rtt: 10ms}}\n"
-                   "  - {name: h20-4, instance: 4xH20, prefill: 4, decode: 4, link: {bandwidth: 10G, rtt: 30ms}}\n")
+                   "  - {name: h20-4, instance: 4xH20, prefill: 4, decode: 4, pin_chips: true,"
+                   " link: {bandwidth: 10G, rtt: 30ms}}\n")
     code, out, err = cli("size", "--layout", str(lay), "--samples", "30", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     rows = {r["site"]: r for r in doc["sections"]["sites"]}
     assert (rows["h20-sg"]["stack"], rows["h200-vllm"]["stack"], rows["remote"]["stack"]) == ("sglang", "vllm", "vllm")
-    assert rows["h200-vllm"]["instance"] == "8xH200" and rows["h20-4"]["instance"] == "4xH20"
+    assert rows["h200-vllm"]["instance"] == "8xH200" and rows["h20-4"]["instance"] == "4xH20"  # pinned
+    configs = {(r["site"], r["role"]): r for r in doc["sections"]["configurations"]}
+    assert configs[("h20-4", "decode")]["chips_per_instance"] == 4 and len(configs) == 7
     assert rows["h20-4"]["capex_usd"] == pytest.approx(rows["h20-sg"]["capex_usd"] / 2)  # 8 x 4 chips vs 8 x 8
     assert rows["h200-vllm"]["ttft_p50_s"] < rows["h20-sg"]["ttft_p50_s"]        # H200 prefills faster
     assert any("sites run different chips" in n for n in doc["notes"])
@@ -382,12 +385,12 @@ def test_threshold_search_against_every_combination_of_cuts(seed, n_remote, good
     optimum in 200 of 200 seeded cases tried, within 1% asserted here) and is feasible."""
     import itertools
 
-    from prfaas_plan.analytic.multisite import _cut_table, threshold_plan
+    from prfaas_plan.analytic.multisite import cut_table, threshold_plan
 
     rng = np.random.default_rng(seed)
     sites = [_synthetic_site(n, rng, 6, int(rng.integers(2, 9)), goodput) for n in "abc"[:n_sites]]
     plan = threshold_plan(sites, n_remote, [np.zeros(6)] * n_sites)
-    tabs = [_cut_table(s) for s in sites]
+    tabs = [cut_table(s) for s in sites]
     combos = np.array(list(itertools.product(range(7), repeat=n_sites)))
     caps = np.stack([tabs[i][0][combos[:, i]] for i in range(n_sites)], -1)
     rho = np.stack([tabs[i][1][combos[:, i]] for i in range(n_sites)], -1)

@@ -155,4 +155,5 @@ def test_homogeneous_baseline_without_a_remote_site_simulates(cli):
     code, out, err = cli("simulate", "--baseline", "homogeneous", "--local", "64xH20", "--tpot", "40tok/s",
                          "--duration", "30s", "--format", "json")
     assert code == 0, err
-    assert "remote prefill" not in " ".join(json.loads(out)["notes"])
+    inputs = [n for n in json.loads(out)["notes"] if n.startswith("inputs:")]
+    assert len(inputs) == 1 and "remote prefill" not in inputs[0]

@@ -27,6 +27,7 @@ from prfaas_plan.analytic.throughput import LengthGrid
 from prfaas_plan.layout import Link, prfaas_pd
 from prfaas_plan.planning import case_study as paper
 from prfaas_plan.planning.answers import answer_layout
+from prfaas_plan.planning.configurations import SearchSpec
 from prfaas_plan.planning.question import Question
 from prfaas_plan.planning.simulate import answer_simulate
 from prfaas_plan.simulator import LinkProfile, Requests, SimConfig, simulate
@@ -83,7 +84,7 @@ def three(tmp_path_factory):
 
 
 def test_the_simulated_layout_is_the_plan_of_size_layout(three):
-    plan = answer_layout(Question.from_layout(THREE))
+    plan = answer_layout(Question.from_layout(THREE), search=SearchSpec())   # as size --layout searches
     for site, r, t in zip(three.layout.pd_sites, plan.result.sites, three.thresholds):
         assert site.prefill == round(r.n_prefill) and site.decode == round(r.n_decode)
         assert r.is_threshold and t == r.threshold_tokens

@@ -168,13 +168,18 @@ def test_sweep_and_simulate_take_the_transfer_policy(cli, tmp_path):
     assert lam["dp-attention"] == lam["logical"] and float(lam["dp-attention"]) > float(lam["replicated"])
     plans = {}
     for policy in ("replicated", "dp-attention"):
-        code, out, err = cli("simulate", "--duration", "60s", "--link", "10G", "--transfer-bytes", policy,
-                             "--format", "json")
+        # simulate, like size, searches the configurations the pins leave open (here the MoE split; the sweep
+        # plans the fixed TP shape), so its plan is size's with the same pins
+        pins = ("--link", "10G", "--transfer-bytes", policy, "--instance-chips", "8", "--format", "json")
+        code, out, err = cli("simulate", "--duration", "60s", *pins)
         assert code == 0, err
         doc = json.loads(out)
         plans[policy] = doc["sections"]["summary"][0]["lambda_max_rps"]
         assert any(f"transfer bytes: {policy} (" in n for n in doc["notes"])
-    assert plans["dp-attention"] == pytest.approx(float(lam["dp-attention"]), rel=0.01)  # the simulator's grid
+        code, out, err = cli("size", "--samples", "0", *pins)
+        assert code == 0, err
+        size_rps = json.loads(out)["sections"]["plan"][0]["throughput_rps"]
+        assert plans[policy] == pytest.approx(size_rps, rel=0.01)  # the simulator's grid
     assert plans["dp-attention"] > plans["replicated"]
 
 

@@ -74,18 +74,24 @@ def _raw_labels(w: np.ndarray, n_bins: int) -> np.ndarray:
 
 def make_bins(grid: LengthGrid, perf: PerfInputs, n_bins: int = 128, site: str | None = None) -> Bins:
     """Aggregate the grid into ``n_bins`` bins of (about) equal probability (`bin_labels` says which)."""
-    l, w = grid.lengths, grid.weights
+    l = grid.lengths
     sp = perf.sites[site or next(iter(perf.sites))]
-    t_local = grid.busy_at_lengths(sp.prefill)
     t_remote = (grid.busy_at_lengths(perf.remote_prefill) if perf.remote_prefill is not None
                 else np.full_like(l, np.inf))
-    kv = perf.transfer_bytes(l, site)
+    return bins_of(grid, t_remote, grid.busy_at_lengths(sp.prefill), perf.transfer_bytes(l, site), n_bins)
+
+
+def bins_of(grid: LengthGrid, remote_s: np.ndarray, local_s: np.ndarray, kv_bytes: np.ndarray,
+            n_bins: int = 128) -> Bins:
+    """`Bins` of per-grid-length remote and local prefill seconds and KV bytes (inf remote seconds: no
+    remote site), aggregated as `make_bins` does; callers that vary one input keep the others' arrays."""
+    l, w = grid.lengths, grid.weights
     labels = _raw_labels(w, n_bins)
     nb = labels[-1] + 1
     weight = np.bincount(labels, w, nb)
     keep = weight > 0
     agg = lambda v: (np.bincount(labels, w * v, nb)[keep] / weight[keep])
-    return Bins(agg(l), weight[keep], agg(t_remote), agg(t_local), agg(kv))
+    return Bins(agg(l), weight[keep], agg(remote_s), agg(local_s), agg(kv_bytes))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ exact for it (`share_remote`). This gives, with array operations over samples an
 
 - `threshold_plan`: the best plan in which every site routes by a pure threshold (each site's threshold
   a bin boundary), by coordinate search over the sites from two starts (the program's routing rounded to
-  thresholds, and everything local); a local optimum of that search, named as such in the reports;
+  thresholds, and everything local); a local optimum of that search, named as such in the reports. Its
+  move, `coordinate_search`, works on any per-site table of options (capacity, remote seconds): the layout
+  configuration search (`prfaas_plan.planning.layout_search`) gives it configurations times cuts;
 - `sample_total`: each sample of the calibration errors (multiplicative factors on prefill seconds and
   decode capacity, as `prfaas_plan.analytic.uncertainty`) re-divides the remote site and re-chooses every
   site's split for each candidate routing and keeps the best. The routing itself is not re-optimized per
@@ -118,7 +120,7 @@ def cut_fractions(site: SiteModel, cut: int) -> np.ndarray:
     return (np.arange(nb) >= cut).astype(float)
 
 
-def _cut_table(site: SiteModel):
+def cut_table(site: SiteModel):
     """Capacity, remote seconds and link bits per request for every cut 0..nb (all remote .. all local)."""
     b = site.bins
     nb = len(b.weight)
@@ -138,7 +140,7 @@ PRICES = 24                 # prices on the remote site tried as starts of the t
 PAIR_SEARCH_MAX_SITES = 4   # up to this many sites the search also moves every pair of sites' cuts jointly
 
 
-def _price_starts(tables, n_sites: int) -> list[list[int]]:
+def price_starts(tables, n_sites: int) -> list[list[int]]:
     """Starts of the threshold search from prices on the shared remote site: at price ``mu`` (requests/s per
     remote instance-second) each site takes the cut maximizing ``cap * (1 - mu * rho)``, what it would carry
     net of the remote capacity it uses. ``mu = 0`` is every site's own best; a high price is all local."""
@@ -177,6 +179,41 @@ def _pair_search(tables, n_remote: int, best: float, cuts: list[int]) -> tuple[f
     return best, cuts
 
 
+def options_total(tables, n_remote: int, picks) -> tuple[float, np.ndarray]:
+    """Total requests/s and per-site rates when site ``i`` takes option ``picks[i]`` of its table (``tables[i]``
+    = (capacity, remote seconds per request, ...) per option), the shared remote site divided by
+    `share_remote`."""
+    caps = np.array([t[0][k] for t, k in zip(tables, picks)])
+    rho = np.array([t[1][k] for t, k in zip(tables, picks)])
+    if not np.all(caps > -np.inf):
+        return -math.inf, np.zeros(len(caps))
+    lam = share_remote(caps, rho, float(n_remote))
+    return float(lam.sum()), lam
+
+
+def coordinate_search(tables, n_remote: int, picks: list[int]) -> tuple[float, list[int]]:
+    """From ``picks``, move one site's option at a time to the best for the total (every option of that
+    site tried at once, the remote site re-divided) until no move helps: (total requests/s, picks), a
+    local optimum. An option of capacity -inf is not allowed. The threshold search's options are a site's
+    cuts; the configuration search's (`planning.layout_search`) its configurations times their cuts."""
+    best, _ = options_total(tables, n_remote, picks)
+    for _ in range(_ROUNDS):
+        moved = False
+        for i, table in enumerate(tables):
+            cap_i, rho_i = table[0], table[1]
+            caps = np.tile([t[0][k] for t, k in zip(tables, picks)], (len(cap_i), 1))
+            rho = np.tile([t[1][k] for t, k in zip(tables, picks)], (len(cap_i), 1))
+            caps[:, i], rho[:, i] = cap_i, rho_i
+            tot = share_remote(np.maximum(caps, 0.0), rho, float(n_remote)).sum(-1)
+            tot = np.where(np.isfinite(cap_i) & (cap_i >= 0), tot, -np.inf)
+            k = int(np.argmax(tot))
+            if tot[k] > best * (1 + 1e-9) + 1e-12:
+                best, picks[i], moved = float(tot[k]), k, True
+        if not moved:
+            break
+    return best, picks
+
+
 @dataclass(frozen=True)
 class ThresholdPlan:
     """Per site: the cut (bins at and above it go remote), threshold in tokens (inf: all local), rate
@@ -207,42 +244,19 @@ def threshold_plan(sites: list[SiteModel], n_remote: int, start_fractions: list[
     `THRESHOLD_SEARCH_MAX_SITES` sites."""
     if len(sites) > THRESHOLD_SEARCH_MAX_SITES:
         return None
-    tables = [_cut_table(s) for s in sites]
+    tables = [cut_table(s) for s in sites]
     nbs = [len(s.bins.weight) for s in sites]
-
-    def total(cuts) -> tuple[float, np.ndarray]:
-        caps = np.array([t[0][k] for t, k in zip(tables, cuts)])
-        rho = np.array([t[1][k] for t, k in zip(tables, cuts)])
-        lam = share_remote(caps, rho, float(n_remote))
-        return float(lam.sum()), lam
-
-    def search(cuts: list[int]) -> tuple[float, list[int]]:
-        best, _ = total(cuts)
-        for _ in range(_ROUNDS):
-            moved = False
-            for i, (cap_i, rho_i, _, _) in enumerate(tables):
-                caps = np.tile([t[0][k] for t, k in zip(tables, cuts)], (len(cap_i), 1))
-                rho = np.tile([t[1][k] for t, k in zip(tables, cuts)], (len(cap_i), 1))
-                caps[:, i], rho[:, i] = cap_i, rho_i
-                tot = share_remote(np.maximum(caps, 0.0), rho, float(n_remote)).sum(-1)
-                tot = np.where(np.isfinite(cap_i) & (cap_i >= 0), tot, -np.inf)
-                k = int(np.argmax(tot))
-                if tot[k] > best * (1 + 1e-9) + 1e-12:
-                    best, cuts[i], moved = float(tot[k]), k, True
-            if not moved:
-                break
-        return best, cuts
 
     def rounded(f: np.ndarray, nb: int) -> int:
         above = np.flatnonzero(np.asarray(f) > 0.5)
         return int(above[0]) if len(above) else nb
 
-    starts = [[rounded(f, nb) for f, nb in zip(start_fractions, nbs)], list(nbs)] + _price_starts(tables, len(sites))
+    starts = [[rounded(f, nb) for f, nb in zip(start_fractions, nbs)], list(nbs)] + price_starts(tables, len(sites))
     starts = [list(c) for c in dict.fromkeys(tuple(c) for c in starts)]
-    best_total, best_cuts = max((search(list(c)) for c in starts), key=lambda x: x[0])
+    best_total, best_cuts = max((coordinate_search(tables, n_remote, list(c)) for c in starts), key=lambda x: x[0])
     if len(sites) <= PAIR_SEARCH_MAX_SITES:
         best_total, best_cuts = _pair_search(tables, n_remote, best_total, best_cuts)
-    _, lam = total(best_cuts)
+    _, lam = options_total(tables, n_remote, best_cuts)
     splits = [int(site_capacity(s, t[3][k], t[2][k])[1]) for s, t, k in zip(sites, tables, best_cuts)]
     ts = tuple(threshold_at_cut(s, k, None if upper_tokens is None else upper_tokens[i])
                for i, (s, k) in enumerate(zip(sites, best_cuts)))
@@ -280,8 +294,8 @@ def sample_threshold_search(sites: list[SiteModel], n_remote: int, start_cuts: t
     n = len(f_remote)
     cap_t, rho_t = [], []
     for s, fl, fd in zip(sites, f_local, f_decode):
-        _, rem, bits, local = _cut_table(s)
-        ok = np.isfinite(_cut_table(s)[0])
+        _, rem, bits, local = cut_table(s)
+        ok = np.isfinite(cut_table(s)[0])
         cap, _ = site_capacity(s, local[None, :], bits[None, :], fl[:, None], fd[:, None])
         cap_t.append(np.where(ok[None, :], cap, -np.inf))
         rho_t.append(rem[None, :] * f_remote[:, None])

@@ -62,15 +62,11 @@ def _open_choices(question: QuestionText) -> tuple[str, ...]:
 def _search_spec(question: QuestionText):
     """What `size` pins of the configuration search: the instance shapes and transfer policy the user gave
     (None: searched); no search with ``--inputs paper`` (the paper's tables are 8-chip instances)."""
-    from ..planning import SearchSpec
+    from ..planning.configurations import pinned_spec
 
     given = question.given
-    if str(given.get("inputs", "")) == "paper":
-        return None
-    both = given.get("instance_chips")
-    transfer = given.get("transfer_bytes")
-    return SearchSpec(given.get("remote_instance_chips") or both, given.get("local_instance_chips") or both,
-                      None if transfer is None else str(transfer))
+    return pinned_spec(given.get("inputs", ""), given.get("instance_chips"), given.get("remote_instance_chips"),
+                       given.get("local_instance_chips"), given.get("transfer_bytes"))
 
 
 def _searched(search) -> tuple[str, ...]:
@@ -113,7 +109,7 @@ def size_cmd(
 
         replaced = LAYOUT_FIELDS
         answer = answer_layout(Question.from_layout(layout, **question.given), samples=samples, seed=seed,
-                               **questions)
+                               search=_search_spec(question), **questions)
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
@@ -174,7 +170,7 @@ def _compare_layout(question: QuestionText, layout, load, rate, samples, seed, s
     from ..planning.question import LAYOUT_FIELDS
 
     answer = answer_compare_layout(Question.from_layout(layout, **question.given), load, rate, samples=samples,
-                                   seed=seed, sensitivity=sensitivity)
+                                   seed=seed, sensitivity=sensitivity, search=_search_spec(question))
     if not hasattr(answer, "plans"):
         if plot:
             raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")

@@ -7,40 +7,25 @@ from typing import Optional
 
 import typer  # noqa: E402  (after the option aliases, which need it too)
 
-from ..planning.question import DEFAULTS
 from .app import app
 from .envelope import emit
 from .options import (
     BaselineOpt,
     Duration,
     FormatOpt,
-    Inputs,
-    InstanceChips,
-    KvDtype,
     LayoutFile,
-    LinkEfficiency,
-    LinkRate,
     Load,
-    Local,
-    LocalInstanceChips,
-    Model,
     Plot,
     PrefillInstances,
     Rate,
     Rebalance,
-    Remote,
-    RemoteInstanceChips,
-    Rtt,
     SchedulerOpt,
     Seed,
-    Stack,
     Synthetic,
     Threshold,
-    Tpot,
     Trace,
-    TransferBytesOpt,
-    WeightDtype,
 )
+from .question_options import QuestionText, question_command
 
 PROGRESS_MIN_REQUESTS = 50_000
 
@@ -67,23 +52,25 @@ def _progress():
     return tick, bar.stop
 
 
+SIMULATE_ORDER = ("trace", "synthetic", "model", "layout", "baseline", "remote", "local", "instance_chips",
+                  "remote_instance_chips", "local_instance_chips", "weight_dtype", "kv_dtype", "tpot", "inputs",
+                  "transfer_bytes", "rate", "load", "duration", "scheduler", "compare", "link", "link_efficiency",
+                  "rtt", "link_profile", "threshold", "prefill_instances", "rebalance", "seed", "stack", "fmt",
+                  "plot")
+"""The order of simulate's options (its --help page); the planning inputs come from the question's fields."""
+SIMULATE_OMITS = ("workload", "mode", "basis", "link_price")
+"""Planning inputs simulate does not take: the workload is ``--trace``/``--synthetic``, the plan is always
+distribution-exact, a simulation has no verdict basis and no link price."""
+
+
 @app.command("simulate")
+@question_command(SIMULATE_ORDER, omit=SIMULATE_OMITS)
 def simulate_cmd(
+    question: QuestionText,
     trace: Trace = None,
     synthetic: Synthetic = None,
-    model: Model = DEFAULTS.model,
     layout: LayoutFile = None,
     baseline: BaselineOpt = "prfaas",
-    remote: Remote = DEFAULTS.remote,
-    local: Local = DEFAULTS.local,
-    instance_chips: InstanceChips = DEFAULTS.instance_chips,
-    remote_instance_chips: RemoteInstanceChips = None,
-    local_instance_chips: LocalInstanceChips = None,
-    weight_dtype: WeightDtype = None,
-    kv_dtype: KvDtype = None,
-    tpot: Tpot = DEFAULTS.tpot,
-    inputs: Inputs = DEFAULTS.inputs,
-    transfer_bytes: TransferBytesOpt = None,
     rate: Rate = None,
     load: Load = None,
     duration: Duration = None,
@@ -91,15 +78,11 @@ def simulate_cmd(
     compare: Optional[str] = typer.Option(
         None, "--compare", help="Also run these schedulers on the same workload, comma-separated (e.g. "
         "static,threshold,adaptive), and report every one beside the static run."),
-    link: LinkRate = DEFAULTS.link,
-    link_efficiency: LinkEfficiency = DEFAULTS.link_efficiency,
-    rtt: Rtt = None,
     link_profile: str = typer.Option(None, "--link-profile", help="CSV time_s,gbps: line rate over time."),
     threshold: Threshold = None,
     prefill_instances: PrefillInstances = None,
     rebalance: Rebalance = "5min",
     seed: Seed = 0,
-    stack: Stack = None,
     fmt: FormatOpt = "table",
     plot: Plot = None,
 ) -> None:
@@ -113,17 +96,15 @@ def simulate_cmd(
     plot_fmt = plot_format(plot) if plot is not None else None
     tick, done = _progress()
     try:
+        # the planning inputs the user typed; those left out take answer_simulate's defaults (shapes searched)
         answer = answer_simulate(
-            model=model, baseline=str(baseline), layout_file=layout, remote=remote, local=local,
-            instance_chips=instance_chips, remote_instance_chips=remote_instance_chips,
-            local_instance_chips=local_instance_chips, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot,
-            inputs=str(inputs), link=link, link_efficiency=link_efficiency,
-            rtt=rtt, trace=trace, synthetic=synthetic, rate=rate, load=load,
+            **question.given, baseline=str(baseline), layout_file=layout, trace=trace, synthetic=synthetic,
+            rate=rate, load=load,
             duration_s=parse_time_s(duration, "--duration") if duration is not None else None,
             scheduler=str(scheduler), compare=compare, link_profile=link_profile,
             threshold=float(parse_length(threshold, "--threshold")) if threshold is not None else None,
             prefill_instances=prefill_instances, rebalance_s=parse_time_s(rebalance, "--rebalance"), seed=seed,
-            stack=stack, transfer_bytes=None if transfer_bytes is None else str(transfer_bytes), progress=tick)
+            progress=tick)
     finally:
         done()
     if hasattr(answer, "site_costs"):  # several PD sites (planning.simulate_sites)

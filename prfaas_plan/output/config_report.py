@@ -42,13 +42,22 @@ def _candidate_row(rank: int, c, best_rps: float) -> dict:
             "rps_per_musd": c.rps_per_musd}
 
 
+BATCH_NOTE = ("batch cap: running requests per decode instance within the TPOT SLO and HBM; prefill packs prompts "
+              "by the stack's token budget")
+
+
+def configurations_section(records: list[dict], how: str) -> Section:
+    """The ``configurations`` section: one record per role and site (`configurations.RoleConfig.record`),
+    ``how`` saying where they come from (e.g. "searched: 12 joint configurations")."""
+    return Section("configurations", f"Configuration per role and site ({how})", records, CONFIG_COLUMNS,
+                   [BATCH_NOTE])
+
+
 def config_sections(found, runner_ups: int = 5) -> list[Section]:
     """The search's sections for the size report."""
     best = found.best
-    sections = [Section("configurations", "Configuration per role and site (searched: "
-                        f"{len(found.ranked)} joint configurations)", [r.record() for r in best.roles], CONFIG_COLUMNS,
-                        ["batch cap: running requests per decode instance within the TPOT SLO and HBM; prefill packs "
-                         "prompts by the stack's token budget"])]
+    sections = [configurations_section([r.record() for r in best.roles],
+                                       f"searched: {len(found.ranked)} joint configurations")]
     rows = [_candidate_row(i + 1, c, best.lambda_max) for i, c in enumerate(found.ranked[:runner_ups + 1])]
     sections.append(Section("runner_ups", "Best configurations (each with its own threshold and split)", rows,
                             CANDIDATE_COLUMNS))

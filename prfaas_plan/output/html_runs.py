@@ -95,7 +95,10 @@ def layout_page(res: Result) -> list[str]:
     shown = replace(res, meta={**res.meta, "inputs": inputs}) if inputs else res
     body = [_question(question), inputs_block(shown), _answer(answer, cards), warnings_block(res.warnings),
             "<h2>Sites</h2>", table(rows, transpose=True), *plots]
-    return body + other_sections(res, {"sites"})
+    configs = res.sections.get("configurations")
+    if configs:
+        body += ["<h2>Configuration per role and site</h2>", table(configs)]
+    return body + other_sections(res, {"sites", "configurations"})
 
 
 # ---------------------------------------------------------------------------------------------------

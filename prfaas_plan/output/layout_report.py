@@ -159,6 +159,11 @@ def layout_report(a, command: str = "size") -> Report:
     section ``compare`` (the section that command always writes); ``size`` names it ``baselines``."""
     f = a.figures
     sections = [_sites_section(a)]
+    found = getattr(a, "configurations", None)
+    if found is not None:
+        from .config_report import configurations_section
+
+        sections.append(configurations_section([r.record() for r in found.roles], f"searched: {found.screened} choices screened, {found.solved} solved"))
     if not f.threshold_routing:
         sections.append(_routing_section(f))
         if f.threshold is not None:

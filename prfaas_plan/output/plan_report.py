@@ -325,6 +325,10 @@ def size_report(a) -> Report:
         from .config_report import config_sections
 
         sections[1:1] = config_sections(a.configurations)
+    elif getattr(a, "layout_roles", None) is not None:
+        from .config_report import configurations_section
+
+        sections[1:1] = [configurations_section([r.record() for r in a.layout_roles], "searched: per role of the layout file's site")]
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
                         "stack": _stack(sc), **verdict_meta(a.verdict)})

@@ -50,12 +50,13 @@ def check_json(doc, sections: dict, meta: dict, source: str) -> None:
 
 
 CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype", "kv_dtype")
-CONFIG_ROLES = {("remote", "prefill"), ("local", "prefill"), ("local", "decode")}
+CONFIG_ROLES = ("prefill", "decode")
 
 
 def check_configurations(rows, source: str) -> None:
-    """Refuse a ``configurations`` section (`size`'s configuration search) that is not one record per role
-    and site with exactly `CONFIG_KEYS`, whole positive chip counts and TP/EP degrees within them."""
+    """Refuse a ``configurations`` section (the configuration search of `size` or of a layout file) that is
+    not one record per role and site with exactly `CONFIG_KEYS`, whole positive chip counts and TP/EP
+    degrees within them. Sites are ``remote`` (prefill only) and ``local`` or a layout file's site names."""
     if not isinstance(rows, list) or not rows:
         raise PlanError(f"{source}: section 'configurations' must be a non-empty list of records")
     seen = set()
@@ -67,9 +68,11 @@ def check_configurations(rows, source: str) -> None:
             raise PlanError(f"{where}: " + (f"unknown key {extra[0]!r}" if extra else
                                             f"missing key {missing[0]!r}" if missing else "not a record"))
         key = (r["site"], r["role"])
-        if key not in CONFIG_ROLES or key in seen:
+        ok_role = isinstance(r["site"], str) and r["site"] and r["role"] in CONFIG_ROLES \
+            and key != ("remote", "decode")
+        if not ok_role or key in seen:
             raise PlanError(f"{where}: {r['site']!r} {r['role']!r} is " + ("listed twice" if key in seen else
-                            "not a role of a PrfaaS-PD plan (remote prefill, local prefill, local decode)"))
+                            "not a role of a PrfaaS-PD plan (remote prefill; a site's prefill or decode)"))
         seen.add(key)
         n = r["chips_per_instance"]
         ok = all(isinstance(r[k], int) and not isinstance(r[k], bool) and r[k] >= 1 for k in ("chips_per_instance", "tp", "ep"))

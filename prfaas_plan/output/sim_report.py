@@ -3,6 +3,7 @@ the analytic model, routes, stages, caches, roles, the scheduler comparison and 
 
 from __future__ import annotations
 
+from .config_report import configurations_section
 from .report import Column, Report, Section
 
 TIMELINE_ROWS = 24
@@ -49,6 +50,15 @@ def _latency_rows(result, analytic, unloaded) -> list[dict]:
     return rows
 
 
+def _configurations_how(shapes) -> str:
+    """Where a simulation's per-role configurations come from (`planning.sim_shapes.SimShapes`)."""
+    if shapes is None:
+        return "the layout file's instance shapes"
+    if shapes.search is None:
+        return "pinned, not searched"
+    return f"searched as size: {len(shapes.search.ranked)} joint configurations"
+
+
 def simulation_report(a) -> Report:
     """The report of a `SimulationAnswer` (a layout of several PD sites: `sim_sites_report`)."""
     result, ev, layout = a.result, a.evaluation, a.layout
@@ -65,6 +75,7 @@ def simulation_report(a) -> Report:
             Column("lambda_max_rps", "Lambda_max req/s", ".3f"), Column("remote_share", "remote", ".1%"),
             Column("egress_gbps", "egress Gbps", ".2f"), Column("role_changes", "role changes"),
             Column("threshold_changes", "t changes")]),
+        configurations_section(a.configurations, _configurations_how(a.shapes)),
         Section("latency", "TTFT and TPOT (seconds)", _latency_rows(result, a.analytic, a.unloaded),
                 [Column("source", "source")] + [Column(k, k.replace("_s", "").replace("_", " "), _3g)
                                                 for k in ("ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from .config_report import configurations_section
 from .report import Column, Report, Section
 from .sim_report import _3g, _downsample
 
@@ -65,7 +66,8 @@ def sites_simulation_report(a) -> Report:
     """The report of a `SitesSimulationAnswer`."""
     main = a.runs[0]
     rows = site_rows(a, main)
-    sections = [Section("sim_sites", f"Per site and in total ({a.scheduler} scheduler)", rows, SITE_COLUMNS)]
+    sections = [Section("sim_sites", f"Per site and in total ({a.scheduler} scheduler)", rows, SITE_COLUMNS),
+                configurations_section(a.configurations, "the plan of size --layout, as simulated")]
     if len(a.runs) > 1:
         cmp = []
         for run in a.runs:

@@ -56,6 +56,7 @@ from .questions import (
     routing_screen,
 )
 from .configurations import ConfigSearch, SearchSpec, search_configurations
+from .layout_search import LayoutSearch, layout_configurations, search_layout
 from .rates import (
     CalibrateAnswer,
     KvThroughputAnswer,
@@ -78,7 +79,8 @@ from .validate import ValidateAnswer, answer_validate
 from .warnings import PlanWarning
 
 __all__ = [
-    "DEFAULTS", "FIELDS", "Field", "Question", "follow_ups", "ConfigSearch", "SearchSpec", "search_configurations", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
+    "DEFAULTS", "FIELDS", "Field", "Question", "follow_ups", "ConfigSearch", "SearchSpec", "search_configurations", "LayoutSearch",
+    "layout_configurations", "search_layout", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
     "LayoutAnswer", "LinkSizing", "LoadedLatency", "ModelsAnswer", "Plan", "PlanWarning", "RatesAnswer",
     "ShowAnswer", "ValidateAnswer", "answer_calibrate", "answer_hardware", "answer_kv_throughput",
     "answer_models", "answer_rates", "answer_show", "answer_validate",

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .sensitivity import Sensitivity
     from .slo import SloSearch
     from .configurations import ConfigSearch, SearchSpec
+    from .layout_search import LayoutSearch
 
 COST_NOTE = "costs from the hardware profiles' price indications (labelled there), not quotes"
 
@@ -103,6 +104,7 @@ class SizeAnswer:
     slo_search: SloSearch | None = None   # the SLO's rate with threshold and split re-optimized (planning/slo.py)
     sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
     configurations: ConfigSearch | None = None  # the configuration search, when the roles were searched
+    layout_roles: tuple | None = None  # a one-site layout searched by `layout_search`: its `RoleConfig`s
 
     @property
     def verdict(self) -> dict | None:
@@ -361,6 +363,7 @@ class LayoutAnswer:
     warnings: list[PlanWarning]
     notes: list[str]
     figures: LayoutFigures | None = None  # per-site figures, routing rule, baselines, error bars (`layouts`)
+    configurations: LayoutSearch | None = None  # the configuration search per role and site, when searched
 
     @property
     def basis(self) -> str | None:
@@ -387,38 +390,57 @@ def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
     return out
 
 
-def answer_layout(question: Question, *, samples: int = 400, seed: int = 0,
+def answer_layout(question: Question, *, samples: int = 400, seed: int = 0, search: SearchSpec | None = None,
                   **questions) -> SizeAnswer | LayoutAnswer:
     """Plan the layout file of ``question`` (`Question.from_layout`). One PD site: the full `answer_size`
-    (``questions`` are its follow-up keywords; ``samples``, ``seed`` its error bars) with the file's split,
-    rtt and threshold (when not ``auto``) kept. Several PD sites: every site's routing and split by the
-    linear program (no follow-up questions)."""
+    (``questions`` are its follow-up keywords; ``samples``, ``seed`` its error bars) with the file's rtt and
+    threshold (when not ``auto``) kept, and its split when the roles are not searched. Several PD sites: every
+    site's routing and split by the linear program (no follow-up questions). ``search`` (what the user pinned
+    on the command line; None: no search) searches every role's configuration per site first
+    (`layout_search`), unless the file says ``search: false`` or the inputs are the paper's."""
     from dataclasses import replace
+
+    from .layout_search import searchable
 
     lay, sc = question.layout, question.scenario
     if lay is None:
         raise PlanError("answer_layout: the question has no `layout` (use Question.from_layout)")
     path = question.layout_path
+    if questions.get("threshold") is not None:
+        lay = replace(lay, threshold=questions["threshold"])
+    searched = search is not None and searchable(lay, sc)
     if len(lay.pd_sites) == 1:
         # the planner's name for the one local site, so its baselines (error bars, modes) share the inputs
         lay = replace(lay, pd_sites=(replace(lay.pd_sites[0], name="local"),))
         if lay.remote is None:
             lay = replace(lay, threshold=float("inf"))
+        if searched:
+            return _one_site_searched(question, lay, search, samples, seed, questions)
         a = answer_size(question, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
     from .layouts import layout_default_basis, layout_figures, layout_warnings, plan_layout, refuse_questions
 
     refuse_questions(questions)
-    res, perf, lay = plan_layout(lay, sc, questions.get("threshold"))
-    resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {_count(r.n_prefill)}P+{_count(r.n_decode)}D"
-               for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
+    found = None
+    if searched:
+        from .layout_search import search_layout
+
+        found = search_layout(lay, sc, search)
+        res, perf, lay = found.result, found.perf, found.layout
+        resplit = []
+    else:
+        res, perf, lay = plan_layout(lay, sc)
+        resplit = [f"{site.name} {site.prefill}P+{site.decode}D -> {_count(r.n_prefill)}P+{_count(r.n_decode)}D"
+                   for site, r in zip(lay.pd_sites, res.sites) if round(r.n_prefill) != site.prefill]
     notes = list(sc.notes) + [f"layout {lay.name} from {path}; linear program over {len(res.bin_length)} "
                               "length bins per site (exact mode), integer local splits",
                               f"{res.method}: total {res.lambda_rps:.3f} req/s, proven optimality gap "
                               f"{res.gap:.2%} (upper bound {res.bound_rps:.3f} req/s)",
                               f"remote prefill: {perf.remote_prefill.source}" if perf.remote_prefill else
                               "no remote site"]
+    if found is not None:
+        notes = [_transfer_note(n, lay) for n in notes] + [found.note()]
     idle = [site.name for site, r in zip(lay.pd_sites, res.sites) if not r.lambda_rps > 1e-9]
     if idle:
         notes.append(f"{', '.join(idle)} carr{'ies' if len(idle) == 1 else 'y'} no traffic at the optimum: the "
@@ -435,28 +457,75 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0,
     basis = layout_default_basis(lay) if question.basis is None else question.basis
     figures = layout_figures(path, lay, sc, res, perf, basis, samples, seed)
     warnings = layout_warnings(figures)
-    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, warnings, notes + list(figures.notes), figures)
+    return LayoutAnswer(str(path), lay, sc, res, perf, resplit, warnings, notes + list(figures.notes), figures,
+                        found)
+
+
+def _transfer_note(note: str, lay: Layout) -> str:
+    """The scenario's transfer-bytes note replaced by what the searched sites move."""
+    if not note.startswith("transfer bytes:"):
+        return note
+    return ("transfer bytes: per site as its decode configuration receives them (dp-attention: one copy per "
+            "request; replicated: the per-rank copies of TP attention): "
+            + ", ".join(f"{s.name} {s.transfer}" for s in lay.pd_sites))
+
+
+def _one_site_searched(question: Question, lay: Layout, search: SearchSpec, samples: int, seed: int,
+                       questions: dict) -> SizeAnswer:
+    """A one-site layout with its roles searched: `size`'s own search when the site and the remote run one
+    stack and the threshold is free (so the answer is one-site `size`'s), else `layout_search` on the file.
+    The split is chosen for the chosen shapes (the file's counts are its chips)."""
+    from dataclasses import replace
+
+    site, r = lay.pd_sites[0], lay.remote
+    sc = question.scenario
+    pins = replace(search, remote_chips=r.instance.chips if r is not None and r.pin_chips else None,
+                   local_chips=site.instance.chips if site.pin_chips else None)
+    path = question.layout_path
+    rtt = f"rtt {site.link.rtt_s * 1e3:g} ms from the file" if site.link is not None else "no link"
+    said = (f"layout {lay.name} from {path}: one PD site, its roles' configurations searched (`search: false` "
+            f"keeps the file's shapes and split); the split is optimized for the chosen shapes; {rtt}")
+    own_stack = {(site.stack or sc.stack), (r.stack or sc.stack) if r is not None else sc.stack} == {sc.stack}
+    if r is not None and r.instances > 0 and own_stack and lay.threshold is None:
+        a = answer_size(question, samples=samples, seed=seed, search=pins, **questions)
+        return replace(a, notes=[said] + a.notes)
+    from .layout_search import search_layout
+
+    found = search_layout(lay, sc, pins)
+    q = {k: v for k, v in questions.items() if k != "threshold"}
+    a = answer_size(question, layout=found.layout, samples=samples, seed=seed, threshold=lay.threshold, **q)
+    return replace(a, notes=[said, found.note()] + a.notes, layout_roles=found.roles)
 
 
 def answer_compare_layout(question: Question, load: float | None = None, rate: float | None = None,
-                          samples: int = 400, seed: int = 0,
-                          sensitivity: tuple[str, ...] | None = None) -> CompareAnswer | LayoutAnswer:
+                          samples: int = 400, seed: int = 0, sensitivity: tuple[str, ...] | None = None,
+                          search: SearchSpec | None = None) -> CompareAnswer | LayoutAnswer:
     """``compare --layout FILE`` of ``question`` (`Question.from_layout`). One PD site: `answer_compare` of
     the file's chips, instance shapes and link (rtt included; the split is optimized, as compare does).
     Several: `answer_layout`'s per-site figures and baselines (each site alone, homogeneous PD at the
     question's basis) with error bars; ``load``/``rate``/``sensitivity`` are refused there (TTFT under load
-    is modelled for one PD site)."""
+    is modelled for one PD site). ``search`` as in `answer_layout` (one site: `answer_compare`'s search with
+    the file's pins)."""
+    from .layout_search import searchable
+
     lay, path = question.layout, question.layout_path
     if lay is None:
         raise PlanError("answer_compare_layout: the question has no `layout` (use Question.from_layout)")
+    if search is not None and not searchable(lay, question.scenario):
+        search = None
     if len(lay.pd_sites) == 1:
-        a = answer_compare(question, load, rate, samples=samples, seed=seed, sensitivity=sensitivity)
+        if search is not None:
+            site, r = lay.pd_sites[0], lay.remote
+            search = replace(search, remote_chips=r.instance.chips if r is not None and r.pin_chips else None,
+                             local_chips=site.instance.chips if site.pin_chips else None)
+        a = answer_compare(question, load, rate, samples=samples, seed=seed, sensitivity=sensitivity, search=search)
         site = lay.pd_sites[0]
         return replace(a, notes=[f"layout {lay.name} from {path}: its chips, instance shapes and link (rtt "
                                  f"{site.link.rtt_s * 1e3:g} ms) are compared; the split and threshold are optimized"
                                  if site.link is not None else
                                  f"layout {lay.name} from {path}: its chips and instance shape are compared"] + a.notes)
-    return answer_layout(question, samples=samples, seed=seed, load=load, rate=rate, sensitivity=sensitivity)
+    return answer_layout(question, samples=samples, seed=seed, search=search, load=load, rate=rate,
+                         sensitivity=sensitivity)
 
 
 def _count(x: float) -> int:

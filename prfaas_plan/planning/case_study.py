@@ -29,6 +29,9 @@ HOMOGENEOUS = "96xH20"
 LINK = "100G"
 STACK = "paper-vllm"   # the paper's in-house vLLM (its Table 5 engine) on both sites of the predicted level
 INSTANCE_CHIPS = 8
+"""The paper's instance shape on both sites. The case study keeps it and runs no configuration search
+(`planning.configurations`): it reproduces the paper's published figures, which are 8-chip TP instances;
+``size``, ``compare`` and ``simulate`` search the shapes instead (docs/methods.md, sections 4, 6 and 7)."""
 OUTPUT_TOKENS = 1024
 LOADED_SHARE = 0.8   # the loaded P90 TTFT figure: both layouts at this fraction of homogeneous PD's Lambda_max
 

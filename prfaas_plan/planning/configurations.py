@@ -55,6 +55,17 @@ class SearchSpec:
     local_shapes: tuple[int, ...] | None = None
 
 
+def pinned_spec(inputs: str, instance_chips: int | None = None, remote_instance_chips: int | None = None,
+                local_instance_chips: int | None = None, transfer_bytes: str | None = None) -> SearchSpec | None:
+    """What a command pins of the search, from the inputs the user gave (None: not given, searched): the
+    shapes (a role's own flag over ``instance_chips``) and the transfer policy; None, no search, for
+    ``inputs`` paper (the paper's tables are 8-chip instances). ``size``, ``compare`` and ``simulate``."""
+    if str(inputs) == "paper":
+        return None
+    return SearchSpec(remote_instance_chips or instance_chips, local_instance_chips or instance_chips,
+                      None if transfer_bytes is None else str(transfer_bytes))
+
+
 @dataclass(frozen=True)
 class RoleConfig:
     """One role's configuration at one site, as the JSON section ``configurations`` records it."""

@@ -372,6 +372,19 @@ def plan_layout(lay: Layout, sc: Scenario, threshold: float | None = None):
     return prefer_threshold(lay, bins, perf, max_throughput(lay, bins, perf)), perf, lay
 
 
+def relaxed_layout(lay: Layout, sc: Scenario) -> tuple[float, object, dict]:
+    """The continuous relaxation of `plan_layout`'s program (one linear program, fractional splits):
+    an upper bound (requests/s) on its integer optimum, with the perf and bins `plan_layout` would build."""
+    perf = layout_perf(lay, sc)
+    bins = layout_bins(lay, sc, perf)
+    return max_throughput(lay, bins, perf, integer=False).lambda_rps, perf, bins
+
+
+def solve_layout(lay: Layout, perf, bins: dict):
+    """`plan_layout`'s integer optimum from the perf and bins `relaxed_layout` built."""
+    return prefer_threshold(lay, bins, perf, max_throughput(lay, bins, perf))
+
+
 # The follow-up questions `answer_size` answers for one site, and why a layout of several sites declines
 # them (each names its input in backticks, which the CLI writes as its flag).
 _DECLINED = {

@@ -291,12 +291,12 @@ def size_layout(layout: Layout, sc: Scenario):
 
 def layout_bins(layout: Layout, sc: Scenario, perf: PerfInputs) -> dict:
     """The linear program's length bins of every PD site (`lp.make_bins`), shared by sites of one
-    instance shape and stack."""
+    shape, stack and configuration (`scenario.site_key`)."""
     from ..analytic.lp import make_bins
+    from .scenario import site_key
 
-    by_instance = {}
+    by_key = {}
     for s in layout.pd_sites:
-        key = (str(s.instance), s.stack or sc.stack)
-        if key not in by_instance:
-            by_instance[key] = make_bins(sc.grid, perf, site=s.name)
-    return {s.name: by_instance[(str(s.instance), s.stack or sc.stack)] for s in layout.pd_sites}
+        if site_key(s, sc) not in by_key:
+            by_key[site_key(s, sc)] = make_bins(sc.grid, perf, site=s.name)
+    return {s.name: by_key[site_key(s, sc)] for s in layout.pd_sites}

@@ -217,21 +217,30 @@ def naive_layout(sc: Scenario) -> Layout:
                                remote_instance_chips=sc.remote_instance_chips)
 
 
+def site_key(site, sc: Scenario) -> tuple:
+    """What one PD site's per-instance performance depends on: shape, stack and configuration (sites with
+    one key share one performance model and one set of length bins)."""
+    return (str(site.instance), site.stack or sc.stack, site.prefill_moe, site.decode_moe, site.dp_attention,
+            site.transfer or sc.transfer)
+
+
 def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
-    """Per-instance performance of every site of a (possibly multi-site) layout."""
+    """Per-instance performance of every site of a (possibly multi-site) layout, each role in the
+    configuration its site records (`layout.PDSite`; the fixed TP configuration unless searched)."""
     context = sc.context_tokens
-    by_instance: dict[tuple, SitePerf] = {}   # sites of one instance shape and stack share it
+    by_key: dict[tuple, SitePerf] = {}
     sites = {}
     for site in layout.pd_sites:
-        stack = site.stack or sc.stack
-        key = (str(site.instance), stack)
-        if key not in by_instance:
-            by_instance[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack),
-                                        instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs,
-                                                        stack),
-                                        TransferBytes(sc.transfer, site.instance.chips))
-        sites[site.name] = by_instance[key]
+        key = site_key(site, sc)
+        _, stack, p_moe, d_moe, dp, transfer = key
+        if key not in by_key:
+            by_key[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack, p_moe),
+                                   instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs, stack,
+                                                   d_moe, dp),
+                                   TransferBytes(transfer, site.instance.chips))
+        sites[site.name] = by_key[key]
     remote = None
     if layout.remote is not None:
-        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs, layout.remote.stack or sc.stack)
+        remote = instance_prefill(sc.model, layout.remote.instance, sc.inputs, layout.remote.stack or sc.stack,
+                                  layout.remote.moe)
     return PerfInputs(sc.model, remote, sites, sc.output_tokens)

@@ -18,6 +18,7 @@ from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
 from ..vocabulary import Baseline, values
 from .question import DEFAULTS, choice
 from .scenario import instance_decode, instance_prefill, stack_notes
+from .sim_shapes import SimShapes, role_records, simulation_shapes
 from .warnings import PlanWarning
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,11 +56,13 @@ def simulation_layout(baseline: str = "prfaas", remote: str = DEFAULTS.remote, l
 
 
 def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mean: float,
-                    output_mean: float, stack: str | StackProfile | None = None, transfer_bytes: str | None = None):
+                    output_mean: float, stack: str | StackProfile | None = None, transfer_bytes: str | None = None,
+                    shapes: SimShapes | None = None):
     """PerfInputs of every site of ``layout`` for the workload's mean input and output (tokens): decode
     capacity at ``tpot_s`` and a mean context of input + output / 2, each site on its own ``stack:`` or
     else ``stack`` (None: the default stack), bytes on the link by ``transfer_bytes`` (None: the default
-    policy, logical for the paper's inputs). ``model`` is a profile or its name."""
+    policy, logical for the paper's inputs), each role's MoE split and decode attention mode as ``shapes``
+    says (`sim_shapes.SimShapes`; None: tensor-parallel). ``model`` is a profile or its name."""
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
     from ..profiles import get_model, get_stack
@@ -68,12 +71,14 @@ def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mea
     stack = get_stack(stack)
     context = input_mean + output_mean / 2
     policy = transfer_bytes or ("logical" if inputs == "paper" else DEFAULT_POLICY)  # paper: its convention
-    sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs, s.stack or stack),
-                              instance_decode(model, s.instance, tpot_s, context, inputs, s.stack or stack),
+    sh = shapes or SimShapes(0, 0)
+    sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs, s.stack or stack, sh.local_moe),
+                              instance_decode(model, s.instance, tpot_s, context, inputs, s.stack or stack,
+                                              sh.decode_moe, sh.dp_attention),
                               TransferBytes(policy, s.instance.chips)) for s in layout.pd_sites}
     remote = None
     if layout.remote is not None:
-        remote = instance_prefill(model, layout.remote.instance, inputs, layout.remote.stack or stack)
+        remote = instance_prefill(model, layout.remote.instance, inputs, layout.remote.stack or stack, sh.remote_moe)
     return PerfInputs(model, remote, sites, output_mean)
 
 
@@ -131,6 +136,8 @@ class SimulationAnswer:
     stack: str | None = None     # the stack of the sites naming none (None: the paper's inputs, no stack)
     notes: list[str] = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    configurations: list[dict] = field(default_factory=list)  # per role and site (`sim_shapes.role_records`)
+    shapes: SimShapes | None = None  # how the roles were chosen (None: a layout file's own shapes)
 
     @property
     def other(self) -> SimResult | None:
@@ -175,7 +182,7 @@ class SimulationAnswer:
 
 def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", layout_file: str | None = None,
                     remote: str = DEFAULTS.remote, local: str = DEFAULTS.local,
-                    instance_chips: int = DEFAULTS.instance_chips, remote_instance_chips: int | None = None,
+                    instance_chips: int | None = None, remote_instance_chips: int | None = None,
                     local_instance_chips: int | None = None, weight_dtype: str | None = None,
                     kv_dtype: str | None = None, tpot: str = DEFAULTS.tpot,
                     inputs: str = DEFAULTS.inputs, link: str = DEFAULTS.link,
@@ -190,9 +197,12 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     each of them too, on the same workload) and set the analytic model
     beside the run. ``rate`` (requests/s) or ``load`` (fraction of Lambda_max) sets the offered load
     (default 0.8 of Lambda_max synthetic; a trace keeps its own times); ``progress(done, total)`` is
-    called as the simulation advances. Instance shapes, dtypes, ``stack`` (sites of a layout file may
-    name their own) and ``transfer_bytes`` (None: replicated, logical for the paper's inputs) as
-    `prfaas_plan.planning.scenario`."""
+    called as the simulation advances. The instances take the configuration search's shapes per role, as
+    ``size`` (`sim_shapes`): ``instance_chips``, ``remote_instance_chips``, ``local_instance_chips`` and
+    ``transfer_bytes`` (None: searched) pin them; ``inputs`` paper plays the paper's 8-chip instances and a
+    layout file its sites' own shapes. Dtypes and ``stack`` (sites of a layout file may name their own) as
+    `prfaas_plan.planning.scenario`; ``transfer_bytes`` None: the searched decode configuration's bytes
+    (logical for the paper's inputs)."""
     from ..analytic.latency import ttft_under_load
     from ..analytic.ttft import ttft_summary
     from ..profiles import get_stack
@@ -205,13 +215,15 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     )
     from ..simulator.inputs import paper_grid, paper_requests, read_trace_and_source
 
+    from .configurations import pinned_spec
     from .question import Question
 
     text = dict(model=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=inputs, link=link,
                 link_efficiency=link_efficiency, rtt=rtt, stack=stack)
     if layout_file is None:   # a layout file's sites carry their own shapes
-        text.update(remote=remote, local=local, instance_chips=instance_chips,
-                    remote_instance_chips=remote_instance_chips, local_instance_chips=local_instance_chips)
+        text.update(remote=remote, local=local)
+        text.update({k: v for k, v in (("instance_chips", instance_chips), ("local_instance_chips",
+                     local_instance_chips), ("remote_instance_chips", remote_instance_chips)) if v is not None})
     if transfer_bytes is not None:   # None: replicated, logical for the paper's inputs (`simulation_perf`)
         text["transfer_bytes"] = transfer_bytes
     q = Question.parse(**text)
@@ -228,10 +240,9 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         raise PlanError(f"`rate` {rate!r}: expected a positive number of requests/s")
     if load is not None and not (math.isfinite(load) and load > 0):
         raise PlanError(f"`load` {load!r}: expected a positive fraction of Lambda_max")
-    local_chips, remote_chips = q.instance_chips
-    layout = simulation_layout(baseline, remote, local, q.link, local_chips, layout_file,
-                               None if remote_chips == local_chips else remote_chips)
-    if len(layout.pd_sites) > 1:  # several PD sites: the plan of size --layout, the multi-site simulator
+    choice("baseline", BASELINES)(baseline)
+    layout = simulation_layout(layout_file=layout_file) if layout_file is not None else None
+    if layout is not None and len(layout.pd_sites) > 1:  # the plan of size --layout, the multi-site simulator
         from .simulate_sites import answer_simulate_sites
 
         for given, name in ((threshold, "threshold"), (prefill_instances, "prefill_instances")):
@@ -250,8 +261,28 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
 
     if trace is None:
         grid = paper_grid()
-        perf = simulation_perf(layout, model, tpot_s, inputs, grid.mean, 1024.0, stack, transfer_bytes)
-        layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
+        means = (grid.mean, 1024.0)
+    else:
+        source, requests = read_trace_and_source(trace, None if (rate or load) else duration_s)
+        grid, basis = trace_plan_grid(source)
+        means = (float(requests.input_tokens.mean()), float(requests.output_tokens.mean()))
+    shapes = None
+    if layout is None:
+        spec = pinned_spec(inputs, instance_chips, remote_instance_chips, local_instance_chips, transfer_bytes)
+        shapes = simulation_shapes(q, spec, grid, *means, transfer_bytes)
+        layout = simulation_layout(baseline, remote, local, q.link, shapes.local_chips, None,
+                                   None if shapes.remote_chips == shapes.local_chips else shapes.remote_chips)
+        model = shapes.model or model   # the search may choose among the dtypes the user allows
+        if shapes.note is None:
+            notes.append(f"instances: the {'paper' if inputs == 'paper' else 'pinned'} shapes (no configuration "
+                         "search)")
+        else:
+            notes.append(shapes.note if baseline == "prfaas" else f"{baseline} baseline: the local instance shape "
+                         "and decode configuration the PrfaaS-PD search chose, as compare's baselines; " + shapes.note)
+    perf = simulation_perf(layout, model, tpot_s, inputs, *means, stack,
+                           shapes.transfer if shapes is not None else transfer_bytes, shapes)
+    layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
+    if trace is None:
         offered = rate if rate is not None else (load if load is not None else DEFAULT_LOAD) * ev.lambda_max
         window = duration_s or DEFAULT_SYNTHETIC_S
         requests = paper_requests(offered, window, seed)
@@ -259,18 +290,13 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         if rate is None and load is None:
             notes.append(f"default in effect: --load {DEFAULT_LOAD} of Lambda_max, --duration {window:g} s")
     else:
-        source, requests = read_trace_and_source(trace, None if (rate or load) else duration_s)
-        grid, basis = trace_plan_grid(source)
-        perf = simulation_perf(layout, model, tpot_s, inputs, float(requests.input_tokens.mean()),
-                               float(requests.output_tokens.mean()), stack, transfer_bytes)
-        layout, ev = simulation_plan(layout, grid, perf, threshold, prefill_instances)
         if rate is not None or load is not None:
             requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)
             if duration_s is not None:
                 requests = requests.until(duration_s)
         workload = f"trace {trace} ({len(requests)} requests)"
         notes.append(f"the plan (threshold, split, Lambda_max) and the analytic TTFT use {basis}; the simulation "
-                     "replays each cluster's own prefix cache (2 TB per instance), so its hits can differ")
+                     "replays each cluster's own prefix cache (2 TB per 8 chips), so its hits can differ")
     cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)
 
     from ..simulator.pipeline import COMPILED_FROM
@@ -296,11 +322,13 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
               + (f" with N_p fixed at {prefill_instances}" if prefill_instances is not None else "")
               + (f" with t fixed at {threshold:,.0f}" if threshold is not None else ""),
               "throughput: steady = middle 90% of completions over their time span",
-              "prefix caches: 2 TB of host DRAM per 8-GPU instance assumed (as in a DGX H200); 512-token blocks"]
+              "prefix caches: 2 TB of host DRAM per 8 chips assumed (a DGX H200 node), pooled per cluster; "
+              "512-token blocks"]
     warnings = [PlanWarning("unfinished-requests", message) for message in result.warnings()]
     in_effect = get_stack(stack).name if inputs == "predicted" else None
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, others, analytic, unloaded, scheduler,
-                            len(requests), seed, in_effect, notes, warnings)
+                            len(requests), seed, in_effect, notes, warnings, role_records(layout, perf, shapes),
+                            shapes)
 
 
 def trace_plan_grid(trace) -> tuple[LengthGrid, str]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout
+from .question import DEFAULTS
 
 DEFAULT_LOAD = 0.8
 DEFAULT_SYNTHETIC_S = 1800.0
@@ -38,6 +39,7 @@ class SitesSimulationAnswer:
     site_costs: tuple              # per site: (USD/hour of its own chips and link, USD/hour of the remote pool)
     notes: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
+    configurations: list = field(default_factory=list)  # per role and site, as played (`layout_search.roles_of`)
 
 
 def _threshold_of(r) -> tuple[float, str]:
@@ -118,6 +120,8 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     from ..simulator.system import System
     from .answers import _count, answer_layout
     from .question import Question
+    from .configurations import pinned_spec
+    from .layout_search import roles_of
 
     for name in (scheduler, *compared):
         if name not in MULTI_SCHEDULERS:
@@ -129,7 +133,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
              "kv_dtype": kv_dtype, "transfer_bytes": transfer_bytes or DEFAULT_POLICY, "stack": stack}
     # the plan only (no error bars: samples=0); the figures' baseline notes are size's, not the replay's
     plan = answer_layout(Question.from_layout(layout_file, **{k: v for k, v in given.items() if v is not None}),
-                         samples=0)
+                         samples=0, search=pinned_spec(inputs or DEFAULTS.inputs, transfer_bytes=transfer_bytes))
     lay, res, perf = plan.layout, plan.result, plan.perf
     names = [s.name for s in lay.pd_sites]
     notes = [n for n in plan.notes if plan.figures is None or n not in plan.figures.notes]
@@ -187,4 +191,5 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
         notes.append(f"{first['unfinished']} requests did not finish; percentiles are over completed ones")
     return SitesSimulationAnswer(lay, plan, tuple(thresholds), tuple(planned.tolist()), runs, scheduler,
                                  len(requests), seed, float(first["offered_rps"]),
-                                 tuple(_site_costs(lay, s) for s in sites), notes, [])
+                                 tuple(_site_costs(lay, s) for s in sites), notes, [],
+                                 [r.record() for r in roles_of(lay, perf)])

@@ -31,8 +31,9 @@ SCHEDULERS = tuple(_REGISTRY)
 @dataclass(frozen=True)
 class SimConfig:
     """How to run. ``threshold``: routing threshold, uncached tokens (ignored without a remote site).
-    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per instance in it, bytes (assumed: the 2 TB of
-    host DRAM of an 8-GPU node such as a DGX H200; 0: no caching; requests without hashes never hit).
+    ``cache_bytes_per_instance``: prefix-cache pool of a cluster per 8-chip instance in it, bytes, scaled by
+    chips for other shapes (`system.NODE_CHIPS`; assumed: the 2 TB of host DRAM of an 8-GPU node, a DGX H200;
+    0: no caching; requests without hashes never hit).
     ``block_tokens``: tokens per prefix-cache block (one trace hash id). ``sample_s``: timeline resolution, s.
     ``horizon_s``: stop time, s (None: until every request is done). ``mode``: throughput mode of the
     long-term re-optimization. ``spill``: the adaptive scheduler's overflow kept local runs at low priority

@@ -19,6 +19,8 @@ INF = math.inf
 DEFAULT_CHUNK_TOKENS = 8192
 """Chunked-prefill budget, tokens a forward, of a local prefill model without a stack (the paper's tables):
 SGLang's default ``chunked_prefill_size`` on 80-160 GB GPUs, as the bundled stack profiles assume."""
+NODE_CHIPS = 8
+"""Chips of the node whose host DRAM `SimConfig.cache_bytes_per_instance` describes (a DGX H200's 8 GPUs)."""
 CACHE_LOW_WATERMARK = 0.9
 """A full pool evicts down to this share of its capacity (in batches, as engines free memory)."""
 
@@ -115,14 +117,18 @@ class System:
     def caches(self, bytes_per_instance: float, block_tokens: int,
                compiled: bool = True) -> tuple[PrefixCache, PrefixCache]:
         """Empty prefix caches of the PD cluster and the remote cluster, each ``bytes_per_instance`` x its
-        instances; ``compiled``: numba pools, else their plain-Python twin (`PrefixCache`)."""
+        instances x their chips / `NODE_CHIPS` (host DRAM is per node: an instance shape of fewer chips per
+        instance has more instances, not more DRAM); ``compiled``: numba pools, else their plain-Python twin
+        (`PrefixCache`)."""
         model = self.perf.model
+        local = self.layout.pd_sites[0].instance.chips / NODE_CHIPS
+        remote = (self.layout.remote.instance.chips if self.n_remote else NODE_CHIPS) / NODE_CHIPS
         block = block_tokens * A.kv_bytes_per_token(model)
         ckpt = 0
         if model.cached_as("recurrent") or model.cached_as("window"):
             ckpt = max(A.fixed_state_bytes(model) + int(A.swa_bytes(model, block_tokens)), 1)
-        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode), block, ckpt, block_tokens,
+        pd = PrefixCache(bytes_per_instance * (self.n_prefill + self.n_decode) * local, block, ckpt, block_tokens,
                          CACHE_LOW_WATERMARK, compiled)
-        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1), block, ckpt, block_tokens, CACHE_LOW_WATERMARK,
-                         compiled)
+        rf = PrefixCache(bytes_per_instance * max(self.n_remote, 1) * remote, block, ckpt, block_tokens,
+                         CACHE_LOW_WATERMARK, compiled)
         return pd, rf
