@@ -25,6 +25,7 @@ READERS = {
                               False),
     "simulate trace": (("simulate", "--trace", "FILE.jsonl"), "a .jsonl or .csv trace", False),
     "sweep spec": (("sweep", "FILE", "--output", "r.csv"), "a YAML file", False),
+    "report sweep csv": (("report", "FILE.csv", "--output", "page.html"), "a sweep's .csv", False),
 }
 FAILURES = {
     "missing": (None, "cannot read (No such file or directory)"),
@@ -36,6 +37,7 @@ CHECKED_FIRST = {
                               "folder": "--link-profile 'input.txt': no such file"},
     "simulate trace": {"missing": "--trace 'input.jsonl': no such file", "folder": "--trace 'input.jsonl': no such file"},
     "sweep spec": {"missing": "input.txt: no such file", "folder": "input.txt: no such file"},
+    "report sweep csv": {"missing": "input.csv: no such file", "folder": "input.csv: no such file"},
     "not utf-8": (NOT_UTF8, "not a UTF-8 text file (expected {kind}"),
     "bad json": (b'{"meta": {}, "sections": ', "not JSON (Expecting value at line 1, column 26) (expected {kind}"),
 }
@@ -53,7 +55,8 @@ def _cases():
 @pytest.mark.parametrize("args,kind,content,wording", list(_cases()))
 def test_a_bad_file_is_one_line_naming_it(cli, tmp_path, monkeypatch, args, kind, content, wording):
     monkeypatch.chdir(tmp_path)
-    name = "input.jsonl" if "FILE.jsonl" in args else "input.txt"
+    suffix = next(a for a in args if a.startswith("FILE"))[len("FILE"):]
+    name = f"input{suffix or '.txt'}"
     if content == "dir":
         (tmp_path / name).mkdir()
     elif content is not None:
