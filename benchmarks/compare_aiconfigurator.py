@@ -5,8 +5,9 @@ aiconfigurator (0.12, TensorRT-LLM backend; the issue's figures): 1.73 requests/
 ``tp8 etp4 ep2`` (8 GPUs: attention TP8, experts split TP4 x EP2), decode 2 instances of ``tp4``, batch 12:
 16 GPUs per prefill + decode group, two groups on 32, so 16 prefill and 16 decode GPUs.
 
-The planner has no expert-TP x EP hybrid and sizes one site as PD instances that change role. It can pose the
-same question two ways, both printed here and computed, not typed in:
+The planner searches expert-TP x EP hybrids too (`performance.moe_split`, priced by its roofline) and sizes
+one site as PD instances that change role. It can pose the same question two ways, both printed here and
+computed, not typed in:
 
 - **disaggregated** (aiconfigurator's shape): a prefill pool of ``k`` H200 and a decode pool of ``32 - k``,
   joined by a link far faster than any transfer (10 Tbit/s, no RTT), every request prefilled in the prefill

@@ -55,7 +55,7 @@ class PrefillSite:
     instances: int
     stack: str = ""           # serving stack profile of this site ("" = the scenario's)
     pin_chips: bool = False   # keep ``instance``'s chips per instance (the configuration search leaves it)
-    moe: str = "tp"           # routed experts sliced (tp) or whole per chip (ep); the search sets it
+    moe: str = "tp"           # routed experts sliced (tp), whole per chip (ep) or ep<k> hybrids; the search sets it
 
 
 @dataclass(frozen=True)

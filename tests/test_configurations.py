@@ -15,7 +15,7 @@ from prfaas_plan.performance import decode_capacity, decode_memory
 from prfaas_plan.performance.decode import attention_weight_bytes
 from prfaas_plan.performance.operators import kv_bytes_per_token_per_chip, state_bytes_per_chip
 from prfaas_plan.planning import Question, SearchSpec, answer_size, scenario, search_configurations
-from prfaas_plan.planning.configurations import _dominated, pareto_front
+from prfaas_plan.planning.configurations import RoleConfig, _dominated, pareto_front
 from prfaas_plan.profiles import get_model
 from prfaas_plan import arithmetic as A
 
@@ -251,3 +251,158 @@ def test_methods_quotes_the_aiconfigurator_comparison_as_computed():
     assert quoted, "docs/methods.md lacks the comparison row"
     assert float(quoted.group(1)) == pytest.approx(round(row["rps"], 2), abs=0.005)
     assert quoted.group(2).strip() == row["prefill"] and quoted.group(3).strip() == row["decode"]
+
+
+# ---- the SLO search over configurations (issue 21 item 6) ------------------------------------------
+
+
+def _slo_answer(spec: SearchSpec, pct: float = 95, target: float = 2.5, **q):
+    """``size --ttft p<pct><<target>s`` with the configuration search under ``spec``: its `SloSearch`."""
+    return answer_size(Question.parse(**q), samples=0, ttft_slo=(pct, target), search=spec).slo_search
+
+
+@pytest.fixture(scope="module")
+def slo_searched():
+    return _slo_answer(SearchSpec())
+
+
+def test_a_ttft_slo_re_searches_the_configurations(slo_searched):
+    """On the defaults the throughput optimum (1-chip remote instances) cannot meet p95 < 2.5 s at any
+    threshold or split: each long prompt takes too long on one H200. Instances of more chips prefill a prompt
+    sooner, so the search over configurations finds a rate within the SLO the plan's own shape cannot."""
+    s = slo_searched
+    assert s.configurations is not None and s.configuration is not None
+    assert s.optimum.met and s.optimum.rate_rps > 1.0
+    assert s.configuration.roles[0].chips_per_instance > 1
+    # the rate is the model's: the chosen configuration's TTFT percentile at that rate is the target
+    assert s.ttft_at_slo_s == pytest.approx(2.5, rel=1e-3) and s.ttft_at_slo_s <= 2.5 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("pin", [{"remote_chips": n} for n in (1, 2, 4, 8, 16)] + [{"local_chips": n} for n in (4, 8, 16)])
+def test_slo_search_beats_every_pinned_shape(slo_searched, pin):
+    """The SLO's optimum over configurations is at least that of every pinned shape within 0.1%."""
+    pinned = _slo_answer(SearchSpec(**pin))
+    assert slo_searched.optimum.rate_rps >= pinned.optimum.rate_rps * (1 - 1e-3)
+
+
+def test_slo_branch_and_bound_matches_the_exhaustive_search(slo_searched):
+    """The configurations bounded out (Lambda_max below the best rate) could not have beaten it: searching
+    every configuration for the SLO gives the same rate (to the bisection's tolerance)."""
+    from prfaas_plan.analytic.slo_search import BISECT_REL, search_slo
+    from prfaas_plan.planning.plans import optimize
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    sc = scenario()
+    rates = []
+    for c in search_configurations(sc, report=0, latency=True).ranked:
+        plan = optimize(prfaas_layout(c.scenario), c.scenario, c.perf)
+        rates.append(search_slo(plan.layout, sc.grid, plan.perf, 95, 2.5, plan.surface.thresholds,
+                                plan.surface.splits).rate_rps)
+        assert rates[-1] <= c.lambda_max * (1 + 1e-9)   # the bound the search prunes with
+    assert slo_searched.optimum.rate_rps == pytest.approx(max(rates), rel=10 * BISECT_REL)
+    assert slo_searched.configurations[1] < len(rates)   # and it did bound some out
+
+
+def test_latency_keeps_faster_prefill_candidates():
+    """Without an SLO a remote shape no better at any length is dropped; with ``latency`` a shape that
+    prefills each prompt sooner survives although its pool carries less."""
+    sc = scenario()
+    plain, slo = search_configurations(sc, report=0), search_configurations(sc, report=0, latency=True)
+    assert slo.counts["remote prefill"][1] > plain.counts["remote prefill"][1]
+    shapes = {c.roles[0].chips_per_instance for c in slo.ranked}
+    assert shapes == {1, 2, 4, 8, 16}
+
+
+def test_unmet_slo_over_configurations_says_why(cli):
+    code, out, err = cli("-q", "size", "--ttft", "p95<2s", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    row = json.loads(out)["sections"]["slo"][0]
+    assert row["reoptimized_met"] is False and row["reoptimized_configuration"] is None
+    assert "no threshold or split meets p95 TTFT < 2 s in any of the" in row["why_not_met"]
+
+
+def test_slo_table_names_the_re_optimized_configuration(cli):
+    code, out, err = cli("size", "--ttft", "p95<2.5s", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    row = doc["sections"]["slo"][0]
+    assert row["reoptimized_met"] and row["reoptimized_configuration"].startswith("remote prefill ")
+    assert "slo-needs-reoptimizing" in {w["code"] for w in doc["warnings"]}
+
+
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(st.sets(st.sampled_from(SHAPES), min_size=1, max_size=3), st.sampled_from(SHAPES))
+def test_adding_a_remote_shape_never_lowers_the_slo_optimum(shapes, extra):
+    """The SLO's optimum over a set of remote instance shapes is at most that over the set with one more."""
+    def best(shapes) -> float:
+        return _slo_answer(SearchSpec(remote_shapes=tuple(sorted(shapes)))).optimum.rate_rps
+
+    assert best(shapes | {extra}) >= best(shapes) * (1 - 1e-5)   # to the bisection's tolerance
+
+
+# ---- expert-TP x EP hybrids ------------------------------------------------------------------------
+
+
+def test_hybrid_moe_splits_parse_and_refuse():
+    from prfaas_plan.performance.moe_split import ep_degree, hybrid_splits, split_label
+    from prfaas_plan.performance.operators import Parallel
+
+    assert hybrid_splits(8) == ["ep2", "ep4"] and hybrid_splits(2) == [] and hybrid_splits(16) == ["ep2", "ep4", "ep8"]
+    assert [ep_degree(m, 8) for m in ("tp", "ep", "ep2", "ep4")] == [1, 8, 2, 4]
+    assert split_label("ep2", 8) == "MoE ETP4xEP2" and str(Parallel(8, "ep2")) == "TP8, MoE ETP4xEP2"
+    for bad in ("ep3", "ep8", "ep1", "etp4"):
+        with pytest.raises(ValueError, match="expected tp, ep or ep<k>"):
+            Parallel(8, bad)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from(["qwen3-235b", "kimi-linear", "deepseek-v3"]), st.sampled_from([4, 8, 16]),
+       st.floats(1.0, 4096.0))
+def test_hybrid_routed_experts_sit_between_tp_and_ep(model, tp, tokens):
+    """A hybrid's busiest chip computes at least the even (TP) share of the routed experts and at most EP's
+    busiest chip (k groups imbalance less than tp chips), and its dispatch and combine move 2/k of the token
+    copies per chip, more than EP's 2/tp."""
+    from prfaas_plan.performance.moe_split import hybrid_splits
+    from prfaas_plan.performance.operators import Parallel, pass_work
+
+    m = get_model(model)
+
+    def routed(moe, t):
+        return next(w for w in pass_work(m, Parallel(tp, moe), 1.0, t, 0.0, "prefill") if w.name == "moe_routed")
+
+    def link(moe):
+        return float(next(w for w in pass_work(m, Parallel(tp, moe), 1.0, tokens, 0.0, "prefill")
+                          if w.name == "comm_ep").link_bytes)
+
+    even = float(routed("tp", tokens).flops)
+    for moe in hybrid_splits(tp):
+        k = int(moe[2:])
+        f = float(routed(moe, tokens).flops)
+        assert even * (1 - 1e-12) <= f <= float(routed("ep", tokens).flops) * (1 + 1e-12)
+        assert link(moe) == pytest.approx(link("ep") * tp / k, rel=1e-12)
+
+
+def test_search_tries_the_hybrids_and_adding_them_never_lowers_the_optimum(monkeypatch):
+    """The hybrids are candidates of every MoE role (counted, labelled ETP x EP) and, as any added
+    candidate, cannot lower the optimum."""
+    import prfaas_plan.planning.configurations as C
+
+    sc = scenario(model="qwen3-235b", remote="16xH200", local="32xH20", link="100G")
+    found = search_configurations(sc)
+    plain_splits = C._moe_splits
+    monkeypatch.setattr(C, "_moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
+                                                                if s in ("tp", "ep")])
+    without = search_configurations(sc)
+    assert sum(v[0] for v in found.counts.values()) > sum(v[0] for v in without.counts.values())
+    assert found.best.lambda_max >= without.best.lambda_max * (1 - 1e-9)
+    assert RoleConfig("prefill", "remote", 8, 8, 2, False, 0, "bf16", "bf16").label == "8-chip TP8 ETP4 EP2"
+
+
+def test_vllm_export_refuses_a_hybrid():
+    from types import SimpleNamespace
+
+    from prfaas_plan.output.deploy import vllm_command
+
+    role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0)
+    with pytest.raises(PlanError, match="vLLM has no expert-TP x EP split"):
+        vllm_command(SimpleNamespace(model_path="m"), role, "nixl")

@@ -69,6 +69,26 @@ def test_choice_rows_equal_an_independent_replan(cli):
     assert point[stack["low_at"]] == pytest.approx(stack["gain_low"], rel=1e-9)
 
 
+def test_searched_choice_rows_are_the_best_deployment_for_each_choice(cli):
+    """With the configuration search, an alternative re-searches the configurations: the stack row's ends
+    and the transfer row's replicated end are the point gains `size --stack X` and `size --transfer-bytes
+    replicated` report (each searching its own configuration), not the plan's configuration under another
+    choice."""
+    rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0")["sections"]["sensitivity"]}
+
+    def point(*args) -> float:
+        bars = _size_json(cli, *args, "--samples", "20")["sections"]["error_bars"]
+        return next(r["point"] for r in bars if r["quantity"] == "prfaas_gain_x")
+
+    stack = rows["serving stack"]
+    gains = {name: point("--stack", name) for name in ("sglang", "trtllm", "vllm")}
+    assert stack["gain_low"] == pytest.approx(min(gains.values()), rel=1e-9)
+    assert stack["gain_high"] == pytest.approx(max(gains.values()), rel=1e-9)
+    transfer = rows["transfer policy"]
+    assert transfer["low_at"] == "replicated"
+    assert transfer["gain_low"] == pytest.approx(point("--transfer-bytes", "replicated"), rel=1e-9)
+
+
 def test_model_error_rows_move_the_way_the_chips_do(cli):
     """A faster remote H200 helps PrfaaS-PD; a faster H20 helps the all-H20 baseline more (fixed 8-chip shapes)."""
     rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0", *FIXED)["sections"]

@@ -60,28 +60,39 @@ class SloOptimum:
 
 
 def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: float, target_s: float,
-               thresholds: np.ndarray, splits: np.ndarray, seed: tuple[float, int, float] | None = None) -> SloOptimum:
+               thresholds: np.ndarray, splits: np.ndarray, seed: tuple[float, int, float] | None = None,
+               floor: float = 0.0) -> SloOptimum:
     """The (threshold, local split) among ``thresholds`` x ``splits`` with the highest rate whose TTFT
     ``percentile`` (0: the mean) stays within ``target_s``. ``seed`` = (threshold, split, rate) of a point
-    already known to meet it (the plan's own), which the answer never falls below."""
+    already known to meet it (the plan's own), which the answer never falls below. ``floor`` (requests/s,
+    without a seed) searches only above it, the bound of a search over several layouts
+    (`planning.slo.slo_configurations`): when no point beats it the answer is unmet, rate 0, even if some
+    point meets the SLO at a lower rate."""
     pb = SloModel(layout, grid, perf, percentile, target_s)
     ts = np.asarray(thresholds, dtype=float)
     splits = [int(s) for s in splits if 0 <= s < pb.instances]
     best_rate, best_t, best_n, best_cap = 0.0, float(ts[0]), splits[0] if splits else 0, 0.0
+    found = False
     if seed is not None and seed[2] > 0:
         best_t, best_n, best_rate = float(seed[0]), int(seed[1]), float(seed[2])
-        best_cap = pb.stability(best_t, best_n)
+        best_cap, found = pb.stability(best_t, best_n), True
+    elif floor > 0:
+        best_rate = float(floor)
     ok_t: dict[float, bool] = {}
 
     def run(idx) -> None:
-        nonlocal best_rate, best_t, best_n, best_cap
-        cands = [(pb.stability(float(ts[i]), n), float(ts[i]), n) for i in idx for n in splits]
+        nonlocal best_rate, best_t, best_n, best_cap, found
+        for i in idx:
+            t = float(ts[i])
+            if t not in ok_t:
+                ok_t[t] = pb.unloaded_ok(t)
+        # thresholds an idle system already misses are never visited: leaving them out of the ordering
+        # changes neither the order of the others nor where the bound stops it
+        cands = [(pb.stability(float(ts[i]), n), float(ts[i]), n) for i in idx if ok_t[float(ts[i])] for n in splits]
         for cap, t, n in sorted(cands, key=lambda c: -c[0]):
             if cap <= best_rate * (1 + BISECT_REL):
                 break
-            if t not in ok_t:
-                ok_t[t] = pb.unloaded_ok(t)
-            if not ok_t[t] or (best_rate > 0 and not pb.met(t, n, best_rate * (1 + BISECT_REL))):
+            if best_rate > 0 and not pb.met(t, n, best_rate * (1 + BISECT_REL)):
                 continue
             lo, hi = max(best_rate, cap * 1e-6), cap * (1 - 1e-9)
             if not pb.met(t, n, lo):
@@ -89,11 +100,11 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
             while hi - lo > BISECT_REL * cap:
                 mid = 0.5 * (lo + hi)
                 lo, hi = (mid, hi) if pb.met(t, n, mid) else (lo, mid)
-            best_rate, best_t, best_n, best_cap = lo, t, n, cap
+            best_rate, best_t, best_n, best_cap, found = lo, t, n, cap, True
 
     coarse = sorted_unique(np.append(np.arange(0, len(ts), COARSE), len(ts) - 1))
     run(coarse)
-    if best_rate > 0 and len(ts) > 1:
+    if found and len(ts) > 1:
         i = int(np.argmin(np.abs(ts - best_t)))
         run(np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts))))
     # why, when nothing meets it: the best unloaded value over the candidate thresholds
@@ -108,18 +119,24 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
         j = min(j, len(grid.lengths) - 1)
         local_s = float(pb.local_svc[j])
         remote_s = float(pb.remote_unloaded[j]) if pb.remote_on else None
+    if not found:
+        best_rate = best_cap = 0.0
     return SloOptimum(best_rate > 0, best_t, best_n, pb.instances - best_n, best_rate, best_cap,
                       float(values[k]), t_un, tokens, remote_s, local_s, pb.evaluated)
 
 
-def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str) -> str:
-    """One sentence: why no threshold or split meets the SLO ``label`` (``p95 TTFT < 2 s``), from the
-    unloaded figures of `SloOptimum`; ``remote``/``local`` name the instance shapes (``8xH200``)."""
+def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str, configurations: int | None = None) -> str:
+    """One sentence: why no threshold or split (of any of the ``configurations`` searched, when given) meets
+    the SLO ``label`` (``p95 TTFT < 2 s``), from the unloaded figures of `SloOptimum` (of the configuration
+    closest to it); ``remote``/``local`` name the instance shapes (``8xH200``)."""
     lo, hi = opt.unloaded_best_thresholds
     where = ("the local cluster" if not remote else f"the best threshold ({lo:,.0f} tokens)" if lo == hi else
              f"the best thresholds ({lo:,.0f} to {hi:,.0f} tokens)")
     verb = "reaches" if lo == hi or not remote else "reach"
-    out = f"no threshold or split meets {label}: even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
+    out = f"no threshold or split meets {label}"
+    if configurations is not None:
+        out += f" in any of the {configurations} configurations searched"
+    out += f": even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
     if opt.percentile_tokens is not None:
         routes = [f"{opt.remote_s:.2f} s via {remote} (prefill + KV transfer)"] if opt.remote_s is not None else []
         routes.append(f"{opt.local_s:.2f} s on {local}")

@@ -31,6 +31,7 @@ import shlex
 from functools import lru_cache
 
 from .._data import PACKAGE_DIR
+from ..errors import PlanError
 
 ARGS_DIR = PACKAGE_DIR / "data" / "engine_args"
 ENGINE_VERSIONS = {"sglang": "0.5.9", "vllm": "0.16.0", "dynamo": "1.6.1"}
@@ -93,6 +94,10 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
 def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
     """``vllm serve`` for one role, and the environment its KV connector reads its address from."""
     cmd = ["vllm", "serve", d.model_path]
+    if 1 < role.ep < role.tp:
+        raise PlanError(f"{role.site} {role.role}: vLLM has no expert-TP x EP split (the plan's TP{role.tp} with "
+                        f"EP{role.ep}; its expert parallelism spreads the experts over every rank): export it for "
+                        "sglang, which runs it")
     if role.dp_attention:
         cmd += ["--tensor-parallel-size", "1", "--data-parallel-size", str(role.tp)]
     else:

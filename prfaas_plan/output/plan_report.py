@@ -164,15 +164,27 @@ def _slo_section(s, searched=None) -> Section:
                    reoptimized_threshold_tokens=o.threshold if o.met else None,
                    reoptimized_split=f"{o.n_prefill}P+{o.n_decode}D" if o.met else None,
                    reoptimized_ttft_at_slo_s=searched.ttft_at_slo_s, why_not_met=searched.why)
-        cols += [Column("reoptimized_rate_rps", "req/s within SLO, t and split re-optimized", ".3f"),
+        what = "t and split"
+        if searched.configurations is not None:
+            c = searched.configuration
+            row["reoptimized_configuration"] = (c.label() if c is not None else "the plan's own") if o.met else None
+            what = "t, split and configuration"
+        cols += [Column("reoptimized_rate_rps", f"req/s within SLO, {what} re-optimized", ".3f"),
                  Column("reoptimized_threshold_tokens", "re-optimized t", tokens),
-                 Column("reoptimized_split", "re-optimized split"),
-                 Column("reoptimized_ttft_at_slo_s", f"re-optimized TTFT {q} s", ".2f"),
+                 Column("reoptimized_split", "re-optimized split")]
+        if searched.configurations is not None:
+            cols.append(Column("reoptimized_configuration", "re-optimized configuration"))
+        cols += [Column("reoptimized_ttft_at_slo_s", f"re-optimized TTFT {q} s", ".2f"),
                  Column("why_not_met", "why not met")]
-        title = "Throughput within the TTFT SLO: at the plan's threshold and split, and with both re-optimized for it"
+        title = f"Throughput within the TTFT SLO: at the plan's threshold and split, and with {what} re-optimized for it"
         notes.append("re-optimized: branch and bound over the plan's candidate thresholds and splits, each "
                      "tested by P(TTFT <= target) >= the percentile under the same queueing model "
                      f"({o.evaluated} evaluations)")
+        if searched.configurations is not None:
+            n, k = searched.configurations
+            notes.append(f"configurations re-optimized too: {n} joint configurations (no prefill candidate "
+                         f"dropped that prefills a prompt sooner), {k} besides the plan's own searched for the "
+                         "SLO, the rest bounded out (their Lambda_max below the best rate found)")
     return Section("slo", title, [row], cols, notes + [f"method: {s.method}"])
 
 

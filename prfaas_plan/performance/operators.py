@@ -50,8 +50,9 @@ class Parallel:
 
     Attention, dense FFN, shared experts and the LM head are tensor-parallel over all ``tp`` chips.
     Routed experts are either sliced the same way (``moe="tp"``: every chip holds 1/tp of every expert,
-    SGLang's default) or distributed whole (``moe="ep"``: E/tp experts per chip, tokens dispatched and
-    combined by all-to-all, the busiest chip setting the pace).
+    SGLang's default), distributed whole (``moe="ep"``: E/tp experts per chip, tokens dispatched and
+    combined by all-to-all, the busiest chip setting the pace) or both (``moe="ep<k>"``, expert TP x EP:
+    E/k experts per group of tp/k chips, each sliced over its group; `moe_split.ep_degree`).
 
     ``dp_attention``: attention runs data-parallel instead (SGLang ``--enable-dp-attention`` with ``--dp``
     = ``--tp``): each chip holds a whole copy of the attention weights and serves ``1/tp`` of the requests
@@ -67,7 +68,16 @@ class Parallel:
         if self.tp < 1:
             raise ValueError("tp must be >= 1")
         if self.moe not in MOE_MODES:
-            raise ValueError(f"moe must be one of {MOE_MODES}")
+            from .moe_split import ep_degree
+
+            ep_degree(self.moe, self.tp)  # an expert-TP x EP hybrid, or ValueError
+
+    @property
+    def ep(self) -> int:
+        """Expert-parallel groups of the routed experts (1: sliced by TP; ``tp``: whole experts per chip)."""
+        from .moe_split import ep_degree
+
+        return ep_degree(self.moe, self.tp) if self.tp > 1 else 1
 
     @property
     def attention_tp(self) -> int:
@@ -80,8 +90,10 @@ class Parallel:
         return self.tp if self.dp_attention else 1
 
     def __str__(self) -> str:
+        from .moe_split import split_label
+
         attn = f"DP{self.tp} attention" if self.dp_attention and self.tp > 1 else f"TP{self.tp}"
-        return f"{attn}, MoE {'EP' if self.moe == 'ep' else 'TP'}{self.tp}"
+        return f"{attn}, {split_label(self.moe, self.tp) if self.tp > 1 else f'MoE TP{self.tp}'}"
 
 
 @dataclass(frozen=True)
@@ -236,26 +248,31 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
     width = m.latent_dim or h
     expert = 3.0 * width * m.expert_intermediate          # parameters of one routed expert
     p_touched = -np.expm1(T * np.log1p(-m.top_k / m.num_experts))  # P(an expert gets >= 1 token)
-    if par.moe == "tp" or tp == 1:
+    e = par.ep
+    if e == 1:
         inter = 3.0 * m.expert_intermediate / tp
         flops = T * (n * 2.0 * expert * m.top_k / tp)
         nbytes = p_touched * (n * m.num_experts * expert * eb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype, shape=T * (m.top_k / m.num_experts))]
     else:
-        # Whole experts on each chip; the busiest chip sets the pace. Counts per chip are sums over its
-        # E/tp experts of uniform routing: mean plus sqrt(2 ln tp) standard deviations (expected maximum
-        # of tp near-normal counts). Real routers are more skewed; EPLB-style balancing is assumed.
-        z = np.sqrt(2.0 * np.log(tp))
-        per_chip = m.num_experts / tp
-        mean_a = T * m.top_k / tp
-        chip_assign = mean_a + z * np.sqrt(mean_a * (1 - 1 / tp))
+        # Whole experts on each of e groups of s = tp/e chips (s = 1: EP), each expert sliced over its
+        # group; the busiest group sets the pace. Counts per group are sums over its E/e experts of uniform
+        # routing: mean plus sqrt(2 ln e) standard deviations (expected maximum of e near-normal counts).
+        # Real routers are more skewed; EPLB-style balancing is assumed.
+        s = tp // e
+        z = np.sqrt(2.0 * np.log(e))
+        per_chip = m.num_experts / e
+        mean_a = T * m.top_k / e
+        chip_assign = mean_a + z * np.sqrt(mean_a * (1 - 1 / e))
         chip_experts = np.minimum(per_chip, per_chip * p_touched
                                   + z * np.sqrt(per_chip * p_touched * (1 - p_touched)))
-        inter = 3.0 * m.expert_intermediate
-        flops = chip_assign * (n * 2.0 * expert)
-        nbytes = chip_experts * (n * expert * eb) + chip_assign * (n * ab * (2 * width + inter))
-        # Dispatch and combine: each chip sends its 1/tp share of the token copies, (tp-1)/tp of them remote.
-        link = mean_a * (n * 2.0 * (tp - 1) / tp * width * ab)
+        inter = 3.0 * m.expert_intermediate / s
+        flops = chip_assign * (n * 2.0 * expert / s)
+        nbytes = chip_experts * (n * expert * eb / s) + chip_assign * (n * ab * (2 * width + inter))
+        # Dispatch: each chip sends its 1/tp share of the token copies to every one of the s chips of the
+        # group that owns the expert (s/tp = 1/e per chip); combine: each chip returns its partial sums of
+        # its group's 1/e share. (tp-1)/tp of the destinations are another chip.
+        link = T * m.top_k * (2.0 / e) * (n * (tp - 1) / tp * width * ab)
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
                       shape=chip_assign / np.maximum(chip_experts, 1e-9)),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]

@@ -120,7 +120,7 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
 
 def expert_parallel(model: ModelProfile, par: Parallel) -> bool:
     """Whether ``model``'s routed experts are spread over several chips by all-to-all under ``par``."""
-    return par.moe == "ep" and par.tp > 1 and model.moe is not None
+    return par.ep > 1 and model.moe is not None
 
 
 def forward_overhead_s(stack: StackProfile, model: ModelProfile, par: Parallel) -> float:

@@ -129,7 +129,7 @@ def verdict_record(basis: str, bars: ErrorBars | None) -> dict | None:
 
 
 def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, warnings: list[PlanWarning],
-                open_choices: tuple[str, ...] | None = None):
+                open_choices: tuple[str, ...] | None = None, research=None):
     """The error bars (None when ``samples`` is 0) and, with ``open_choices`` (the deployment inputs left at
     their defaults; `planning.sensitivity`), the ranked drivers, the bars spread over those choices; a
     warning when the two modes disagree on the verdict and one when the point estimate's gain lies outside
@@ -142,8 +142,8 @@ def _confidence(sc: Scenario, plan: Plan, baseline, samples: int, seed: int, war
     from .confidence import check_sampler
 
     check_sampler(samples, seed, len(plan.surface.thresholds))
-    ranked = sensitivity_of(sc, plan, baseline, open_choices, modes.gain[sc.mode]) if open_choices is not None \
-        else None
+    ranked = sensitivity_of(sc, plan, baseline, open_choices, modes.gain[sc.mode], research) \
+        if open_choices is not None else None
     if samples == 0:
         return None, ranked
     bars = replace(plan_error_bars(sc, plan, baseline, samples, seed, variants=_variants(sc, plan, ranked)),
@@ -211,11 +211,13 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     slo = rate_within_slo(plan, sc, *ttft_slo) if ttft_slo is not None else None
     searched = None
     if slo is not None:
-        from .slo import slo_search, slo_warnings
+        from .slo import slo_configurations, slo_search, slo_warnings
 
-        searched = slo_search(plan, sc, slo)
+        searched = slo_search(plan, sc, slo) if found is None else \
+            slo_configurations(question.scenario, search, plan, sc, slo, threshold)
         warnings.extend(slo_warnings(searched))
-    bars, ranked = _confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings, sensitivity) \
+    bars, ranked = _confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings, sensitivity,
+                               _research(question, search, basis) if found is not None else None) \
         if offloads else (None, None)
     target = cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None
     if target is not None and (said := target.verdict_sentence(plan)) is not None:
@@ -230,6 +232,13 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
         error_bars=bars, sensitivity=ranked,
         degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
         basis=basis, configurations=found)
+
+
+def _research(question: Question, search: SearchSpec, basis: str):
+    """The sensitivity's re-search of the configurations under each alternative choice (`sensitivity.Research`)."""
+    from .sensitivity import Research
+
+    return Research(question.scenario, search, basis)
 
 
 def non_unique_split(plan: Plan) -> str | None:
@@ -300,6 +309,7 @@ def answer_compare(question: Question, load: float | None = None, rate: float | 
 
         sc = chosen_scenario(sc, search_configurations(sc, search))
     basis = resolve_basis(sc, question.basis)
+    research = _research(question, search, basis) if search is not None else None
     if load is not None and rate is not None:
         raise PlanError("give either `load` or `rate`, not both")
     if load is not None and not 0 < load < 1:
@@ -320,7 +330,7 @@ def answer_compare(question: Question, load: float | None = None, rate: float | 
     notes = list(sc.notes) + perf_notes(prf.perf) + [_basis_note(plans, basis), f"comparison basis: {basis}", f"TTFT method: {prf.ttft.method}",
                                                      COST_NOTE]
     bars, ranked = _confidence(sc, prf, plans[basis_baseline_name(basis)].layout, samples, seed, warnings,
-                               sensitivity)
+                               sensitivity, research)
     others = {} if bars is None else {
         name: plan_error_bars(sc, prf, p.layout, samples, seed, _variants(sc, prf, ranked)) for name, p in plans.items()
         if name not in ("prfaas-pd", basis_baseline_name(basis)) and p.best.lambda_max > 0 and _sampleable(prf, p)}

@@ -4,11 +4,13 @@ each role splits the model, chosen jointly with the threshold and the local spli
 Roles and what is searched (each candidate checked for HBM fit, the reason kept when it does not fit):
 
 - remote prefill: chips per instance (the whole numbers 1..16 that divide the remote pool into whole
-  instances), routed experts sliced (MoE TP) or whole per chip (MoE EP);
+  instances), routed experts sliced (MoE TP), whole per chip (MoE EP) or both (expert TP x EP,
+  aiconfigurator's ``etp4 ep2``: `performance.moe_split`, priced by the roofline);
 - local prefill: chips per instance (shared with local decode: local instances change role, so one site has
-  one shape), MoE TP or EP;
+  one shape), MoE TP, EP or a hybrid;
 - local decode: attention tensor-parallel (TP, per-rank replicated latents/heads where the model's kind
-  replicates them) or data-parallel (DP attention, one whole cache per request on one rank), MoE TP or EP,
+  replicates them) or data-parallel (DP attention, one whole cache per request on one rank), MoE TP, EP or
+  a hybrid,
   and the batch cap: the largest batch within the TPOT SLO and HBM (`performance.decode_capacity`);
 - weight and KV dtypes: only those the user allows (``--weight-dtype fp8,bf16``), else the profile's.
 
@@ -24,13 +26,16 @@ at least as many bytes per request cannot raise the decode or the link bound); (
 survivors is grid-searched (`analytic.search.grid_search`, threshold and split) and the best ``Lambda_max``
 wins, ties going to the earlier candidate in the order below (8-chip, TP, TP attention first: the
 planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
+A TTFT SLO needs more: a prefill pool that carries less may prefill each prompt sooner, so with
+``latency`` (`planning.slo.slo_configurations`) a prefill candidate is dropped only for another of its
+shape that is no slower per request as well.
 
 Units: chips, requests/s, seconds, tokens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -88,7 +93,7 @@ class RoleConfig:
     @property
     def label(self) -> str:
         attn = f"DP{self.tp}-attn" if self.dp_attention else f"TP{self.tp}"
-        moe = f" EP{self.ep}" if self.ep > 1 else ""
+        moe = f" ETP{self.tp // self.ep} EP{self.ep}" if 1 < self.ep < self.tp else f" EP{self.ep}" if self.ep > 1 else ""
         return f"{self.chips_per_instance}-chip {attn}{moe}"
 
 
@@ -122,6 +127,7 @@ class Candidate:
     ttft_p90_s: float | None = None
     capex_usd: float | None = None
     cloud_usd_per_hour: float | None = None
+    perf: object = field(default=None, compare=False, repr=False)  # its `PerfInputs` (what was grid-searched)
 
     @property
     def rps_per_chip(self) -> float:
@@ -184,7 +190,22 @@ def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
 
 
 def _moe_splits(model, chips: int) -> list[str]:
-    return ["tp", "ep"] if model.moe is not None and chips > 1 else ["tp"]
+    """Routed-expert splits to try on ``chips``: TP, EP and the expert-TP x EP hybrids (`moe_split`)."""
+    from ..performance.moe_split import hybrid_splits
+
+    return ["tp", "ep"] + hybrid_splits(chips) if model.moe is not None and chips > 1 else ["tp"]
+
+
+def _ep(moe: str, chips: int) -> int:
+    from ..performance.moe_split import ep_degree
+
+    return ep_degree(moe, chips) if chips > 1 else 1
+
+
+def _split_label(moe: str, chips: int) -> str:
+    from ..performance.moe_split import split_label
+
+    return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
 def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
@@ -224,9 +245,26 @@ def _dtype_models(sc: Scenario) -> list:
     return out
 
 
-def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32) -> ConfigSearch:
+def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
+    """`_dominated` among the rows of one instance shape each (rows of different shapes never drop each
+    other: their pools have different server counts, so they queue differently at one capacity)."""
+    out = [False] * len(rows)
+    for n in set(shapes):
+        idx = [i for i, m in enumerate(shapes) if m == n]
+        for i, d in zip(idx, _dominated([rows[i] for i in idx])):
+            out[i] = d
+    return out
+
+
+def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32,
+                          latency: bool = False) -> ConfigSearch:
     """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
-    ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables."""
+    ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables.
+
+    ``latency`` keeps every prefill candidate a TTFT SLO may need (`planning.slo.slo_configurations`): a
+    smaller pool rate can come with a shorter prefill per request (more chips per instance), so a prefill
+    candidate is dropped only for another of the same shape that is at least as fast per request *and*
+    carries at least as many requests/s at every length."""
     from ..analytic.search import grid_search
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
@@ -257,48 +295,51 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         perf = PerfInputs(model, r_pm, {"local": SitePerf(l_pm, cap, tb)}, sc.output_tokens)
         lay = prfaas_layout(cand_sc)
         best = grid_search(lay, sc.grid, perf, sc.mode).best
-        roles = (RoleConfig("prefill", "remote", n_r, n_r, n_r if r_moe == "ep" else 1, False, 0, wd, kd),
-                 RoleConfig("prefill", "local", n_l, n_l, n_l if l_moe == "ep" else 1, False, 0, wd, kd),
-                 RoleConfig("decode", "local", n_l, n_l, n_l if d_moe == "ep" else 1, dp, int(cap.batch), wd, kd))
+        roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
+                 RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
+                 RoleConfig("decode", "local", n_l, n_l, _ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
         capex, hourly = _costs(lay)
         ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
                                 best.binding, cap.step_s, r_pool.chips + l_pool.chips,
                                 capex_usd=capex if np.isfinite(capex) else None,
-                                cloud_usd_per_hour=hourly if np.isfinite(hourly) else None))
+                                cloud_usd_per_hour=hourly if np.isfinite(hourly) else None, perf=perf))
         evaluated.append((perf, best, lp, d))
 
     for model in _dtype_models(sc):
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
-            """Non-dominated (chips, moe, prefill model) of one site's prefill role."""
-            cands, rates = [], []
+            """(chips, moe, prefill model) of one site's prefill role and whether each is dominated
+            (throughput alone, or with ``latency`` throughput and latency per shape)."""
+            cands, rates, ns = [], [], []
             for n in shapes:
                 inst = Instance(pool.chip, n)
                 for moe in _moe_splits(model, n):
                     counts[f"{site} prefill"][0] += 1
                     why = _prefill_fits(model, inst, sc.context_tokens)
                     if why:
-                        infeasible.append(Infeasible("prefill", site, n, f"MoE {moe.upper()}", wd, why))
+                        infeasible.append(Infeasible("prefill", site, n, _split_label(moe, n), wd, why))
                         continue
                     pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
                     cands.append((n, moe, pm))
-                    rates.append((pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300))
-            return cands, rates
+                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
+                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
+                    ns.append(n)
+            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
 
-        r_cands, r_rates = prefill_pool("remote", r_pool, r_shapes)
-        r_keep = [c for c, d in zip(r_cands, _dominated(r_rates)) if not d]
+        r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
+        r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
         counts["remote prefill"][1] += len(r_keep)
         for n_l in l_shapes:
             inst = Instance(l_pool.chip, n_l)
-            lp_cands, lp_rates = prefill_pool("local", l_pool, [n_l])
-            lp_keep = [c for c, d in zip(lp_cands, _dominated(lp_rates)) if not d]
+            lp_cands, lp_drop = prefill_pool("local", l_pool, [n_l])
+            lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
             for dp in _attention_modes(n_l, spec.transfer):
                 for moe in _moe_splits(model, n_l):
                     counts["local decode"][0] += 1
-                    par = f"{'DP' if dp else 'TP'}{n_l} attention, MoE {moe.upper()}"
+                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {_split_label(moe, n_l)}"
                     cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
                                           dp_attention=dp)
                     if cap.batch <= 0:
@@ -322,8 +363,10 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     for d in d_keep:
                         evaluate(model, r, n_l, lp, d)
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
-        # never the optimum, but they can trade throughput for TTFT (the Pareto tables)
-        dropped = [c for c in r_cands if not any(c is k for k in r_keep)]
+        # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not the expert-TP x
+        # EP hybrids, which sit between TP and EP of their shape at both (`moe_split`)
+        # (with ``latency`` every one dropped is beaten at both by one of its shape already planned)
+        dropped = [] if latency else [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
         if dropped and ranked:
             mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
             if mine:

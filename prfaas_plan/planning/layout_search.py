@@ -38,8 +38,8 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout, PDSite
-from .configurations import (REL_TIE, RoleConfig, SearchSpec, _attention_modes, _dominated, _dtype_models,
-                             _moe_splits, _prefill_fits, _shapes)
+from .configurations import (REL_TIE, RoleConfig, SearchSpec, _attention_modes, _dominated, _dtype_models, _ep,
+                             _moe_splits, _prefill_fits, _shapes, _split_label)
 from .scenario import Scenario
 
 FINALISTS = 3          # distinct choices of the screen whose linear program is solved
@@ -168,7 +168,7 @@ def _prefill_candidates(model, sc, chip, pool: int, shapes, stack: str, site: st
             counts[role][0] += 1
             why = _prefill_fits(model, inst, sc.context_tokens)
             if why:
-                infeasible.append(("prefill", site, n, f"MoE {moe.upper()}: {why}"))
+                infeasible.append(("prefill", site, n, f"{_split_label(moe, n)}: {why}"))
                 continue
             pm = instance_prefill(model, inst, sc.inputs, stack, moe)
             cands.append(_Prefill(n, moe, pm, sc.grid.busy_at_lengths(pm)))
@@ -198,8 +198,8 @@ def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, i
                 counts["local decode"][0] += 1
                 cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=stack, dp_attention=dp)
                 if cap.batch <= 0:
-                    infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, MoE "
-                                       f"{moe.upper()}: " + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
+                    infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "
+                                       f"{_split_label(moe, n)}: " + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
                                                              else "no HBM for one request")))
                     continue
                 tb = TransferBytes(spec.transfer or ("dp-attention" if dp else "replicated"), n)
@@ -237,11 +237,11 @@ def roles_of(lay: Layout, perf) -> tuple[RoleConfig, ...]:
     out = []
     if lay.remote is not None and lay.remote.instances > 0:
         n = lay.remote.instance.chips
-        out.append(RoleConfig("prefill", "remote", n, n, n if lay.remote.moe == "ep" else 1, False, 0, wd, kd))
+        out.append(RoleConfig("prefill", "remote", n, n, _ep(lay.remote.moe, n), False, 0, wd, kd))
     for s in lay.pd_sites:
         n = s.instance.chips
-        out.append(RoleConfig("prefill", s.name, n, n, n if s.prefill_moe == "ep" else 1, False, 0, wd, kd))
-        out.append(RoleConfig("decode", s.name, n, n, n if s.decode_moe == "ep" else 1, s.dp_attention,
+        out.append(RoleConfig("prefill", s.name, n, n, _ep(s.prefill_moe, n), False, 0, wd, kd))
+        out.append(RoleConfig("decode", s.name, n, n, _ep(s.decode_moe, n), s.dp_attention,
                               int(perf.sites[s.name].decode.batch), wd, kd))
     return tuple(out)
 

@@ -8,8 +8,9 @@
 - **Sensitivity** (`sensitivity`): each driver on its own, the others at the plan's values -- a calibrated
   input across its own P10-P90 speed (`analytic.uncertainty.input_swings`, nine quantiles: the gain can peak
   inside the range where an integer split jumps), an open choice at each of
-  its alternatives (the layout and its baseline re-optimized under it) -- ranked by how far it moves the
-  gain. Each row names the single measurement (or choice) that would pin it, and the verdict "cannot
+  its alternatives (the layout and its baseline re-optimized under it; with the configuration search, the
+  configurations re-searched under it too, `researched_gain`: the gain's driver is the choice, given the
+  best deployment for it) -- ranked by how far it moves the gain. Each row names the single measurement (or choice) that would pin it, and the verdict "cannot
   tell" names the first of them whose range straddles 1.
 
 Gains are PrfaaS-PD's Lambda_max over the verdict's baseline (x).
@@ -181,10 +182,37 @@ def _point_gain(layout: Layout, baseline: Layout, sc: Scenario, perf, mode: str)
     return prf / hom if hom > 0 else float("inf")
 
 
+@dataclass(frozen=True)
+class Research:
+    """How to re-search the configurations under an alternative choice: the question's scenario before the
+    search (`configurations.search_configurations`), what the user pinned and the verdict's basis."""
+
+    question_sc: Scenario
+    spec: object            # configurations.SearchSpec
+    basis: str
+
+    def gain(self, values: dict[str, str]) -> float:
+        """PrfaaS-PD's ``Lambda_max`` over the basis's homogeneous baseline with the choices ``values``
+        (`CHOICES` names) and every configuration re-searched for them (the transfer policy pins the decode
+        attention it names, `configurations.SearchSpec.transfer`); the baseline runs the local shape chosen."""
+        from .configurations import search_configurations
+        from .plans import basis_baseline
+
+        q, spec = self.question_sc, self.spec
+        if "transfer_bytes" in values:
+            spec = replace(spec, transfer=values["transfer_bytes"])
+        q = replace(q, **{k: v for k, v in values.items() if k != "transfer_bytes"})
+        best = search_configurations(q, spec, report=0).best
+        base = basis_baseline(best.scenario, self.basis)
+        hom = grid_search(base, q.grid, best.perf, best.scenario.mode).best.lambda_max
+        return best.lambda_max / hom if hom > 0 else float("inf")
+
+
 def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, tuple[str, ...]],
-                point_gain: float) -> Sensitivity:
+                point_gain: float, research: Research | None = None) -> Sensitivity:
     """Rank the drivers of the gain over ``baseline``: every uncertain input at its own P10/P90 and every
-    open choice (`open_choices`) at each alternative, one at a time."""
+    open choice (`open_choices`) at each alternative, one at a time (with ``research``, the configurations
+    re-searched under each alternative)."""
     from .confidence import sampler_thresholds
 
     drivers = []
@@ -201,7 +229,7 @@ def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, t
             stack = v if name == "stack" else sc.stack
             transfer = v if name == "transfer_bytes" else sc.transfer
             mode = v if name == "mode" else sc.mode
-            gains[v] = (point_gain if v == values[0] else
+            gains[v] = (point_gain if v == values[0] else research.gain({name: v}) if research is not None else
                         _point_gain(plan.layout, baseline, sc, _variant_perf(sc, plan, stack, transfer, cache), mode))
         lo_v, hi_v = min(gains, key=gains.get), max(gains, key=gains.get)
         if gains[hi_v] - gains[lo_v] <= 1e-9 * abs(gains[hi_v]):
@@ -213,21 +241,27 @@ def sensitivity(sc: Scenario, plan: Plan, baseline: Layout, choices: dict[str, t
     return Sensitivity(tuple(drivers), point_gain, baseline.name)
 
 
-def sensitivity_of(sc: Scenario, plan: Plan, baseline: Layout, defaulted, point_gain: float) -> Sensitivity:
+def sensitivity_of(sc: Scenario, plan: Plan, baseline: Layout, defaulted, point_gain: float,
+                   research: Research | None = None) -> Sensitivity:
     """`sensitivity` over the choices of ``defaulted`` that are open (`open_choices`), with every
     combination of them as `variants` and their joint range as ``together`` (when two or more are open).
-    A layout file whose sites name their own stack closes the stack choice."""
+    A layout file whose sites name their own stack closes the stack choice. ``research`` re-searches the
+    configurations for each alternative's row and each combination of ``together`` (`Research`); the
+    variants the error bars spread over keep the plan's configuration (a variant is performance inputs on
+    the plan's layout)."""
     lay = plan.layout
     sites = ([lay.remote] if lay.remote is not None else []) + list(lay.pd_sites)
     if any(getattr(site, "stack", None) for site in sites):
         defaulted = [d for d in defaulted if d != "stack"]
     choices = open_choices(sc, defaulted)
-    ranked = sensitivity(sc, plan, baseline, choices, point_gain)
+    ranked = sensitivity(sc, plan, baseline, choices, point_gain, research)
     variants = deployment_variants(sc, plan, choices)
     together = None
     if len(choices) > 1:
-        gains = {v.label: (point_gain if i == 0 else _point_gain(plan.layout, baseline, sc, v.perf, v.mode))
-                 for i, v in enumerate(variants)}
+        combos = [dict(zip(choices, combo)) for combo in itertools.product(*choices.values())]
+        gains = {v.label: (point_gain if i == 0 else research.gain(values) if research is not None else
+                           _point_gain(plan.layout, baseline, sc, v.perf, v.mode))
+                 for i, (v, values) in enumerate(zip(variants, combos))}
         lo, hi = min(gains, key=gains.get), max(gains, key=gains.get)
         together = Driver("open choices together", "deployment choice", f"all {len(gains)} combinations",
                           gains[lo], gains[hi], lo, hi,

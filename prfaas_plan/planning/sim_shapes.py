@@ -64,13 +64,11 @@ def role_records(layout: Layout, perf, shapes: SimShapes | None = None) -> list[
     (a one-site layout's site is ``local``, as in ``size``; several sites go by their names). ``shapes``
     None: a layout file's sites, each role tensor-parallel over its instance."""
     from .configurations import RoleConfig
+    from .configurations import _ep as ep
 
     shapes = shapes or SimShapes(0, 0)
     model = perf.model
     wd, kd = model.weight_dtype, model.kv_dtype
-
-    def ep(moe: str, chips: int) -> int:
-        return chips if moe == "ep" else 1
 
     out = []
     if layout.remote is not None and layout.remote.instances > 0:
