@@ -111,7 +111,8 @@ def test_rtt_shows_in_the_sites_ttft():
     b = layout_figures("x", far_rtt, sc, res, perf, "capex", 0, 0).sites[0]
     assert a.remote_share > 0.05
     assert b.ttft.mean_s - a.ttft.mean_s == pytest.approx(a.remote_share * 0.05, rel=1e-6)
-    assert b.ttft.p99_s > a.ttft.p99_s
+    # the tail cannot shrink (since issue 20 round 4 its P99 prompt runs locally, so it may stay)
+    assert b.ttft.p99_s >= a.ttft.p99_s
 
 
 def test_baselines_at_the_basis(three):
@@ -180,15 +181,16 @@ QWEN_TWO_REMOTE = THREE.read_text().replace("instances: 4}", "instances: 2}")
 
 @pytest.fixture(scope="module")
 def zigzag(tmp_path_factory):
-    """qwen3-235b on three sites with 2 remote instances: the program's raw vertex sends alternate bins
-    of the near site each way (its remote share does not bind there)."""
+    """minimax-m2.5 on three sites with 2 remote instances: the program's raw vertex sends alternate bins
+    of the near site each way (its remote share does not bind there; qwen3-235b's did before issue 20 round 4's
+    refit, whose vertex is now a threshold at every site)."""
     from prfaas_plan.analytic.lp import max_throughput
     from prfaas_plan.planning import Question
     from prfaas_plan.planning.layouts import layout_bins, layout_perf
 
     path = tmp_path_factory.mktemp("lay") / "q.yaml"
     path.write_text(QWEN_TWO_REMOTE)
-    q = Question.from_layout(path, model="qwen3-235b")
+    q = Question.from_layout(path, model="minimax-m2.5")
     lay, sc = q.layout, q.scenario
     perf = layout_perf(lay, sc)
     bins = layout_bins(lay, sc, perf)

@@ -33,12 +33,12 @@ FIXED = ("--instance-chips", "8", "--transfer-bytes", "replicated")
 
 
 def test_unmet_slo_says_why_in_the_table_and_json_even_quiet(cli):
-    code, out, err = cli("-q", "size", "--ttft", "p95<2s", "--samples", "0", *FIXED)
+    code, out, err = cli("-q", "size", "--ttft", "p95<0.5s", "--samples", "0", *FIXED)
     assert code == 0, err
     table = out.split("Throughput within the TTFT SLO")[1]
-    assert "why not met" in table and "no threshold or split meets p95 TTFT < 2 s" in table
+    assert "why not met" in table and "no threshold or split meets p95 TTFT < 0.5 s" in table
     assert "WARNING [slo-unmet]" in out + err
-    code, out, err = cli("size", "--ttft", "p95<2s", "--samples", "0", "--format", "json", *FIXED)
+    code, out, err = cli("size", "--ttft", "p95<0.5s", "--samples", "0", "--format", "json", *FIXED)
     doc = json.loads(out)
     row = doc["sections"]["slo"][0]
     assert row["reoptimized_met"] is False and row["reoptimized_rate_rps"] == 0.0
@@ -50,13 +50,13 @@ def test_unmet_reason_figures_are_the_models():
     """The sentence's seconds are the unloaded TTFT of the percentile's prompt on each route, and no
     candidate threshold reaches the target even unloaded."""
     sc, plan = _default_plan()
-    s = slo_search(plan, sc, rate_within_slo(plan, sc, 95, 2.0))
+    s = slo_search(plan, sc, rate_within_slo(plan, sc, 95, 0.5))
     o = s.optimum
     assert not o.met and s.why is not None
-    pb = SloModel(plan.layout, sc.grid, plan.perf, 95, 2.0)
+    pb = SloModel(plan.layout, sc.grid, plan.perf, 95, 0.5)
     values = [pb.unloaded_value(float(t)) for t in plan.surface.thresholds[::64]]
     assert min(values) == pytest.approx(o.unloaded_best_s, rel=1e-9)
-    assert o.unloaded_best_s > 2.0
+    assert o.unloaded_best_s > 0.5
     assert f"{o.remote_s:.2f} s via 8xH200" in s.why and f"{o.local_s:.2f} s on 8xH20" in s.why
 
 
@@ -138,11 +138,11 @@ def test_pinned_threshold_stays_pinned(cli):
 
 
 def test_target_rate_says_prfaas_does_not_pay_in_words(cli):
-    code, out, err = cli("-q", "size", "--target-rate", "20", "--samples", "0", *FIXED)
+    code, out, err = cli("-q", "size", "--target-rate", "20", "--link", "10G", "--samples", "0", *FIXED)
     assert code == 0, err
     assert "PrfaaS-PD does not pay at these prices" in out.split("Cheapest cluster")[1]
     assert "WARNING [prfaas-not-cheapest]" in out + err
-    code, out, err = cli("size", "--target-rate", "20", "--samples", "0", "--format", "json", *FIXED)
+    code, out, err = cli("size", "--target-rate", "20", "--link", "10G", "--samples", "0", "--format", "json", *FIXED)
     target = json.loads(out)["sections"]["target"][0]
     assert target["remote_instances"] == 0 and target["prfaas_pays"] is False
     assert target["verdict"].startswith("PrfaaS-PD does not pay at these prices")

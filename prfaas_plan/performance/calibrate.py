@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
 from ..profiles.efficiency import KERNEL_DEFAULTS
-from ..profiles.stack import split_stack
+from ..profiles.stack import HarnessEntry, split_stack
 from .base import parse_instance
 from .decode import decode_works
 from .kernel_curves import plateau_efficiency
@@ -31,6 +31,7 @@ from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
 from .closed_queue import closed_queue
+from .harness import HARNESSES, harness_name
 from .serving import wave_shape
 from .stack_versions import error_notes, fit_version_layer, with_entries
 
@@ -60,9 +61,27 @@ STACK_DEVIATION_WIDTH = 1.0  # log-width of one stack's deviation from the poole
 # - request_overhead_s 2 ms and ep_forward_overhead_s 2 ms: admission of one request (tokenize, match,
 #   batch) and the all-to-all set-up of one expert-parallel forward;
 # - wave_fraction 0.5: no prior knowledge of how synchronised a benchmark's clients are.
-STACK_PRIORS = {"latency_s": (0.03, 0.5, 1e-4, 5.0), "forward_overhead_s": (0.005, 0.5, 1e-5, 0.5),
+STACK_PRIORS = {"latency_s": (0.03, 0.3, 1e-4, 5.0), "forward_overhead_s": (0.005, 0.5, 1e-5, 0.5),
                 "step_overhead_s": (0.005, 1.5, 1e-5, 0.5), "wave_fraction": (0.5, 1.0, 1e-3, 1.0),
                 "request_overhead_s": (0.002, 0.7, 1e-6, 0.1), "ep_forward_overhead_s": (0.002, 0.7, 1e-6, 1.0)}
+# Benchmark-harness terms (`harness`): priors (centre, log-width, bounds), assumed: 20 ms for a client's first
+# streamed chunk, 1 ms per other in-flight stream, both loose (a factor e^1.5).
+HARNESS_PRIORS = {"harness_latency_s": (0.02, 1.5, 1e-5, 2.0), "harness_stream_s": (0.001, 1.5, 1e-7, 0.1)}
+# Engine stacks (the benchmarked engines, not a recorded single-configuration harness such as `paper-sglang`)
+# are held to what an engine itself can cost: upper bounds on their terms in effect (seconds), assumed from the
+# engines' work (a fixed latency above 60 ms, a prefill forward's launch/scheduling overhead above 10 ms or an
+# admission above 10 ms would be visible in any single-request profile).
+ENGINE_STACKS = ("sglang", "vllm", "trtllm")
+RECORDED_DEVIATION_WIDTH = 2.0  # a recorded harness's stack (not an engine) deviates freely: it must not set the pool
+ENGINE_UPPER = {"latency_s": 0.06, "forward_overhead_s": 0.01, "request_overhead_s": 0.01,
+                "ep_forward_overhead_s": 0.01}
+
+
+def harness_of(m) -> str:
+    """The fitted harness term's owner for row ``m``: ``HARNESS/stack`` (each engine's runs use that engine's
+    benchmark client), or "" (none modelled)."""
+    name = harness_name(m.source)
+    return f"{name}/{split_stack(m.stack)[0]}" if name else ""
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,8 @@ class _Params:
     lower: np.ndarray
     upper: np.ndarray
     pooled: int = 0   # index of the first stack deviation (entries before it are chip and pooled terms)
+    cap: np.ndarray | None = None   # log upper bound in effect of each stack entry (`ENGINE_UPPER` for engines)
+    tied: tuple[tuple[int, int], ...] = ()   # (entry, entry it takes its value from): one scale-up fabric
 
     def index(self, owner: str, name: str) -> int:
         return self.keys.index((owner, name))
@@ -88,11 +109,14 @@ class _Params:
             object.__setattr__(self, "_pool_of", pool_of)
         out = x.copy()
         pool = self._pool_of
-        out[self.pooled:] = np.clip(x[self.pooled:] + x[pool], self.lower[pool], self.upper[pool])
+        upper = self.upper[pool] if self.cap is None else self.cap
+        out[self.pooled:] = np.clip(x[self.pooled:] + x[pool], self.lower[pool], upper)
+        for follower, leader in self.tied:
+            out[follower] = x[leader]
         return out
 
 
-def _params(chips: list[str], stacks: list[str]) -> _Params:
+def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _Params:
     keys, centre, width, lo, hi = [], [], [], [], []
     for chip in chips:
         seed = chip_seed(chip)
@@ -108,17 +132,35 @@ def _params(chips: list[str], stacks: list[str]) -> _Params:
             elif c is None:
                 c = seed[cls or "comm"]
             keys.append((chip, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
+    # Chips on one scale-up fabric (the same link bandwidth: H200, H20 and H20-3e's 450 GB/s NVLink 4) share one
+    # collective efficiency: NCCL's achieved share of the link belongs to the fabric, and fitted apart the
+    # H20's single-configuration rows gave it a better link than the H200's (8xH200 slower than 8xH20 on
+    # small all-reduce-bound forwards)
+    fabric: dict[float, int] = {}
+    tied = []
+    for chip in chips:
+        j = keys.index((chip, "comm"))
+        leader = fabric.setdefault(get_hardware(chip).scaleup_gb_s, j)
+        if leader != j:
+            tied.append((j, leader))
+    for harness in harnesses:
+        for name, (c, w, l, h) in HARNESS_PRIORS.items():
+            keys.append((harness, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
     for name, (c, w, l, h) in STACK_PRIORS.items():
         keys.append((POOL, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
     pooled = len(keys)
     # Each stack's term is the pooled term times exp(deviation); the deviation's prior is centred on 0 (a
     # factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say.
+    cap = []
     for stack in stacks:
-        for name in STACK_PRIORS:
-            keys.append((stack, name)), centre.append(1.0), width.append(STACK_DEVIATION_WIDTH)
+        for name, (_, _, _, upper) in STACK_PRIORS.items():
+            keys.append((stack, name)), centre.append(1.0)
+            width.append(STACK_DEVIATION_WIDTH if stack in ENGINE_STACKS else RECORDED_DEVIATION_WIDTH)
             lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
+            cap.append(min(upper, ENGINE_UPPER.get(name, upper)) if stack in ENGINE_STACKS else upper)
     arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
-    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled)
+    return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled, arr(cap),
+                   tuple(tied))
 
 
 class _Problem:
@@ -133,7 +175,8 @@ class _Problem:
         class_index = {c: i for i, c in enumerate(RATE_CLASSES)}
         none = len(params.keys)   # index of a constant 0 appended to the parameters
         n = len(points)
-        idx = {k: np.zeros(n, dtype=int) for k in ("alone", "full", "busy", "decode", "latency", "wave", "request")}
+        idx = {k: np.zeros(n, dtype=int) for k in ("alone", "full", "busy", "decode", "latency", "wave", "request",
+                                                   "harness", "stream")}
         columns = ("concurrency", "osl", "per_forward", "forwards_per_prompt", "chunks")
         self.shape = {k: np.ones(n) for k in columns}
 
@@ -162,6 +205,9 @@ class _Problem:
             idx["decode"][i] = add(decode_works(model, inst, float(m.concurrency), m.len_tokens + m.output_tokens / 2,
                                                 m.moe, stack),
                                    inst.chip, (params.index(stack.name, "step_overhead_s"), none), 1.0)
+            harness = harness_of(m)
+            idx["harness"][i] = params.index(harness, "harness_latency_s") if harness else none
+            idx["stream"][i] = params.index(harness, "harness_stream_s") if harness else none
             for key in ("latency", "wave", "request"):
                 idx[key][i] = params.index(stack.name, {"latency": "latency_s", "wave": "wave_fraction",
                                                         "request": "request_overhead_s"}[key])
@@ -187,7 +233,8 @@ class _Problem:
         t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
               + self.u["latency"]).sum(axis=1) + v[self.term_ovh].sum(axis=1)) * self.term_mult
         s, i = self.shape, self.idx
-        ttft, tpot = closed_queue(v[i["latency"]], t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
+        client = v[i["harness"]] + v[i["stream"]] * (s["concurrency"] - 1.0)
+        ttft, tpot = closed_queue(v[i["latency"]] + client, t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
                                  s["forwards_per_prompt"], t[i["decode"]], s["chunks"], s["concurrency"], s["osl"],
                                  v[i["wave"]], v[i["request"]])
         return {"ttft": ttft, "tpot": tpot, "busy": t[i["busy"]]}
@@ -256,11 +303,11 @@ def _term_reports(res, owner: np.ndarray, params: _Params, points: list) -> tupl
     x_eff = params.effective(res.x)
     out = []
     for j, (who, name) in enumerate(params.keys):
-        if who != POOL and j < params.pooled:
+        if who != POOL and j < params.pooled and name not in HARNESS_PRIORS:
             continue
         rows = data & (np.abs(res.jac[:, j]) > 1e-6)
         n = len(set(groups[owner[rows]])) if rows.any() else 0
-        if who == POOL:
+        if who == POOL or name in HARNESS_PRIORS:
             prior, shift = float(np.exp(params.centre[j])), float((res.x[j] - params.centre[j]) / params.width[j])
         else:
             pool = params.index(POOL, name)
@@ -345,7 +392,7 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     points = [_engine_level(m) for m in points]
     chips = sorted({m.chip for m in points})
     stacks = sorted({get_stack(m.stack).name for m in points})
-    params = _params(chips, stacks)
+    params = _params(chips, stacks, sorted({harness_of(m) for m in points} - {""}))
     problem = _Problem(points, params)
     n = len(points)
     res, owner = _solve(problem, params, np.ones(n, bool), params.centre.copy(), full=True)
@@ -378,6 +425,7 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
     v = dict(zip(params.keys, np.exp(params.effective(x))))
     chip_fits = {c: _chip_calibration(c, v, identified, draft, data_name) for c in chips}
     stack_fits = {s: _stack_profile(get_stack(s), v, identified, draft, data_name) for s in stacks}
+    stack_fits = {s: _with_harness(st, v, data_name) for s, st in stack_fits.items()}
     layer = fit_version_layer(problem, params, x, points, loo_pred, lomo_pred, SIGMA_MEASUREMENT, QUANTITIES)
     stack_fits = with_entries(stack_fits, layer, error_notes(points, layer, QUANTITIES))
     return JointFit(chip_fits, stack_fits, fit_points, tuple(excluded), unidentified, loo, draft.loo_exact,
@@ -427,12 +475,31 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
                        comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo)
 
 
+def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:
+    """``stack`` with the fitted client time of each harness that drove it (`HARNESSES`): written into the
+    profile's ``harness:`` section for `check` and the reports, never used by a plan."""
+    harness = {}
+    for name in HARNESSES:
+        owner = f"{name}/{stack.name}"
+        if (owner, "harness_latency_s") in v:
+            harness[name] = HarnessEntry(latency_s=float(f"{v[(owner, 'harness_latency_s')]:.4g}"),
+                             stream_s=float(f"{v[(owner, 'harness_stream_s')]:.4g}"),
+                             source=f"fitted by prfaas-plan calibrate on {data_name}: client time the {name} "
+                                       "harness adds to the TTFT it records (latency_s + stream_s per other "
+                                       "in-flight request), apart from the engine's terms; not used by plans")
+    return dataclasses.replace(stack, harness=harness)
+
+
 def _stack_profile(stack: StackProfile, v: dict, identified: set, fit: JointFit, data_name: str) -> StackProfile:
     values, sources = {}, dict(stack.sources)
     note = _error_note(fit, "stack", stack.name)
     for name in STACK_PRIORS:
         values[name] = float(f"{v[(stack.name, name)]:.4g}")
-        sources[name] = (f"fitted by prfaas-plan calibrate on {data_name} ({note})"
+        cap = ENGINE_UPPER.get(name) if stack.name in ENGINE_STACKS else None
+        sources[name] = (f"at the engine bound {cap:g} (calibrate.ENGINE_UPPER: what an engine itself can cost; "
+                         f"the data on {data_name} ask for more, which the harness's client time and the queue "
+                         "carry)" if cap is not None and values[name] >= cap * (1 - 1e-3) else
+                         f"fitted by prfaas-plan calibrate on {data_name} ({note})"
                          if (stack.name, name) in identified else
                          f"pooled: the term shared by the stacks fitted on {data_name} (this stack's data do not "
                          "identify it; its deviation stays at its prior, a factor 1)")

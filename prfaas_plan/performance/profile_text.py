@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..profiles import Calibration, HardwareProfile, StackProfile, hardware_from_dict
 from ..profiles.stack import KEYS, OPTIONAL_NUMBERS, stack_from_dict
 from ..textfile import read_utf8
@@ -35,7 +37,7 @@ def stack_profile_text(stack: StackProfile) -> str:
     """A stack profile file holding ``stack``'s numbers and sources, validated by loading it back."""
     import yaml
 
-    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources", "by_version")
+    data = {k: getattr(stack, k) for k in KEYS if k not in ("kind", "sources", "by_version", "harness")
             and (k not in OPTIONAL_NUMBERS or k in stack.sources)}
     versions = {version: {**e.values, **({"chunked_prefill": e.chunked_prefill} if e.chunked_prefill is not None
                                          else {}), "spread": e.spread, "sources": e.sources}
@@ -44,7 +46,9 @@ def stack_profile_text(stack: StackProfile) -> str:
         if not entry["spread"]:
             del entry["spread"]
     text = yaml.safe_dump({"kind": "stack", **data, "sources": stack.sources,
-                           **({"by_version": versions} if versions else {})}, sort_keys=False, width=110,
+                           **({"by_version": versions} if versions else {}),
+                           **({"harness": {k: dataclasses.asdict(h) for k, h in stack.harness.items()}} if stack.harness
+                              else {})}, sort_keys=False, width=110,
                           allow_unicode=True)
     stack_from_dict(yaml.safe_load(text), stack.path)
     return text

@@ -62,10 +62,12 @@ class Serving:
 
 def serving_over_lengths(model: ModelProfile | str, instance: Instance | str, isl, osl: int, concurrency: int,
                          moe: str = "tp", constants: ChipConstants | None = None,
-                         stack: StackProfile | str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         stack: StackProfile | str | None = None,
+                         client_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean TTFT, TPOT and the bare decode step (seconds, arrays shaped like ``isl``) of ``concurrency``
     closed-loop clients sending prompts of each length in ``isl`` for ``osl`` output tokens: the same model
-    as `serving_at_concurrency`, evaluated over every length in a few array operations."""
+    as `serving_at_concurrency`, evaluated over every length in a few array operations. ``client_s``: time a
+    benchmark harness adds to each recorded TTFT (`StackProfile.client_s`; 0 for the server's own TTFT)."""
     model, instance, stack = get_model(model), parse_instance(instance), get_stack(stack)
     constants = constants or chip_constants(instance.chip)
     par = Parallel(instance.chips, moe)
@@ -82,7 +84,7 @@ def serving_over_lengths(model: ModelProfile | str, instance: Instance | str, is
 
     step = np.asarray(decode_step_s(model, instance, float(concurrency), l + osl / 2, moe, constants, stack),
                       dtype=float) * np.ones_like(l)
-    ttft, tpot = closed_queue(stack.latency_s, forwards_s(1.0, q, context, chunks),
+    ttft, tpot = closed_queue(stack.latency_s + client_s, forwards_s(1.0, q, context, chunks),
                               forwards_s(per_forward, q, context, chunks), per_forward,
                               forwards_s(busy_req, busy_q, busy_ctx, busy_chunks) / busy_req, busy_chunks / busy_req,
                               step, chunks, float(concurrency), float(osl), stack.wave_fraction,
@@ -92,8 +94,9 @@ def serving_over_lengths(model: ModelProfile | str, instance: Instance | str, is
 
 def serving_at_concurrency(model: ModelProfile | str, instance: Instance | str, isl: int, osl: int,
                            concurrency: int, moe: str = "tp", constants: ChipConstants | None = None,
-                           stack: StackProfile | str | None = None) -> Serving:
+                           stack: StackProfile | str | None = None, client_s: float = 0.0) -> Serving:
     """Mean TTFT and TPOT of ``concurrency`` closed-loop clients sending ``isl``-token prompts for ``osl``
-    output tokens (see the module docstring)."""
-    ttft, tpot, step = serving_over_lengths(model, instance, float(isl), osl, concurrency, moe, constants, stack)
+    output tokens (see the module docstring; ``client_s`` as in `serving_over_lengths`)."""
+    ttft, tpot, step = serving_over_lengths(model, instance, float(isl), osl, concurrency, moe, constants, stack,
+                                            client_s)
     return Serving(concurrency, float(ttft), float(tpot), float(step))

@@ -119,21 +119,25 @@ def fit_version_layer(problem, params, x: np.ndarray, points, loo_pred: dict, lo
         if not len(r) or not keep.any():
             fits.append(VersionFit(stack, version, {}, int(own.sum())))
             continue
+        # a term the final pass does not hold (pushed onto an engine bound, where no row moves it) is not written,
+        # so the layer's predictions must not move it either: they are what the written profile predicts
+        delta = np.where(keep, delta, 0.0)
         r, J, pt, qrow = _linearise(problem, x, cols, delta, own, quantities)
         Jk = J[:, keep]
         H, _ = _normal(r, Jk, _groups(configs, pt, qrow), sigma)
         cov = np.linalg.inv(H + np.eye(keep.sum()) / VERSION_WIDTH**2)
-        effective = np.exp(params.effective(x))
+        shifted = x.copy()
+        shifted[cols] += delta
+        effective, moved = np.exp(params.effective(x)), np.exp(params.effective(shifted))
         terms = {}
         for k, j in enumerate(np.flatnonzero(keep)):
             engine = float(effective[cols[j]])
             seen = len(set(configs[pt][np.abs(Jk[:, k]) > MIN_SENSITIVITY]))
-            terms[VERSION_TERMS[j]] = (engine * float(np.exp(delta[j])), engine, float(np.sqrt(cov[k, k])),
+            # the value in effect: held inside the engine's bounds, as the predictions below are
+            terms[VERSION_TERMS[j]] = (float(moved[cols[j]]), engine, float(np.sqrt(cov[k, k])),
                                        float(delta[j] / VERSION_WIDTH), seen)
         fits.append(VersionFit(stack, version, terms, int(own.sum())))
         # predictions with the layer: in-sample exactly; held out by the linearised refit without the row/model
-        shifted = x.copy()
-        shifted[cols] += delta
         pred = problem.predict(shifted)
         for q in quantities:
             out["predicted"][q][own] = pred[q][own]

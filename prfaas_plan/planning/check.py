@@ -40,12 +40,13 @@ def predict_point(m) -> dict[str, float]:
     from ..performance.roofline import RooflinePrefill
     from ..performance.serving import serving_at_concurrency
     from ..performance.base import parse_instance
+    from ..performance.harness import recorded_client_s
 
     out = {}
     model = m.model_profile()
     if m.ttft_s is not None or m.tpot_s is not None:
         s = serving_at_concurrency(model, m.instance, m.len_tokens, max(m.output_tokens, 2), m.concurrency, m.moe,
-                                   stack=m.run_stack)
+                                   stack=m.run_stack, client_s=recorded_client_s(m))
         if m.ttft_s is not None:
             out["ttft"] = s.ttft_s
         if m.tpot_s is not None:

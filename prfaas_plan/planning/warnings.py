@@ -53,12 +53,15 @@ def plan_warnings(plan, sc) -> list[PlanWarning]:
         remote_s = float(perf.remote_prefill.latency_s(l))
         local_s = float(perf.sites[ev.layout.pd_sites[0].name].prefill.latency_s(l))
         r_chip, l_chip = ev.layout.remote.instance.chip, ev.layout.pd_sites[0].instance.chip
-        if remote_s > local_s and r_chip.flops("bf16") >= 2 * l_chip.flops("bf16"):
+        # the instances' FLOPS, not the chips': a searched 8xH20 instance has more than a 1xH200 one
+        r_flops = ev.layout.remote.instance.chips * r_chip.flops("bf16")
+        l_flops = ev.layout.pd_sites[0].instance.chips * l_chip.flops("bf16")
+        if remote_s > local_s and r_flops >= 2 * l_flops:
             out.append(PlanWarning(
                 "remote-slower-than-local",
                 f"{ev.layout.remote.instance} is predicted to prefill {l:,.0f} tokens slower ({remote_s:.2f} s) "
                 f"than {ev.layout.pd_sites[0].instance} ({local_s:.2f} s) despite "
-                f"{r_chip.flops('bf16') / l_chip.flops('bf16'):.1f}x the FLOPS: the two chips' calibrations come "
+                f"{r_flops / l_flops:.1f}x the FLOPS: the two chips' calibrations come "
                 "from different measurement setups (fixed overheads differ); treat the remote/local comparison "
                 "with caution (see `prfaas-plan rates`)"))
         elif remote_s > local_s and not _weaker(r_chip, l_chip):

@@ -54,11 +54,12 @@ LIMITS = {
     "wave_fraction": (1.0, "it is a share of the in-flight requests"),
 }
 MAX_PREFILL_TOKEN_BUDGET = 2**30   # the planner's token cap (`prfaas_plan.units.MAX_TOKENS`)
-KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources", "by_version") \
+KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources", "by_version", "harness") \
     + NUMBERS + OPTIONAL_NUMBERS
 FITTED_NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "wave_fraction", "request_overhead_s",
                   "ep_forward_overhead_s")   # the terms calibrate fits (the budget is the engine's setting)
 VERSION_KEYS = ("sources", "spread", "chunked_prefill") + NUMBERS + OPTIONAL_NUMBERS
+HARNESS_KEYS = ("latency_s", "stream_s", "source")   # one benchmark harness's client time (`harness:` section)
 MAX_SPREAD = 5.0   # log-width; e^5 = a factor 150: beyond that the entry says nothing
 
 
@@ -72,6 +73,16 @@ class VersionEntry:
     sources: dict
     spread: dict
     chunked_prefill: bool | None = None
+
+
+@dataclass(frozen=True)
+class HarnessEntry:
+    """One benchmark harness's client time in a recorded TTFT: ``latency_s`` + ``stream_s`` per other in-flight
+    request (seconds), and where the numbers come from."""
+
+    latency_s: float
+    stream_s: float
+    source: str
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,16 @@ class StackProfile:
     ep_forward_overhead_s: float = 0.0
     by_version: dict = field(default_factory=dict, hash=False, compare=False)   # version -> `VersionEntry`
     engine_stack: str = ""   # for a profile selected as NAME@VERSION: NAME (the pooled profile); else ""
+    # benchmark harness -> `HarnessEntry`: client time a harness's recorded TTFT holds that
+    # the server does not spend (docs/methods.md, "Benchmark harness"); only `check` and calibration reports
+    # use it, never a plan
+    harness: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def client_s(self, harness: str, concurrency) -> float:
+        """Seconds harness ``harness`` adds to a recorded TTFT at ``concurrency`` clients (0 for a harness this
+        profile has no entry for): ``latency_s + stream_s * (C - 1)``."""
+        h = self.harness.get(harness)
+        return 0.0 if h is None else h.latency_s + h.stream_s * (float(concurrency) - 1.0)
 
     @property
     def version(self) -> str:
@@ -163,13 +184,37 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
     if not isinstance(chunked, bool):
         raise PlanError(f"{path}: chunked_prefill must be true or false")
     by_version = _by_version(data.get("by_version"), path)
+    harness = _harness(data.get("harness"), path)
     return StackProfile(name=str(data["name"]).lower(), engine=str(data["engine"]), versions=str(data["versions"]),
                         description=str(data.get("description", "")), latency_s=values["latency_s"],
                         forward_overhead_s=values["forward_overhead_s"], step_overhead_s=values["step_overhead_s"],
                         prefill_token_budget=int(values["prefill_token_budget"]), chunked_prefill=chunked,
                         wave_fraction=values["wave_fraction"], request_overhead_s=values["request_overhead_s"],
                         ep_forward_overhead_s=values["ep_forward_overhead_s"],
-                        sources={str(k): str(v) for k, v in sources.items()}, path=path, by_version=by_version)
+                        sources={str(k): str(v) for k, v in sources.items()}, path=path, by_version=by_version,
+                        harness=harness)
+
+
+def _harness(section, path: str) -> dict:
+    """The ``harness`` section: {harness: {latency_s, stream_s, source}}, every key and number checked."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise PlanError(f"{path}: harness must map each benchmark harness to its latency_s, stream_s and source")
+    out = {}
+    for name, entry in section.items():
+        where = f"{path}: harness.{name}"
+        if not isinstance(entry, dict):
+            raise PlanError(f"{where}: expected a mapping of latency_s, stream_s and source")
+        unknown = sorted(set(map(str, entry)) - set(HARNESS_KEYS))
+        missing = [k for k in HARNESS_KEYS if k not in entry]
+        if unknown or missing:
+            raise PlanError(f"{where}: " + (f"unknown field(s) {', '.join(unknown)}" if unknown
+                                            else f"missing field(s) {', '.join(missing)}"))
+        sources = {k: entry["source"] for k in ("latency_s", "stream_s")}
+        out[str(name)] = HarnessEntry(**_numbers(entry, sources, ("latency_s", "stream_s"), where),
+                                      source=str(entry["source"]))
+    return out
 
 
 def _numbers(data: dict, sources: dict, keys, where: str) -> dict[str, float]:
@@ -418,6 +463,15 @@ def stack_json_schema() -> dict:
              "by_version": {"type": "object", "description": "per engine version (a quoted string key, "
                             "'0.5.6'): selected with --stack NAME@VERSION",
                             "propertyNames": {"pattern": "^[^@\\s]+$"}, "additionalProperties": version},
+             "harness": {"type": "object", "description": "per benchmark harness: the client time it adds to the "
+                         "TTFT it records (latency_s + stream_s per other in-flight request, seconds); used by "
+                         "check and calibration reports, never by plans",
+                         "additionalProperties": {
+                             "type": "object", "additionalProperties": False, "required": list(HARNESS_KEYS),
+                             "properties": {"latency_s": {"type": "number", "minimum": 0,
+                                                          "maximum": LIMITS["latency_s"][0]},
+                                            "stream_s": {"type": "number", "minimum": 0},
+                                            "source": {"type": "string", "minLength": 1}}}},
              **numbers}
     assert set(props) == set(KEYS)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "prfaas-plan stack profile",
