@@ -1,4 +1,13 @@
-"""Reading a user's text file: an unreadable or non-UTF-8 file is one `PlanError` line naming it."""
+"""Reading a user's text and JSON files: every reader says a failure in one `PlanError` line, in one wording,
+naming the file and the kind of input expected.
+
+- ``PATH: cannot read (REASON)``: missing, a folder, no permission (`cannot_read`);
+- ``PATH: larger than N MiB (expected KIND)``: over a reader's size cap;
+- ``PATH[:LINE]: not a UTF-8 text file (expected KIND)`` (`not_utf8`; a streamed reader names the line);
+- ``PATH: not JSON (WHY) (expected KIND)``: malformed or nested too deeply (`read_json`).
+
+``KIND`` says what the file should have been ("a measurement CSV", "a Hugging Face config.json", ...).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +16,42 @@ from pathlib import Path
 from .errors import PlanError
 
 
-def read_utf8(path: str | Path) -> str:
-    """The text of ``path``; a missing or unreadable file, or bytes that are not UTF-8, raise `PlanError`."""
+def cannot_read(path: str | Path, exc: OSError) -> PlanError:
+    """The error for an ``OSError`` met opening or reading ``path``."""
+    return PlanError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
+def not_utf8(where: str | Path, kind: str) -> PlanError:
+    """The error for bytes that are not UTF-8 in ``where`` (a path, or ``path:line``)."""
+    return PlanError(f"{where}: not a UTF-8 text file (expected {kind})")
+
+
+def read_utf8(path: str | Path, kind: str = "a text file", max_bytes: int | None = None) -> str:
+    """The text of ``path``; a missing or unreadable file, one over ``max_bytes`` or bytes that are not UTF-8
+    raise `PlanError` (module docstring)."""
+    p = Path(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if max_bytes is not None and p.stat().st_size > max_bytes:
+            raise PlanError(f"{path}: larger than {max_bytes / 2**20:g} MiB (expected {kind})")
+        raw = p.read_bytes()
     except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+        raise cannot_read(path, exc) from None
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a UTF-8 text file") from None
+        raise not_utf8(path, kind) from None
+
+
+def read_json(path: str | Path, kind: str, max_bytes: int | None = None):
+    """The JSON document in ``path`` (any JSON value: callers check its shape); read as `read_utf8`, then
+    malformed JSON or nesting too deep for the parser raise `PlanError`."""
+    import json
+
+    text = read_utf8(path, kind, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}) "
+                        f"(expected {kind})") from None
+    except RecursionError:
+        raise PlanError(f"{path}: not JSON (nested too deeply) (expected {kind})") from None

@@ -1,7 +1,8 @@
-"""A plain `size` pays only for what it uses: no scipy (nor scipy.optimize), cvxpy, numba or matplotlib at
-start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), and neither
-pydantic nor the YAML library: the bundled profiles, stacks included, come from their validated snapshot
-(prfaas_plan/profiles/snapshot.py).
+"""A plain `size` pays only for what it uses: no scipy (nor scipy.optimize), cvxpy, numba, matplotlib or dask
+at start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), neither
+pydantic nor the YAML library (the bundled profiles, stacks included, come from their validated snapshot,
+prfaas_plan/profiles/snapshot.py), and not rich's console: its tables fit, so prfaas_plan/output/plain_table.py
+draws them. A run builds only the command it names (`prfaas_plan.cli.app_for`).
 
 Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
 packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 
 HEAVY = ("scipy", "cvxpy", "numba", "matplotlib", "pyarrow", "dask", "pandas", "pydantic", "yaml")
-UNUSED_MODULES = ("numpy.ma", "scipy.optimize", "typer._adapters")  # whole module names
+UNUSED_MODULES = ("numpy.ma", "scipy.optimize", "typer._adapters", "rich.console", "rich.table")  # whole module names
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = """
@@ -34,8 +36,10 @@ print(json.dumps({"code": code, "heavy": heavy}))
 
 
 def heavy_imports(args: list[str]) -> tuple[int, list[str]]:
+    # output to a pipe (no COLUMNS; under pytest a child can otherwise inherit COLUMNS=80 from the C environ)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args), json.dumps(HEAVY + UNUSED_MODULES)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return result["code"], result["heavy"]
 
@@ -57,3 +61,22 @@ def test_the_normal_cdf_needs_no_scipy():
     assert np.all(np.abs(got - want) <= 1e-13 * want)  # both ~1e-16 in the body; tails ~1e-14
     assert np.allclose(ndtr(z) + ndtr(-z), 1.0, rtol=0, atol=2e-16)
     assert ndtr(0.0) == 0.5 and ndtr(-math.inf) == 0.0 and ndtr(math.inf) == 1.0 and math.isnan(ndtr(math.nan))
+
+
+def test_a_run_builds_only_the_command_it_names():
+    import click
+    import typer.main
+
+    from prfaas_plan.cli import GLOBAL_VALUED, app, app_for
+
+    full = typer.main.get_command(app)
+    valued = {o for p in full.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+    assert valued == set(GLOBAL_VALUED)  # else app_for would take an option's value for the command name
+    for name, command in full.commands.items():
+        for args in ([name], ["--quiet", name, "--help"], ["--profiles", "folder", name, "x"]):
+            only = typer.main.get_command(app_for(args))
+            assert list(only.commands) == [name]
+            assert [p.name for p in only.commands[name].params] == [p.name for p in command.params]
+            assert [p.name for p in only.params] == [p.name for p in full.params]
+    for args in ([], ["--help"], ["--version"], ["siz"], ["--profiles", "size"]):
+        assert app_for(args) is app

@@ -167,7 +167,7 @@ def test_cli_stdout_is_the_yaml_and_output_file_matches(tmp_path, cli):
 @pytest.mark.parametrize("content,extra,needle", [
     ('{"model_type": "llama4", "num_hidden_layers": 48}', (), "unsupported model_type 'llama4'"),
     ('{"model_type": "qwen3_moe", "num_hidden_layers": 4}', (), "missing field 'hidden_size'"),
-    ('{\n  "model_type": "qwen3_moe",\n  "num_hidden_layers": 4,,\n}', (), "org--X.config.json:3: malformed JSON"),
+    ('{\n  "model_type": "qwen3_moe",\n  "num_hidden_layers": 4,,\n}', (), "config.json: not JSON (Expecting property name enclosed in double quotes at line 3"),
     ("[1, 2]", (), "expected a JSON object"),
     (None, (), "cannot read (No such file or directory)"),
     ("{}", ("--output", "a.yaml", "--output-dir", "."), "give one of them, not both"),

@@ -123,7 +123,7 @@ def test_unreadable_files(tmp_path):
         load_trace(tmp_path / "d.jsonl")
     binary = tmp_path / "b.jsonl"
     binary.write_bytes(_rec().encode() + b"\n\xff\xfe\x00garbage\n")
-    with pytest.raises(PlanError, match=r"b.jsonl:2: not UTF-8 text"):
+    with pytest.raises(PlanError, match=r"b.jsonl:2: not a UTF-8 text file \(expected a .jsonl or .csv trace\)"):
         load_trace(binary)
 
 

@@ -19,12 +19,12 @@ band, is a finding: routing by length is not optimal for this hardware (docs/met
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InternalError
 from ..layout import Layout
-from .lp import LPResult, make_bins, max_throughput
 from .throughput import (
     STAGES,
     Evaluation,
@@ -33,6 +33,9 @@ from .throughput import (
     Routing,
     stage_bounds,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lp import LPResult
 
 BAND = (-0.01, 0.02)      # the project's agreement band between grid and LP (relative)
 SPLIT_STEPS = 33          # fractions of the split bin tried for the best bin threshold
@@ -215,6 +218,8 @@ def verify(layout: Layout, grid: LengthGrid, perf: PerfInputs, grid_plan: Evalua
         from .search import grid_search
 
         grid_plan = grid_search(layout, grid, perf, "exact").best
+    from .lp import make_bins, max_throughput  # here: a plain size screens the routing without the program
+
     site = layout.pd_sites[0]
     bins = make_bins(grid, perf, n_bins, site=site.name)
     res = max_throughput(layout, bins, perf)

@@ -52,6 +52,34 @@ def _stdout_failed(why: str) -> int:
     return 1
 
 
+GLOBAL_VALUED = ("--profiles",)   # the global options that take a value (tests/test_cli_flags.py checks)
+
+
+def app_for(args: list[str]):
+    """`app` holding only the command ``args`` name, after the global options: building the click object
+    of every command costs a cold ``size`` about 25 ms, and a run needs one. The whole app when ``args``
+    name none of its commands (no command, ``--help``, ``--version``, a typo that earns suggestions)."""
+    import copy
+
+    from typer.main import get_command_name
+
+    name, i = None, 0
+    while i < len(args) and name is None:
+        if args[i] in GLOBAL_VALUED:
+            i += 2
+        elif args[i].startswith("-"):
+            i += 1
+        else:
+            name = args[i]
+    commands = [c for c in app.registered_commands if (c.name or get_command_name(c.callback.__name__)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
+
+
 def main() -> None:
     """Console-script entry point."""
     sys.exit(run())
@@ -66,7 +94,7 @@ def run(argv: list[str] | None = None) -> int:
     exit_types = tuple({typer.Exit, click.exceptions.Exit})
     abort_types = tuple({typer.Abort, click.exceptions.Abort})
 
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(app_for(sys.argv[1:] if argv is None else argv))
     try:
         result = command.main(args=argv, prog_name="prfaas-plan", standalone_mode=False)
         sys.stdout.flush()   # a full device or closed pipe shows here, while the error can still be said

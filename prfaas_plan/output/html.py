@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PlanError
+from ..textfile import read_json
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d2330; margin: 0;
@@ -185,15 +186,7 @@ def load_result(path: str, sweep_schema=None) -> Result:
                    if n not in ("point_index", "row_check", "pareto", "pareto_metrics")]
         res.warnings += check_sweep_rows(rows, res.meta, p.name, checked)
         return res
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise PlanError(f"{path}: nested too deeply; not the output of a prfaas-plan command") from None
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"{path}: not JSON ({exc}); give the `format` json output of size, compare or "
-                        "reproduce, or a sweep's .parquet/.csv") from None
+    doc = read_json(path, "the `format` json output of size, compare or reproduce, or a sweep's .parquet/.csv")
     res = result_from_json(doc, p.name)
     check_json(doc, res.sections, res.meta, p.name)
     return res

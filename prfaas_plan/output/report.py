@@ -206,43 +206,59 @@ TRANSPOSE_ROWS = 6   # at most this many records, with more columns than that, a
 NATURAL_WIDTH = 10_000  # columns: wide enough that no table of ours wraps a cell
 
 
-def _render_table(report: Report, quiet: bool = False, width: int | None = TABLE_WIDTH) -> str:
-    from rich.console import Console
-    from rich.table import Table
+def _table_blocks(report: Report, quiet: bool, width: int) -> list:
+    """The report as the tables (`plain_table.Table`) and lines a table rendering prints, in order."""
+    from .plain_table import Table
 
-    width = NATURAL_WIDTH if width is None else max(width, 60)
-    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+    blocks: list = []
     for s in report.sections:
         cols = s.columns or [Column(k, k) for k in (s.rows[0] if s.rows else {})]
         # at least as wide as its title (up to the console), so a short table does not wrap its title
-        t = Table(title=s.title, title_justify="left", show_lines=False, min_width=min(len(s.title), width))
+        t = Table(s.title, [], [], min(len(s.title), width))
         if len(s.rows) == 1 and len(cols) > 6:  # one wide record reads better as quantity | value
-            t.add_column("quantity")
-            t.add_column("value", overflow="fold")
-            for c in cols:
-                t.add_row(c.header, _cell(s.rows[0].get(c.key), c.fmt))
+            t.headers, t.fold_from = ["quantity", "value"], 1
+            t.rows = [[c.header, _cell(s.rows[0].get(c.key), c.fmt)] for c in cols]
         elif 1 < len(s.rows) <= TRANSPOSE_ROWS and len(cols) > TRANSPOSE_ROWS:
             # a few wide records (layouts side by side) read better with one column per record
-            t.add_column(cols[0].header)
-            for row in s.rows:
-                t.add_column(_cell(row.get(cols[0].key), cols[0].fmt), overflow="fold")
-            for c in cols[1:]:
-                t.add_row(c.header, *[_cell(row.get(c.key), c.fmt) for row in s.rows])
+            t.headers, t.fold_from = [cols[0].header] + [_cell(row.get(cols[0].key), cols[0].fmt) for row in s.rows], 1
+            t.rows = [[c.header, *[_cell(row.get(c.key), c.fmt) for row in s.rows]] for c in cols[1:]]
         else:
-            for c in cols:
-                t.add_column(c.header, overflow="fold")
-            for row in s.rows:
-                t.add_row(*[_cell(row.get(c.key), c.fmt) for c in cols])
-        console.print(t)
-        for n in ([] if quiet else _unique(s.notes)):
-            console.print(f"  note: {n}", highlight=False, soft_wrap=True, markup=False)
-    for w in warning_dicts(report):
-        console.print(f"WARNING [{w['code']}]: {w['message']}", highlight=False, soft_wrap=True, markup=False)
+            t.headers = [c.header for c in cols]
+            t.rows = [[_cell(row.get(c.key), c.fmt) for c in cols] for row in s.rows]
+        blocks.append(t)
+        blocks += [f"  note: {n}" for n in ([] if quiet else _unique(s.notes))]
+    blocks += [f"WARNING [{w['code']}]: {w['message']}" for w in warning_dicts(report)]
     if not quiet:
         section_notes = {n for s in report.sections for n in s.notes}
-        for n in _unique(report.notes):
-            if n not in section_notes:
-                console.print(f"note: {n}", highlight=False, soft_wrap=True, markup=False)
+        blocks += [f"note: {n}" for n in _unique(report.notes) if n not in section_notes]
+    return blocks
+
+
+def _render_table(report: Report, quiet: bool = False, width: int | None = TABLE_WIDTH) -> str:
+    from .plain_table import draw
+
+    width = NATURAL_WIDTH if width is None else max(width, 60)
+    blocks = _table_blocks(report, quiet, width)
+    text = draw(blocks, width)
+    return text if text is not None else _rich_table(blocks, width)
+
+
+def _rich_table(blocks: list, width: int) -> str:
+    """``blocks`` printed by rich: tables folding cells that do not fit, lines soft-wrapped."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+    for b in blocks:
+        if isinstance(b, str):
+            console.print(b, highlight=False, soft_wrap=True, markup=False)
+            continue
+        t = Table(title=b.title, title_justify="left", show_lines=False, min_width=b.min_width)
+        for k, header in enumerate(b.headers):
+            t.add_column(header, **({"overflow": "fold"} if k >= b.fold_from else {}))
+        for row in b.rows:
+            t.add_row(*row)
+        console.print(t)
     return console.file.getvalue()
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError, PlanError
+from ..textfile import cannot_read, not_utf8
 from .report import write_atomic
 
 SUFFIXES = (".parquet", ".csv")
@@ -145,8 +146,12 @@ def read_table(path: str | Path, columns=None, strict: bool = False) -> list[dic
             reader = csv.reader(fh)
             header = next(reader, [])
             body = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise PlanError(f"{path}: not a readable CSV file ({exc})") from None
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
+    except UnicodeDecodeError:
+        raise not_utf8(path, "a sweep's .csv") from None
+    except csv.Error as exc:
+        raise PlanError(f"{path}: malformed CSV ({exc})") from None
     out = []
     for i, cells in enumerate(body):
         line = i + 2

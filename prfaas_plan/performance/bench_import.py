@@ -46,6 +46,7 @@ from ..errors import PlanError, closest_names
 from ..profiles import all_models, get_model, get_stack
 from ..profiles.stack import split_stack
 from .base import parse_instance
+from ..textfile import read_utf8
 from .measurements import MAX_LATENCY_S, MAX_MEASUREMENTS, NVIDIA_KEYS, Measurement, load_measurements, resolve_path
 
 FORMATS = ("vllm", "sglang", "aiperf", "aiperf-csv", "nvidia-silicon", "csv")
@@ -87,15 +88,6 @@ class Run:
 
 # --- reading ---------------------------------------------------------------------------------------------
 
-def _read_text(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise PlanError(f"{path}: {path.stat().st_size:,} bytes, more than {MAX_BYTES:,} for a benchmark file")
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
 
 
 def _csv_header(text: str) -> list[str]:
@@ -480,7 +472,7 @@ def import_runs(path: str | Path, tags: Tags = Tags(), defaults: dict | None = N
     """Every run in one benchmark file (any of `FORMATS`), and one line per row excluded with the reason.
     The project's own tagged CSV (`measurements`) is read as before, ``defaults`` filling its blank tags."""
     path = resolve_path(path)
-    text = _read_text(path)
+    text = read_utf8(path, "a benchmark file (JSON, JSONL or CSV)", MAX_BYTES)
     fmt = detect_format(path, text)
     if fmt == "csv":
         points, excluded = load_measurements(path, defaults)

@@ -45,6 +45,7 @@ from .._data import REFERENCE_DIR
 from ..errors import PlanError, closest_names
 from ..profiles import get_model, get_stack
 from ..profiles.stack import split_stack, stack_for_run
+from ..textfile import read_utf8
 from ..units import parse_finite, parse_length
 from ..vocabulary import MoeSplit, values
 from .base import parse_instance
@@ -276,12 +277,7 @@ def load_measurements(path: str | Path, defaults: dict | None = None) -> tuple[l
     excluded with the reason. ``defaults`` fills columns a user file leaves out or blank (``stack``, ``moe``,
     ``weight_dtype``: the CLI's options); bundled files carry their own tags."""
     path = resolve_path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise PlanError(f"`measurements` {str(path)!r}: not a UTF-8 text file") from None
+    text = read_utf8(path, "a measurement CSV")
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip() and not line.startswith("#")]
     if len(lines) < 2:
         raise PlanError(f"{path}: expected a header row and at least one measurement")

@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from pathlib import Path
-
-from ..errors import PlanError
 from ..profiles import Calibration, HardwareProfile, StackProfile, hardware_from_dict
 from ..profiles.stack import KEYS, OPTIONAL_NUMBERS, stack_from_dict
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+from ..textfile import read_utf8
 
 
 def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
@@ -24,7 +15,7 @@ def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
     import yaml
 
     kept, skipping = [], False
-    for line in _read(chip.path).splitlines():
+    for line in read_utf8(chip.path, "a chip profile (YAML)").splitlines():
         if line.startswith("calibration:"):
             skipping = True
             continue

@@ -44,7 +44,6 @@ from .questions import (
     smallest_link,
     verify,
 )
-from .layouts import LayoutFigures, layout_warnings
 from .question import Question
 from .scenario import Scenario, layout_perf
 from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
@@ -55,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.throughput import PerfInputs
     from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
+    from .layouts import LayoutFigures
     from .sensitivity import Sensitivity
     from .slo import SloSearch
     from .configurations import ConfigSearch, SearchSpec
@@ -429,7 +429,7 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0, sear
         a = answer_size(question, layout=lay, keep_split=True, samples=samples, seed=seed, **questions)
         free = optimize(lay, sc, a.plan.perf, questions.get("threshold"))
         return replace(a, notes=_layout_notes(lay, path, a.plan, free) + a.notes)
-    from .layouts import layout_default_basis, layout_figures, plan_layout, refuse_questions
+    from .layouts import layout_default_basis, layout_figures, layout_warnings, plan_layout, refuse_questions
 
     refuse_questions(questions)
     found = None

@@ -8,14 +8,17 @@ picks the baseline and the threshold grid a `Plan` was optimized on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..analytic.degraded import DegradedLink, degrade_link
 from ..analytic.search import grid_search
 from ..analytic.throughput import MODES
 from ..analytic.uncertainty import DEFAULT_SAMPLES, DEFAULT_SEED, ErrorBars, error_bars
 from ..layout import Layout
 from ..errors import PlanError
 from .plans import Plan, Scenario, homogeneous_baseline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analytic.degraded import DegradedLink
 
 
 def equal_instances_baseline(sc: Scenario) -> Layout:
@@ -123,5 +126,7 @@ def mode_verdicts(sc: Scenario, plan: Plan, baseline: Layout | None = None) -> M
 def degraded_link(sc: Scenario, plan: Plan, bandwidth_bps: float, load: float | None = None) -> DegradedLink:
     """The plan's deployment at a degraded link of ``bandwidth_bps``: counts fixed, threshold re-optimized;
     with ``load`` (fraction of the plan's Lambda_max), also its TTFT under that same traffic."""
+    from ..analytic.degraded import degrade_link  # only for --link-degraded: spares a plain size its import
+
     rate = None if load is None else load * plan.best.lambda_max
     return degrade_link(plan.best, sc.grid, plan.perf, bandwidth_bps, rate)

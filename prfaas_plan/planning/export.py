@@ -16,14 +16,13 @@ The files are written into a temporary sibling folder and renamed into place: no
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InternalError, PlanError
-from ..textfile import read_utf8
+from ..textfile import read_json
 
 CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype",
                "kv_dtype")
@@ -77,11 +76,7 @@ class ExportAnswer:
 
 
 def _load(path: str) -> dict:
-    text = read_utf8(path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); write the plan with size -f json") from None
+    doc = read_json(path, "a plan: write it with size -f json")
     if not isinstance(doc, dict) or not isinstance(doc.get("sections"), dict) or not isinstance(doc.get("meta"), dict):
         raise PlanError(f"{path}: not a prfaas-plan JSON answer (no meta/sections); write it with size -f json")
     return doc

@@ -11,13 +11,12 @@ Sizes are element counts as in the profile schema; layer lists are 0-based.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PlanError
-from ..textfile import read_utf8
+from ..textfile import read_json
 from .kinds import KINDS
 from .schema import MAX_CONTEXT, MAX_LAYERS
 
@@ -30,13 +29,7 @@ _KV_NOTE = "assumed: serving-engine default bf16 (SGLang and vLLM keep KV in the
 
 def read_hf_config(path: str | Path) -> dict:
     """Read a ``config.json``; unreadable or malformed files become a one-line `PlanError`."""
-    text = read_utf8(path)
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
-    except RecursionError:
-        raise PlanError(f"{path}: malformed JSON (nested too deeply)") from None
+    config = read_json(path, "a Hugging Face config.json")
     if not isinstance(config, dict):
         raise PlanError(f"{path}: expected a JSON object at the top level")
     return config

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .._data import PACKAGE_DIR
 from ..errors import PlanError, closest_names
+from ..textfile import not_utf8, read_utf8
 from .parse import hardware_from_dict, model_from_dict
 from .schema import HardwareProfile, ModelProfile
 
@@ -141,18 +142,9 @@ def read_yaml(path: Path) -> dict:
     naming file and line."""
     import yaml
 
-    try:
-        if path.stat().st_size > MAX_PROFILE_BYTES:
-            raise PlanError(f"{path}: larger than {MAX_PROFILE_BYTES // 2**20} MiB; not a profile")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not a text file (expected UTF-8 YAML)") from None
+    text = read_utf8(path, "a YAML file", MAX_PROFILE_BYTES)
     if "\x00" in text:
-        raise PlanError(f"{path}: not a text file (expected UTF-8 YAML)")
+        raise not_utf8(path, "a YAML file")
     try:
         data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except DuplicateKey as exc:

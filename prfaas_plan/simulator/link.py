@@ -17,6 +17,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..errors import PlanError
+from ..textfile import cannot_read, not_utf8
 
 INF = math.inf
 
@@ -76,11 +77,11 @@ def read_link_profile(path: str | Path) -> LinkProfile:
                 times.append(t)
                 rates.append(g * 1e9)
     except UnicodeDecodeError:
-        raise PlanError(f"{p}: not a text file (expected a UTF-8 CSV time_s,gbps)") from None
+        raise not_utf8(p, "a link profile CSV time_s,gbps") from None
     except csv.Error as exc:
         raise PlanError(f"{p}: malformed CSV ({exc})") from None
     except OSError as exc:
-        raise PlanError(f"{p}: cannot read ({exc.strerror})") from None
+        raise cannot_read(p, exc) from None
     if not times:
         raise PlanError(f"{p}: no rows (expected time_s,gbps lines after the header)")
     return LinkProfile(tuple(times), tuple(rates))

@@ -12,31 +12,26 @@ Lengths are tokens, times seconds, rates requests/s. Modules, one job each:
 - `summary`: the ``workload describe`` report.
 """
 
-from .arrivals import (
-                       empirical_rate,
-                       gamma_arrivals,
-                       mmpp_arrivals,
-                       poisson_arrivals,
-                       poisson_window,
-                       rescale,
-                       trace_arrivals,
-)
-from .distributions import (
-                       Empirical,
-                       Fixed,
-                       LengthDistribution,
-                       LogNormal,
-                       TruncatedLogNormal,
-                       Uniform,
-)
-from .prefix_cache import CacheReplay, PrefixCache, replay_prefix_cache
-from .traces import BUNDLED_TRACE, Trace, TraceRecord, iter_trace, load_trace
-from .workloads import Workload, from_trace, paper_workload, resolve_workload
+import importlib
 
-__all__ = [
-    "BUNDLED_TRACE", "CacheReplay", "Empirical", "Fixed", "LengthDistribution", "LogNormal",
-    "PrefixCache", "Trace", "TraceRecord", "TruncatedLogNormal", "Uniform", "Workload", "empirical_rate", "from_trace",
-    "gamma_arrivals", "iter_trace", "load_trace", "mmpp_arrivals", "paper_workload", "poisson_arrivals",
-    "poisson_window",
-    "replay_prefix_cache", "rescale", "resolve_workload", "trace_arrivals",
-]
+# Each public name and its module, imported on first use (`__getattr__`): a plain ``size`` needs only the
+# length distributions and the workload record, not the trace readers, arrival processes or prefix cache.
+_PUBLIC = {
+    "arrivals": ("empirical_rate", "gamma_arrivals", "mmpp_arrivals", "poisson_arrivals", "poisson_window",
+                 "rescale", "trace_arrivals"),
+    "distributions": ("Empirical", "Fixed", "LengthDistribution", "LogNormal", "TruncatedLogNormal", "Uniform"),
+    "prefix_cache": ("CacheReplay", "PrefixCache", "replay_prefix_cache"),
+    "traces": ("BUNDLED_TRACE", "Trace", "TraceRecord", "iter_trace", "load_trace"),
+    "workloads": ("Workload", "from_trace", "paper_workload", "resolve_workload"),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    """``prfaas_plan.workload.NAME``: the name from its module, imported now (then kept here)."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value

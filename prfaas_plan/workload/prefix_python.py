@@ -3,8 +3,8 @@
 Importing numba and loading the compiled kernels costs about 1 s a process (issue 22 item 6), more than a
 small trace's whole replay takes here; `prefix_cache.COMPILED_FROM` says where the kernels start to pay.
 Same operations, same arguments (a pool's ``meta`` counters and ``sizes`` included), same results bit for
-bit (tests/test_prefix_python.py compares them): the entries live in an ``OrderedDict`` whose order is the
-recency order, oldest first, instead of the kernels' hash table with an intrusive list. Ids are Python
+bit (tests/test_prefix_kernels.py runs both against one reference): the entries live in an ``OrderedDict``
+whose order is the recency order, oldest first, instead of the kernels' hash table with an intrusive list. Ids are Python
 ints (lists, not arrays: indexing a numpy array from Python is several times slower).
 """
 

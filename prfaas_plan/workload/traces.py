@@ -32,6 +32,7 @@ import numpy as np
 
 from .._data import TRACES_DIR
 from ..errors import PlanError, closest_names
+from ..textfile import cannot_read, not_utf8
 from ..units import MAX_TOKENS
 from .jsonl_block import BlockReader
 
@@ -42,6 +43,7 @@ JSONL_FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 CSV_REQUIRED = ("input_length", "output_length")
 CSV_OPTIONAL = ("timestamp",)
 SUFFIXES = (".jsonl", ".csv")
+TRACE_KIND = "a .jsonl or .csv trace"   # what a failed read says the file should have been
 INT64_MAX = 2**63 - 1
 
 
@@ -153,11 +155,10 @@ def _open_lines(path: Path) -> Iterator[tuple[int, str]]:
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError:
-                    raise PlanError(f"{_where(path, number)}: not UTF-8 text: expected a .jsonl or .csv "
-                                    f"trace") from None
+                    raise not_utf8(_where(path, number), TRACE_KIND) from None
                 yield number, text
     except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+        raise cannot_read(path, exc) from None
 
 
 def _mooncake_record(text: str, path: Path, number: int, previous: float | None) -> TraceRecord | None:
@@ -287,7 +288,7 @@ def _slow_chunk(lines: list[bytes], first: int, path: Path, previous: float | No
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise PlanError(f"{_where(path, number)}: not UTF-8 text: expected a .jsonl or .csv trace") from None
+            raise not_utf8(_where(path, number), TRACE_KIND) from None
         rec = _mooncake_record(text, path, number, previous)
         if rec is not None:
             previous = rec.timestamp_s
@@ -353,7 +354,7 @@ def _load_mooncake(path: Path, until_s: float | None, max_requests: int | None) 
                 if done:
                     break
     except OSError as exc:
-        raise PlanError(f"{path}: cannot read ({exc.strerror})") from None
+        raise cannot_read(path, exc) from None
     if not parts:
         raise PlanError(f"{path}: no requests: expected one JSON object per line")
     t, li, lo, ids, counts, line = (np.concatenate(c) for c in zip(*parts))
