@@ -23,10 +23,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    suggest_commands=False,   # click's NoSuchCommand suggests already; typer's would say it a second time
 )
 
 model_app = typer.Typer(help="Model profile tools (import a Hugging Face config.json).",
-                        no_args_is_help=True, rich_markup_mode=None)
+                        no_args_is_help=True, rich_markup_mode=None, suggest_commands=False)
 app.add_typer(model_app, name="model")
 
 def _version(value: bool) -> None:

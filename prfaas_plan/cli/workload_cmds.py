@@ -19,7 +19,7 @@ from .envelope import emit
 from .options import FormatOpt, Thresholds, Trace, Workload
 
 workload_app = typer.Typer(help="Workload tools: length distributions, traces, prefix-cache replay.",
-                           no_args_is_help=True, rich_markup_mode=None)
+                           no_args_is_help=True, rich_markup_mode=None, suggest_commands=False)
 app.add_typer(workload_app, name="workload")
 
 
