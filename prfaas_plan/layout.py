@@ -208,9 +208,9 @@ def load_layout(path: str | Path) -> Layout:
     from .profiles.validation import check
     from .units import MAX_CHIPS, parse_length
 
-    p = Path(path)
-    if not p.is_file():
-        raise PlanError(f"`layout` {str(path)!r}: no such file")
+    from .textfile import require_file
+
+    p = require_file(path, "a layout file (YAML)", f"`layout` {str(path)!r}")
     doc = check(_layout_schema(), read_yaml(p), str(p))
     remote = None
     if doc.remote is not None:

@@ -1,7 +1,9 @@
 """Reading a user's text and JSON files: every reader says a failure in one `PlanError` line, in one wording,
 naming the file and the kind of input expected.
 
-- ``PATH: cannot read (REASON)``: missing, a folder, no permission (`cannot_read`);
+- ``PATH: no such file`` (`require_file`, a reader that looks before it opens) or ``PATH: cannot read (REASON)``
+  (missing, no permission: `cannot_read`);
+- ``PATH: is a directory, expected KIND``: a folder where a file goes (`is_directory`);
 - ``PATH: larger than N MiB (expected KIND)``: over a reader's size cap;
 - ``PATH[:LINE]: not a UTF-8 text file (expected KIND)`` (`not_utf8`; a streamed reader names the line);
 - ``PATH: not JSON (WHY) (expected KIND)``: malformed or nested too deeply (`read_json`).
@@ -11,14 +13,34 @@ naming the file and the kind of input expected.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from .errors import PlanError
 
 
-def cannot_read(path: str | Path, exc: OSError) -> PlanError:
-    """The error for an ``OSError`` met opening or reading ``path``."""
+def cannot_read(path: str | Path, exc: OSError, kind: str | None = None) -> PlanError:
+    """The error for an ``OSError`` met opening or reading ``path`` (`is_directory` for a folder when the
+    ``kind`` of file expected is given)."""
+    if kind is not None and exc.errno == errno.EISDIR:
+        return is_directory(path, kind)
     return PlanError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
+def is_directory(where: str | Path, kind: str) -> PlanError:
+    """The error for a folder given where a file of ``kind`` goes (``where``: the path, or how the input
+    that named it is shown, "`layout` 'docs/'")."""
+    return PlanError(f"{where}: is a directory, expected {kind}")
+
+
+def require_file(path: str | Path, kind: str, where: str | None = None) -> Path:
+    """``path`` as a `Path` when it names a file; else `PlanError` ``WHERE: no such file`` or, for a folder,
+    `is_directory` (``where``: how the message names the path, the path itself by default)."""
+    p = Path(path)
+    if not p.is_file():
+        where = str(path) if where is None else where
+        raise is_directory(where, kind) if p.is_dir() else PlanError(f"{where}: no such file")
+    return p
 
 
 def not_utf8(where: str | Path, kind: str) -> PlanError:
@@ -35,7 +57,7 @@ def read_utf8(path: str | Path, kind: str = "a text file", max_bytes: int | None
             raise PlanError(f"{path}: larger than {max_bytes / 2**20:g} MiB (expected {kind})")
         raw = p.read_bytes()
     except OSError as exc:
-        raise cannot_read(path, exc) from None
+        raise cannot_read(path, exc, kind) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -442,6 +442,27 @@ CASES.update({
                                           "about"),
     "opt-samples-compare": cli_case(["compare", "--samples", str(10**9)], "GiB available"),
     "opt-block-size-huge": cli_case(["workload", "describe", "--block-size", str(10**20)], "--block-size"),
+    "opt-command-typo": cli_case(["siz"], "No such command 'siz'. Did you mean 'size'?"),
+    "opt-subcommand-typo": cli_case(["model", "improt", "x"], "No such command 'improt'. Did you mean 'import'?"),
+    "opt-workload-typo": cli_case(["size", "--workload", "trac"], "(did you mean trace?)"),
+    "opt-stack-typo": cli_case(["size", "--stack", "sglan"], "unknown serving stack; did you mean sglang"),
+})
+
+# --- a folder where a file goes: said as such, not "no such file" --------------------------------------
+FOLDER = {"docs/readme.txt": "a folder with a file in it"}
+CASES.update({
+    f"folder-{name}": (FOLDER, tuple(argv), needle) for name, argv, needle in (
+        ("layout", ["size", "--layout", "docs/"], "--layout 'docs/': is a directory, expected a layout file"),
+        ("trace", ["simulate", "--trace", "docs/"], "--trace 'docs/': is a directory, expected a .jsonl or .csv"),
+        ("workload", ["size", "--workload", "docs/"], "docs: is a directory, expected a .jsonl or .csv trace"),
+        ("link-profile", ["simulate", "--link-profile", "docs/"], "--link-profile 'docs/': is a directory, "
+         "expected a link profile CSV"),
+        ("measurements", ["calibrate", "--measurements", "docs/"], "docs: is a directory, expected a benchmark"),
+        ("model-import", ["model", "import", "docs/", "--output", "m.yaml"], "docs/: is a directory, expected a "
+         "Hugging Face config.json"),
+        ("sweep-spec", ["sweep", "docs/", "--output", "r.csv"], "docs/: is a directory, expected a sweep spec"),
+        ("report", ["report", "docs/", "--output", "r.html"], "docs/: is a directory, expected the --format json"),
+        ("export", ["export", "docs/", "--to", "vllm", "--output", "out"], "docs/: is a directory, expected a plan"))
 })
 
 
@@ -475,6 +496,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, monkeyp
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert needle in lines[0], lines[0]
+    assert lines[0].lower().count("did you mean") <= 1, lines[0]   # one suggestion, said once
     assert "Traceback" not in err and out == ""
     assert _tree(tmp_path) == before  # no output file, not even a partial one
 

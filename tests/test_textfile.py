@@ -26,18 +26,24 @@ READERS = {
     "simulate trace": (("simulate", "--trace", "FILE.jsonl"), "a .jsonl or .csv trace", False),
     "sweep spec": (("sweep", "FILE", "--output", "r.csv"), "a YAML file", False),
     "report sweep csv": (("report", "FILE.csv", "--output", "page.html"), "a sweep's .csv", False),
+    "size layout": (("size", "--layout", "FILE"), "a YAML file", False),
+    "workload trace": (("workload", "describe", "--trace", "FILE.csv"), "a .jsonl or .csv trace", False),
 }
 FAILURES = {
     "missing": (None, "cannot read (No such file or directory)"),
-    "folder": ("dir", "cannot read (Is a directory)"),
+    "folder": ("dir", "is a directory, expected {kind}"),
 }
 # readers that look for the file before opening it, and say so in their own words
 CHECKED_FIRST = {
     "simulate link profile": {"missing": "--link-profile 'input.txt': no such file",
-                              "folder": "--link-profile 'input.txt': no such file"},
-    "simulate trace": {"missing": "--trace 'input.jsonl': no such file", "folder": "--trace 'input.jsonl': no such file"},
-    "sweep spec": {"missing": "input.txt: no such file", "folder": "input.txt: no such file"},
-    "report sweep csv": {"missing": "input.csv: no such file", "folder": "input.csv: no such file"},
+                              "folder": "--link-profile 'input.txt': is a directory, expected {kind}"},
+    "simulate trace": {"missing": "--trace 'input.jsonl': no such file",
+                       "folder": "--trace 'input.jsonl': is a directory, expected {kind}"},
+    "sweep spec": {"missing": "input.txt: no such file", "folder": "input.txt: is a directory, expected a sweep spec"},
+    "report sweep csv": {"missing": "input.csv: no such file"},
+    "size layout": {"missing": "--layout 'input.txt': no such file",
+                    "folder": "--layout 'input.txt': is a directory, expected a layout file"},
+    "workload trace": {"missing": "input.csv: no such trace file"},
     "not utf-8": (NOT_UTF8, "not a UTF-8 text file (expected {kind}"),
     "bad json": (b'{"meta": {}, "sections": ', "not JSON (Expecting value at line 1, column 26) (expected {kind}"),
 }

@@ -119,8 +119,11 @@ def test_unreadable_files(tmp_path):
     with pytest.raises(PlanError, match="unknown trace format '.txt'"):
         load_trace(tmp_path / "t.txt")
     (tmp_path / "d.jsonl").mkdir()
-    with pytest.raises(PlanError, match="not a file"):
+    with pytest.raises(PlanError, match="d.jsonl: is a directory, expected a .jsonl or .csv trace"):
         load_trace(tmp_path / "d.jsonl")
+    (tmp_path / "d").mkdir()
+    with pytest.raises(PlanError, match="d: is a directory, expected"):   # not "unknown trace format"
+        load_trace(tmp_path / "d")
     binary = tmp_path / "b.jsonl"
     binary.write_bytes(_rec().encode() + b"\n\xff\xfe\x00garbage\n")
     with pytest.raises(PlanError, match=r"b.jsonl:2: not a UTF-8 text file \(expected a .jsonl or .csv trace\)"):

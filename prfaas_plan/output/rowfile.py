@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError, PlanError
-from ..textfile import cannot_read, not_utf8
+from ..textfile import cannot_read, not_utf8, require_file
 from .report import write_atomic
 
 SUFFIXES = (".parquet", ".csv")
@@ -123,8 +123,7 @@ def read_table(path: str | Path, columns=None, strict: bool = False) -> list[dic
     naming the file and line; with ``strict`` a Parquet column of the wrong type is one too."""
     path = Path(path)
     fmt = table_format(path)
-    if not path.is_file():
-        raise PlanError(f"{path}: no such file")
+    require_file(path, f"a sweep's .{fmt}")
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -147,7 +146,7 @@ def read_table(path: str | Path, columns=None, strict: bool = False) -> list[dic
             header = next(reader, [])
             body = list(reader)
     except OSError as exc:
-        raise cannot_read(path, exc) from None
+        raise cannot_read(path, exc, "a sweep's .csv") from None
     except UnicodeDecodeError:
         raise not_utf8(path, "a sweep's .csv") from None
     except csv.Error as exc:

@@ -245,13 +245,10 @@ def stack_notes(spec: SweepSpec) -> list[str]:
 def load_spec(path: str) -> SweepSpec:
     """Read and validate a YAML spec file, through the reader every YAML input shares
     (`prfaas_plan.profiles.read_yaml`: a key given twice, binary data or an oversized file is refused)."""
-    from pathlib import Path
-
     from ..profiles import read_yaml
+    from ..textfile import require_file
 
-    p = Path(path)
-    if not p.is_file():
-        raise PlanError(f"{path}: no such file")
+    p = require_file(path, "a sweep spec (YAML)")
     try:
         return parse_spec(read_yaml(p))
     except PlanError as exc:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._data import TRACES_DIR
 from ..errors import PlanError, closest_names
-from ..textfile import cannot_read, not_utf8
+from ..textfile import cannot_read, is_directory, not_utf8
 from ..units import MAX_TOKENS
 from .jsonl_block import BlockReader
 
@@ -142,8 +142,10 @@ def _timestamp(value, path: Path, line: int, previous: float | None) -> float:
 def _check_file(path: Path) -> None:
     if not path.exists():
         raise PlanError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise is_directory(path, TRACE_KIND)
     if not path.is_file():
-        raise PlanError(f"{path}: not a file: expected a .jsonl or .csv trace")
+        raise PlanError(f"{path}: not a file: expected {TRACE_KIND}")
 
 
 def _open_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -158,7 +160,7 @@ def _open_lines(path: Path) -> Iterator[tuple[int, str]]:
                     raise not_utf8(_where(path, number), TRACE_KIND) from None
                 yield number, text
     except OSError as exc:
-        raise cannot_read(path, exc) from None
+        raise cannot_read(path, exc, TRACE_KIND) from None
 
 
 def _mooncake_record(text: str, path: Path, number: int, previous: float | None) -> TraceRecord | None:
@@ -354,7 +356,7 @@ def _load_mooncake(path: Path, until_s: float | None, max_requests: int | None) 
                 if done:
                     break
     except OSError as exc:
-        raise cannot_read(path, exc) from None
+        raise cannot_read(path, exc, TRACE_KIND) from None
     if not parts:
         raise PlanError(f"{path}: no requests: expected one JSON object per line")
     t, li, lo, ids, counts, line = (np.concatenate(c) for c in zip(*parts))
@@ -416,6 +418,8 @@ def iter_csv(path: str | Path) -> Iterator[TraceRecord]:
 def iter_trace(path: str | Path) -> Iterator[TraceRecord]:
     """Stream a trace file, choosing the reader by suffix (``.jsonl`` or ``.csv``)."""
     path = Path(path)
+    if path.is_dir():   # before its suffix: a folder has none, and "unknown trace format" would mislead
+        raise is_directory(path, TRACE_KIND)
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return iter_mooncake(path)
