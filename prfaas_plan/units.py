@@ -192,3 +192,9 @@ def format_tokens(n: float) -> str:
         k = n / 1024
         return f"{k:.0f}K" if abs(k - round(k)) < 0.05 else f"{k:.1f}K"
     return f"{n:.0f}"
+
+
+def plural(n: float, noun: str, many: str | None = None) -> str:
+    """``noun`` as it goes after the count ``n``: ``plural(1, "point")`` -> 'point', ``plural(3, "point")`` ->
+    'points' (``many``: an irregular plural). The caller prints the count in its own format."""
+    return noun if n == 1 else (many or noun + "s")

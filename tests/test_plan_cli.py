@@ -178,7 +178,7 @@ def test_multi_site_layout_file_rejects_follow_up_questions(cli, tmp_path, flags
 
 
 @pytest.mark.parametrize("body,needle", [
-    ("name: x\nsites: []\n", "sites must have at least 1 item(s), not []"),
+    ("name: x\nsites: []\n", "sites must have at least 1 item, not []"),
     ("name: x\nremote: {instance: 8xH200, instances: 4}\nsites:\n  - {name: a, instance: 8xH20, prefill: 0, "
      "decode: 0, link: {bandwidth: 10G}}\n", "has no instances"),
     ("name: x\nremote: {instance: 8xH200, instances: 4}\nsites:\n  - {name: a, instance: 8xH20, prefill: 1, "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..layout import Layout
+from ..units import plural
 from .latency import SloModel
 from .search import sorted_unique
 from .throughput import LengthGrid, PerfInputs, offloads
@@ -135,7 +136,7 @@ def why_unmet(opt: SloOptimum, label: str, remote: str | None, local: str, confi
     verb = "reaches" if lo == hi or not remote else "reach"
     out = f"no threshold or split meets {label}"
     if configurations is not None:
-        out += f" in any of the {configurations} configurations searched"
+        out += f" in any of the {configurations} {plural(configurations, 'configuration')} searched"
     out += f": even with no load, {where} {verb} {opt.unloaded_best_s:.2f} s"
     if opt.percentile_tokens is not None:
         routes = [f"{opt.remote_s:.2f} s via {remote} (prefill + KV transfer)"] if opt.remote_s is not None else []

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..units import plural
 from .app import app
 from .envelope import emit_or_text
 from .options import AllowOversubscribe, BasisOpt, FormatOpt, MaxPoints, NoProgress, Output, Plot, Stack
@@ -88,8 +89,8 @@ def sweep_cmd(
               file=sys.stderr)
         raise typer.Exit(130) from None
     errors = sum(1 for r in res.rows if r["error"])
-    line = (f"wrote {len(res.rows)} rows to {output}: {res.evaluated} evaluated, {res.reused} reused from an "
-            f"earlier run, {errors} could not be planned (see the error column)")
+    line = (f"wrote {len(res.rows)} {plural(len(res.rows), 'row')} to {output}: {res.evaluated} evaluated, "
+            f"{res.reused} reused from an earlier run, {errors} could not be planned (see the error column)")
     if res.recomputed:
         line += (f"; {res.recomputed} earlier rows were recomputed because their fingerprint changed (a profile "
                  "file or the tool version)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..units import plural
 from .html import Result, card, card_for, e, figure, fmt, key_value_table, notes_list, page, table
 from .html_blocks import (
     assumptions_block,
@@ -247,7 +248,7 @@ def _sweep_page(res: Result, schema) -> list[str]:
     metrics = (rows[0].get("pareto_metrics") or "").split(",") if rows[0].get("pareto_metrics") else None
     question = res.meta.get("description") or (f"Which of these {len(rows)} design points is worth building, and "
                                                "how robust is the choice?")
-    question += (f" ({len(rows)} points; varied: " + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes)
+    question += (f" ({len(rows)} {plural(len(rows), 'point')}; varied: " + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes)
                  + ")")
     cards = [card("points planned", f"{len(ok)} of {len(rows)}")]
     gains = [r for r in ok if r.get("gain_vs_homogeneous") is not None]
@@ -260,7 +261,7 @@ def _sweep_page(res: Result, schema) -> list[str]:
         held = f"At equal {BASIS_WORDS.get(basis, basis)}, " if basis else ""
         cards += [card("points where PrfaaS-PD beats homogeneous PD", f"{pays} of {len(gains)}"),
                   card_for(best, "gain_vs_homogeneous", f"best gain vs homogeneous ({label})")]
-        verdict = (f"{held}PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} points; the best is {label} "
+        verdict = (f"{held}PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} {plural(len(gains), 'point')}; the best is {label} "
                    f"with {best['gain_vs_homogeneous']:.2f}x, {fmt(best.get('throughput_rps'))} requests/s.")
     cheap = [r for r in ok if r.get("cost_per_mtok_usd") is not None]
     if cheap:
@@ -269,12 +270,12 @@ def _sweep_page(res: Result, schema) -> list[str]:
                                + ", ".join(f"{k}={c.get(k)}" for k, _ in axes) + ")"))
     warnings = list(res.warnings)
     for reason, n in Counter(r["error"] for r in rows if r.get("error")).most_common():
-        warnings.append(f"{n} point(s) could not be planned: {reason}")
+        warnings.append(f"{n} {plural(n, 'point')} could not be planned: {reason}")
     for reason, n in Counter(r["baseline_error"] for r in rows if r.get("baseline_error")).most_common():
-        warnings.append(f"{n} point(s) have no baseline (gains empty): {reason}")
+        warnings.append(f"{n} {plural(n, 'point')} {plural(n, 'has', 'have')} no baseline (gains empty): {reason}")
     if gains and any(r["gain_vs_homogeneous"] <= 1 for r in gains):
         warnings.append(f"PrfaaS-PD does not beat homogeneous PD at {sum(r['gain_vs_homogeneous'] <= 1 for r in gains)}"
-                        f" of {len(gains)} points")
+                        f" of {len(gains)} {plural(len(gains), 'point')}")
     cols = [k for k, _ in axes] + list(SWEEP_TABLE) + (["pareto"] if metrics else [])
     body = [f'<h2>The question</h2><p class="question">{e(question)}</p>',
             "<h3>Inputs held fixed</h3>", key_value_table((k, fmt(v, k)) for k, v in fixed),
@@ -284,7 +285,7 @@ def _sweep_page(res: Result, schema) -> list[str]:
         front = [r for r in rows if r.get("pareto")]
         dirs = ", ".join(f"{m} ({'lower' if schema.directions.get(m) == 'min' else 'higher'} is better)"
                          for m in metrics)
-        body += [f"<h2>Pareto front ({len(front)} points)</h2><p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
+        body += [f"<h2>Pareto front ({len(front)} {plural(len(front), 'point')})</h2><p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
     body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, schema, metrics, order=[k for k, _ in axes])),
                                      "Top: all planned points, the front in red. Below: each headline figure "
                                      "against one input, one line per combination of the other inputs (or their "

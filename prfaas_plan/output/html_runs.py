@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..units import plural
 from .html import Result, card, card_for, cell_value, e, figure, fmt, measured_pairs, table
 from .html_blocks import bars, inputs_block, mpl, other_sections, section_html, warnings_block
 from .plots import figure_svg
@@ -230,7 +231,7 @@ def fit_page(res: Result) -> list[str]:
     source = res.meta.get("measurements") or "the measurements"
     what = ("fitted chip efficiencies and serving-stack overheads" if command == "calibrate"
             else "planner's performance model")
-    question = (f"How closely does the {what} predict the measured latencies of {n} points ({source}), "
+    question = (f"How closely does the {what} predict the measured latencies of {n} {plural(n, 'point')} ({source}), "
                 + ("in-sample, leaving each point out and leaving each model out?" if command == "calibrate"
                    else "point by point?"))
     parts, cards, figs, tables = [], [], [], []
@@ -245,13 +246,13 @@ def fit_page(res: Result) -> list[str]:
                 continue
             if errs:
                 parts.append(f"{q.upper()} median |error| " + ", ".join(f"{v:.0%} {k}" for k, v in errs.items())
-                             + f" ({len(have)} points)")
+                             + f" ({len(have)} {plural(len(have), 'point')})")
                 cards += [card(f"{q.upper()} median |error|, {k}", f"{v:.1%}") for k, v in errs.items()]
             figs.append(_scatter(have, q, measured, predicted))
         keys = [k for k in FIT_TABLE_KEYS if any(k in r for r in rows)]
         cols = keys + [k for q, m, p in pairs for k in (m, p, f"{q}_error") if any(k in r for r in rows)]
         tables += [f"<h3>{e(name.replace('_', ' ').capitalize())} ({len(rows)})</h3>", table(rows, cols)]
-    answer = ("; ".join(parts) + ".") if parts else f"{n} points compared."
+    answer = ("; ".join(parts) + ".") if parts else f"{n} {plural(n, 'point')} compared."
     body = [_question(question), inputs_block(res), _answer(answer, cards), warnings_block(res.warnings),
             "<h2>Predicted vs measured</h2>", '<div class="cards">' + "".join(figs) + "</div>"]
     return body + ["<h2>Points</h2>", *tables] + other_sections(res, {name for name, _, _ in fitted})

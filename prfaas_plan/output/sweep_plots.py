@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..units import plural
 from .plots import figure_bytes, figure_format
 from .report import write_atomic
 
@@ -90,7 +91,7 @@ def sweep_figure(rows: list[dict], schema, metrics: list[str] | None = None, tit
                 ax.set_xlabel(name, fontsize=9)
             if i == 0:
                 ax.set_title(f"varying {name}", fontsize=9)
-    note = f"{len(rows)} points ({failed} could not be planned)."
+    note = f"{len(rows)} {plural(len(rows), 'point')} ({failed} could not be planned)."
     fig.suptitle((title + "\n" if title else "") + note, fontsize=9)
     return fig
 
@@ -102,7 +103,7 @@ def _front_panel(ax, rows, metrics, axes_in, directions) -> None:
     ax.scatter(x[feasible & ~mask], y[feasible & ~mask], s=14, color="0.7", label="dominated points")
     order = np.argsort(x[mask], kind="stable")
     fx, fy = x[mask][order], y[mask][order]
-    ax.plot(fx, fy, "-o", color="crimson", ms=5, lw=1.4, label=f"Pareto front ({mask.sum()} points)")
+    ax.plot(fx, fy, "-o", color="crimson", ms=5, lw=1.4, label=f"Pareto front ({mask.sum()} {plural(mask.sum(), 'point')})")
     labelled = np.flatnonzero(feasible) if feasible.sum() <= MAX_LABELLED else np.flatnonzero(mask)
     if len(labelled) <= MAX_LABELLED:
         for i in labelled:

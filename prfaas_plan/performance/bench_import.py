@@ -47,6 +47,7 @@ from ..profiles import all_models, get_model, get_stack
 from ..profiles.stack import split_stack
 from .base import parse_instance
 from ..textfile import read_utf8
+from ..units import plural
 from .measurements import MAX_LATENCY_S, MAX_MEASUREMENTS, NVIDIA_KEYS, Measurement, load_measurements, resolve_path
 
 FORMATS = ("vllm", "sglang", "aiperf", "aiperf-csv", "nvidia-silicon", "csv")
@@ -441,7 +442,7 @@ def _silicon(path: Path, text: str, tags: Tags) -> tuple[list[Run], list[str]]:
                       "backend_version": row["backend_version"] or "unrecorded", "system": row["system"]}
         m = _nvidia(subset_row, where)
         runs.append(Run(m, "nvidia-silicon", f"{row['backend']}@{row['backend_version'] or 'unrecorded'}"))
-    excluded = [f"{path.name}: {n} rows excluded: {why}" for why, n in sorted(reasons.items())]
+    excluded = [f"{path.name}: {n} {plural(n, 'row')} excluded: {why}" for why, n in sorted(reasons.items())]
     return runs, excluded
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
+from ..units import plural
 from ..profiles.efficiency import KERNEL_DEFAULTS
 from ..profiles.stack import HarnessEntry, split_stack
 from .base import parse_instance
@@ -451,7 +452,7 @@ def _error_note(fit: JointFit, by: str, key: str) -> str:
             lomo = f", leave-one-model-out {row['lomo_median']:.0%}" if "lomo_median" in row else ""
             loo = f", LOO {row['loo_median']:.0%}" if "loo_median" in row and fit.loo_done else ""
             parts.append(f"{row['quantity'].upper()} median |err| {row['in_median']:.0%}{loo}{lomo} "
-                         f"({row['points']} points)")
+                         f"({row['points']} {plural(row['points'], 'point')})")
     return "; ".join(parts)
 
 

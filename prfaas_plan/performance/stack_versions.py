@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..profiles.stack import FITTED_NUMBERS, VersionEntry, split_stack
+from ..units import plural
 
 VERSION_WIDTH = 0.3          # log-width of a version's deviation (a factor 1.35), assumed: issue 20 item 4 finds
                              # SGLang 0.5.6 and vLLM 0.12 runs 21-51% slower than the 0.5.9 / 0.15-0.16 profiles
@@ -76,7 +77,8 @@ class VersionLayer:
             values = {t: float(f"{v[0]:.4g}") for t, v in f.terms.items()}
             src = {t: (f"fitted by prfaas-plan calibrate as a deviation from the engine's {v[1]:.4g} (prior "
                        f"log-width {VERSION_WIDTH:g}), moved {v[3]:+.1f} widths by {v[4]} model x configuration "
-                       f"group(s), {f.points} points{sources.get(f.version, '')}")
+                       f"{plural(v[4], 'group')}, {f.points} {plural(f.points, 'point')}"
+                       f"{sources.get(f.version, '')}")
                    for t, v in f.terms.items()}
             out[f.version] = VersionEntry(values, src, {t: float(f"{v[2]:.3g}") for t, v in f.terms.items()})
         return out

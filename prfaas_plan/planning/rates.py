@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OutputError, PlanError
+from ..units import plural
 from ..vocabulary import MoeSplit, values
 from .warnings import PlanWarning
 
@@ -320,10 +321,12 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
                                    "(approximate; exact refits up to 40 rows)") if loo else "skipped (--no-loo)"),
              "leave-one-model-out: each model's rows predicted by a fit without that model"]
     if repeats:
-        notes.append(f"counted once: {repeats} rows repeat an earlier row exactly (same tags and measured values: "
+        notes.append(f"counted once: {repeats} {plural(repeats, 'row')} {plural(repeats, 'repeats', 'repeat')} "
+                     "an earlier row exactly (same tags and measured values: "
                      "one run recorded twice)")
     notes += [f"term {t.owner} {t.name}: {t.value:.4g} (prior {t.prior:.4g}; moved {t.shift:+.1f} prior widths; "
-              f"identified by {t.configurations} model x configuration group(s))" for t in fit.terms]
+              f"identified by {t.configurations} model x configuration {plural(t.configurations, 'group')})"
+              for t in fit.terms]
     if fit.versions.fits:
         notes.append("per-version terms (stack@version): the engine's pooled value is their prior (log-width "
                      f"{VERSION_WIDTH:g}); a configuration's rows weigh as at most one observation of scatter "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout, Link, naive_heterogeneous, prfaas_pd
+from ..units import plural
 from ..vocabulary import Baseline, values
 from .question import DEFAULTS, choice
 from .scenario import instance_decode, instance_prefill, stack_notes
@@ -294,7 +295,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
             requests = requests.at_rate(rate if rate is not None else load * ev.lambda_max)
             if duration_s is not None:
                 requests = requests.until(duration_s)
-        workload = f"trace {trace} ({len(requests)} requests)"
+        workload = f"trace {trace} ({len(requests)} {plural(len(requests), 'request')})"
         notes.append(f"the plan (threshold, split, Lambda_max) and the analytic TTFT use {basis}; the simulation "
                      "replays each cluster's own prefix cache (2 TB per 8 chips), so its hits can differ")
     cfg = SimConfig(ev.threshold, scheduler, long_term=LongTermRule(period_s=rebalance_s), link_profile=profile)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout
+from ..units import plural
 from .question import DEFAULTS
 
 DEFAULT_LOAD = 0.8
@@ -174,7 +175,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
             requests = requests.at_rate(rate if rate is not None else load * total)
             if duration_s is not None:
                 requests = requests.until(duration_s)
-        what = f"trace {trace} ({len(requests)} requests)"
+        what = f"trace {trace} ({len(requests)} {plural(len(requests), 'request')})"
     rng = np.random.default_rng(seed)
     site_of = rng.choice(len(sites), size=len(requests), p=planned / total)
     profiles = link_profiles(link_profile, names)
@@ -196,7 +197,8 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
               "proportion to the remote prefill seconds the site used; per million requests at the simulated "
               "throughput"]
     if profiles:
-        notes.append("link profiles: " + ", ".join(f"{n} {len(p.times_s)} points" for n, p in profiles.items()))
+        notes.append("link profiles: " + ", ".join(f"{n} {len(p.times_s)} {plural(len(p.times_s), 'point')}"
+                                                 for n, p in profiles.items()))
     if any(r.scheduler != "static" for r in runs):
         notes.append(scheduler_note(runs[0].names, planned_shares(requests, site_of, runs_in)))
     if first["unfinished"]:

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
 from ..errors import PlanError, closest_names
+from ..units import plural
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]   # sources, notes
@@ -145,7 +146,8 @@ def error_line(exc: ValidationError, schema: type[BaseModel], where: str, prefix
 _PHRASES = {
     "greater_than": "must be > {gt}", "greater_than_equal": "must be >= {ge}",
     "less_than": "must be < {lt}", "less_than_equal": "must be <= {le}",
-    "too_short": "must have at least {min_length} item(s)", "too_long": "must have at most {max_length} items",
+    "too_short": "must have at least {min_length} {min_length_items}",
+    "too_long": "must have at most {max_length} {max_length_items}",
     "string_too_short": "must not be empty", "string_too_long": "must be at most {max_length} characters",
     "int_type": "must be a whole number", "int_from_float": "must be a whole number",
     "float_type": "must be a number", "string_type": "must be a string", "bool_type": "must be true or false",
@@ -160,7 +162,9 @@ def _phrase(error: dict) -> str:
     if template is None:
         msg = error["msg"]
         return (msg[0].lower() + msg[1:]).replace("input should be", "must be").replace("value error, ", "")
-    return template.format(**{k: v for k, v in (error.get("ctx") or {}).items()})
+    ctx = dict(error.get("ctx") or {})
+    ctx.update({f"{k}_items": plural(ctx[k], "item") for k in ("min_length", "max_length") if k in ctx})
+    return template.format(**ctx)
 
 
 def check(schema: type[BaseModel], data: Any, where: str, prefix: tuple = ()):
