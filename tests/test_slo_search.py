@@ -177,3 +177,42 @@ def test_the_cdf_test_is_the_percentile_models_answer(ti, n_p, load, q, target):
     if abs(value - target) < 1e-9 * target:
         return  # a tie at the target: either answer is right
     assert SloModel(plan.layout, sc.grid, plan.perf, q, target).met(t, n_p, rate) == (s.stable and value <= target)
+
+
+def test_configurations_at_the_same_rate_prefer_the_lower_p90_then_fewer_chips(monkeypatch):
+    """`slo._prefer`: a rate higher by more than `TIE_REL` wins whatever its TTFT; within it, the lower TTFT
+    P90 at that rate, then the fewer chips (the keys are stubbed: `_tie_key` reads them off ttft_under_load
+    and the layout, checked on the default plan below)."""
+    from dataclasses import replace
+
+    from prfaas_plan.planning import slo
+
+    sc, plan = _default_plan()
+    base = search_slo(plan.layout, sc.grid, plan.perf, 95, 1.0, plan.surface.thresholds, plan.surface.splits)
+    assert base.met
+    keys = {"a": (0.50, 64), "b": (0.40, 96), "c": (0.40, 80)}
+    monkeypatch.setattr(slo, "_tie_key", lambda point, _sc: keys[point[1]])
+
+    def point(name, rel=0.0):
+        return (replace(base, rate_rps=base.rate_rps * (1 + rel)), name, None)
+
+    assert slo._prefer(point("b", 0.5 * slo.TIE_REL), point("a"), sc)        # level: lower P90 wins
+    assert not slo._prefer(point("a", 0.5 * slo.TIE_REL), point("b"), sc)
+    assert slo._prefer(point("c"), point("b"), sc)                           # level P90: fewer chips
+    assert not slo._prefer(point("b"), point("c"), sc)
+    assert slo._prefer(point("a", 3 * slo.TIE_REL), point("b"), sc)          # a higher rate, whatever its P90
+    assert not slo._prefer(point("b", -3 * slo.TIE_REL), point("a"), sc)
+    unmet = (replace(base, met=False, rate_rps=0.0), "a", None)
+    assert slo._prefer(point("a"), unmet, sc)
+
+
+def test_the_tie_key_is_the_p90_at_the_rate_and_the_chips():
+    from prfaas_plan.planning import slo
+
+    sc, plan = _default_plan()
+    opt = search_slo(plan.layout, sc.grid, plan.perf, 95, 1.0, plan.surface.thresholds, plan.surface.splits)
+    p90, chips = slo._tie_key((opt, plan.layout, plan.perf), sc)
+    lat = ttft_under_load(plan.layout, sc.grid, plan.perf, opt.threshold, opt.n_prefill, rate=opt.rate_rps,
+                          mode=sc.mode)
+    assert p90 == lat.p90_s and p90 > 0
+    assert chips == sum(plan.layout.chips().values()) > 0

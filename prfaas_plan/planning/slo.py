@@ -9,7 +9,8 @@ optimum's instance shapes need not carry the most within a TTFT SLO (a prefill i
 prefills each prompt sooner at less throughput per chip), so every configuration is searched for the SLO
 too, branch and bound: a configuration carries at most its ``Lambda_max`` within any SLO (exact mode), so
 configurations are taken in decreasing ``Lambda_max`` and the search stops at the first whose
-``Lambda_max`` is below the best rate found.
+``Lambda_max`` is below the best rate found. Configurations carrying the same rate (within `TIE_REL`) are
+told apart by their TTFT P90 at that rate, the lower first, then by their chips, the fewer first.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .plans import Plan
 from .questions import SloRate
 from .scenario import Scenario
 
+TIE_REL = 1e-9   # rates within this relative difference are the same throughput: the tie-break decides
 
 @dataclass(frozen=True)
 class SloSearch:
@@ -90,7 +92,7 @@ def slo_configurations(question_sc: Scenario, spec: SearchSpec, plan: Plan, sc: 
     closest = (own.optimum, plan.layout, plan.perf)   # the lowest unloaded TTFT, for the why when none meets it
     searched = 0
     for c in found.ranked:   # best Lambda_max first
-        if sc.mode == "exact" and c.lambda_max <= best[0].rate_rps * (1 + 1e-6):
+        if sc.mode == "exact" and c.lambda_max < best[0].rate_rps * (1 - TIE_REL):
             break
         if _shape(c.scenario) == _shape(sc):
             continue         # the plan's own, searched above
@@ -98,8 +100,8 @@ def slo_configurations(question_sc: Scenario, spec: SearchSpec, plan: Plan, sc: 
         surface = grid_search(lay, sc.grid, c.perf, sc.mode, fixed_threshold=threshold)
         searched += 1
         opt = search_slo(lay, sc.grid, c.perf, fixed.percentile, fixed.target_s, surface.thresholds,
-                         surface.splits, floor=best[0].rate_rps * (1 + 1e-9))
-        if opt.met:   # above the best so far
+                         surface.splits, floor=best[0].rate_rps * (1 - TIE_REL))
+        if opt.met and _prefer((opt, lay, c.perf), best[:3], sc):   # above the best so far, or level and better
             best, cand = (opt, lay, c.perf, c.scenario), c
         if opt.unloaded_best_s < closest[0].unloaded_best_s:
             closest = (opt, lay, c.perf)
@@ -109,6 +111,25 @@ def slo_configurations(question_sc: Scenario, spec: SearchSpec, plan: Plan, sc: 
     if cand is None:
         return replace(own, configurations=counts)
     return _answer(best[1], best[2], best[3], fixed, best[0], configuration=cand, configurations=counts)
+
+
+def _prefer(new: tuple, old: tuple, sc: Scenario) -> bool:
+    """Whether the SLO optimum ``new`` = (`SloOptimum`, layout, perf) beats ``old``: a higher rate, or one
+    within `TIE_REL` of it with a lower TTFT P90 at that rate, then fewer chips."""
+    if not old[0].met or new[0].rate_rps > old[0].rate_rps * (1 + TIE_REL):
+        return True
+    if new[0].rate_rps < old[0].rate_rps * (1 - TIE_REL):
+        return False
+    return _tie_key(new, sc) < _tie_key(old, sc)
+
+
+def _tie_key(point: tuple, sc: Scenario) -> tuple[float, int]:
+    """(TTFT P90 s at the point's rate, chips) of an SLO optimum (`_prefer`)."""
+    from ..analytic.latency import ttft_under_load
+
+    opt, lay, perf = point
+    lat = ttft_under_load(lay, sc.grid, perf, opt.threshold, opt.n_prefill, rate=opt.rate_rps, mode=sc.mode)
+    return lat.p90_s, sum(lay.chips().values())
 
 
 def _shape(sc: Scenario) -> tuple:
