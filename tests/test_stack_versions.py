@@ -79,13 +79,13 @@ def test_a_version_entry_changes_the_plan_and_the_pooled_plan_ignores_the_entrie
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda e: e.update(speed=1.0), "unknown field(s) speed"),
+    (lambda e: e.update(speed=1.0), "unknown field speed"),
     (lambda e: e.update(latency_s=-1.0), "latency_s must be a finite number >= 0"),
     (lambda e: e.update(latency_s=120.0), "latency_s must be at most 60"),
     (lambda e: e["sources"].pop("latency_s"), "sources.latency_s missing"),
     (lambda e: e.update(spread={"wave_fraction": 0.1}), "spread.wave_fraction without a wave_fraction"),
     (lambda e: e.update(spread={"latency_s": -0.1}), "spread.latency_s must be a log-width"),
-    (lambda e: e["sources"].update(wave_fraction="x"), "sources for number(s) it does not hold: wave_fraction"),
+    (lambda e: e["sources"].update(wave_fraction="x"), "sources for number it does not hold: wave_fraction"),
     (lambda e: e.update(chunked_prefill="yes"), "chunked_prefill must be true or false"),
     (lambda e: e.update(prefill_token_budget=1.5, sources={**e["sources"], "prefill_token_budget": "x"}),
      "prefill_token_budget must be a whole number"),

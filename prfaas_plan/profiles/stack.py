@@ -39,6 +39,7 @@ from pathlib import Path
 
 from .._data import PACKAGE_DIR
 from ..errors import PlanError, closest_names
+from ..units import plural
 
 DEFAULT_STACK = "sglang"
 NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "prefill_token_budget", "wave_fraction")
@@ -169,9 +170,9 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
     """Validate a stack profile mapping (unknown keys are errors; every number needs a source)."""
     if not isinstance(data, dict):
         raise PlanError(f"{path}: expected a mapping")
-    unknown = sorted(set(map(str, data)) - set(KEYS))
+    unknown = _unknown(data, KEYS)
     if unknown:
-        raise PlanError(f"{path}: unknown field(s) {', '.join(unknown)}")
+        raise PlanError(f"{path}: {unknown}")
     for key in ("name", "engine", "versions", "sources") + NUMBERS:
         if key not in data or data[key] is None:
             raise PlanError(f"{path}: missing field '{key}'")
@@ -195,22 +196,41 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
                         harness=harness)
 
 
-def _harness(section, path: str) -> dict:
-    """The ``harness`` section: {harness: {latency_s, stream_s, source}}, every key and number checked."""
+def _section(section, path: str, what: str) -> dict:
+    """The entries of an optional mapping section of a stack file (``harness``, ``by_version``): {} when
+    absent, a `PlanError` ``PATH: WHAT`` when it is not a mapping."""
     if section is None:
         return {}
     if not isinstance(section, dict):
-        raise PlanError(f"{path}: harness must map each benchmark harness to its latency_s, stream_s and source")
+        raise PlanError(f"{path}: {what}")
+    return section
+
+
+def _entry(entry, where: str, keys, what: str) -> str:
+    """Check that one entry of a section is a mapping (else `PlanError` ``WHERE: expected a mapping of
+    WHAT``); the words for the keys it has beyond ``keys`` ("" when none)."""
+    if not isinstance(entry, dict):
+        raise PlanError(f"{where}: expected a mapping of {what}")
+    return _unknown(entry, keys)
+
+
+def _unknown(data: dict, keys) -> str:
+    """``unknown fields A, B`` (``unknown field A``) for the keys of ``data`` not in ``keys``; "" when none."""
+    unknown = sorted(set(map(str, data)) - set(keys))
+    return f"unknown {plural(len(unknown), 'field')} {', '.join(unknown)}" if unknown else ""
+
+
+def _harness(section, path: str) -> dict:
+    """The ``harness`` section: {harness: {latency_s, stream_s, source}}, every key and number checked."""
     out = {}
-    for name, entry in section.items():
+    for name, entry in _section(section, path, "harness must map each benchmark harness to its latency_s, "
+                                                "stream_s and source").items():
         where = f"{path}: harness.{name}"
-        if not isinstance(entry, dict):
-            raise PlanError(f"{where}: expected a mapping of latency_s, stream_s and source")
-        unknown = sorted(set(map(str, entry)) - set(HARNESS_KEYS))
+        unknown = _entry(entry, where, HARNESS_KEYS, "latency_s, stream_s and source")
         missing = [k for k in HARNESS_KEYS if k not in entry]
         if unknown or missing:
-            raise PlanError(f"{where}: " + (f"unknown field(s) {', '.join(unknown)}" if unknown
-                                            else f"missing field(s) {', '.join(missing)}"))
+            raise PlanError(f"{where}: " + (unknown or f"missing {plural(len(missing), 'field')} "
+                                                      f"{', '.join(missing)}"))
         sources = {k: entry["source"] for k in ("latency_s", "stream_s")}
         out[str(name)] = HarnessEntry(**_numbers(entry, sources, ("latency_s", "stream_s"), where),
                                       source=str(entry["source"]))
@@ -240,23 +260,17 @@ def _numbers(data: dict, sources: dict, keys, where: str) -> dict[str, float]:
 
 def _by_version(section, path: str) -> dict[str, VersionEntry]:
     """The ``by_version`` section: {version: `VersionEntry`}, every key and number checked."""
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise PlanError(f"{path}: by_version must map each engine version to its numbers")
     out = {}
-    for version, entry in section.items():
+    for version, entry in _section(section, path, "by_version must map each engine version to its numbers").items():
         if not isinstance(version, str):
             raise PlanError(f"{path}: by_version key {version!r} must be a quoted string ('{version}'): YAML reads "
                             "an unquoted 0.10 as the number 0.1")
         where = f"{path}: by_version '{version}'"
         if not version.strip() or version != version.strip() or "@" in version or " " in version:
             raise PlanError(f"{where}: a version is one word without '@' or spaces")
-        if not isinstance(entry, dict):
-            raise PlanError(f"{where}: expected a mapping of numbers with their sources")
-        unknown = sorted(set(map(str, entry)) - set(VERSION_KEYS))
+        unknown = _entry(entry, where, VERSION_KEYS, "numbers with their sources")
         if unknown:
-            raise PlanError(f"{where}: unknown field(s) {', '.join(unknown)} (a version may hold "
+            raise PlanError(f"{where}: {unknown} (a version may hold "
                             f"{', '.join(NUMBERS + OPTIONAL_NUMBERS)}, chunked_prefill, sources, spread)")
         sources, spread = entry.get("sources") or {}, entry.get("spread") or {}
         if not isinstance(sources, dict) or not isinstance(spread, dict):
@@ -272,7 +286,7 @@ def _by_version(section, path: str) -> dict[str, VersionEntry]:
                 raise PlanError(f"{where}: spread.{key} must be a log-width from 0 to {MAX_SPREAD:g}, not {width!r}")
         extra = sorted(set(map(str, sources)) - set(values))
         if extra:
-            raise PlanError(f"{where}: sources for number(s) it does not hold: {', '.join(extra)}")
+            raise PlanError(f"{where}: sources for {plural(len(extra), 'number')} it does not hold: {', '.join(extra)}")
         chunked = entry.get("chunked_prefill")
         if chunked is not None and not isinstance(chunked, bool):
             raise PlanError(f"{where}: chunked_prefill must be true or false")
