@@ -3,7 +3,7 @@ naming the file and the kind of input expected.
 
 - ``PATH: no such file`` (`require_file`, a reader that looks before it opens) or ``PATH: cannot read (REASON)``
   (missing, no permission: `cannot_read`);
-- ``PATH: is a directory, expected KIND``: a folder where a file goes (`is_directory`);
+- ``PATH: is a directory, expected KIND``: a folder where a file goes (`is_directory`, `refuse_folder`);
 - ``PATH: larger than N MiB (expected KIND)``: over a reader's size cap;
 - ``PATH[:LINE]: not a UTF-8 text file (expected KIND)`` (`not_utf8`; a streamed reader names the line);
 - ``PATH: not JSON (WHY) (expected KIND)``: malformed or nested too deeply (`read_json`).
@@ -33,13 +33,21 @@ def is_directory(where: str | Path, kind: str) -> PlanError:
     return PlanError(f"{where}: is a directory, expected {kind}")
 
 
+def refuse_folder(path: str | Path, kind: str, where: str | None = None):
+    """``path`` unchanged unless it names a folder: then `is_directory` (``where``: how the message names the
+    path, the path itself by default), for a reader that says the rest in its own words."""
+    if Path(path).is_dir():
+        raise is_directory(str(path) if where is None else where, kind)
+    return path
+
+
 def require_file(path: str | Path, kind: str, where: str | None = None) -> Path:
     """``path`` as a `Path` when it names a file; else `PlanError` ``WHERE: no such file`` or, for a folder,
-    `is_directory` (``where``: how the message names the path, the path itself by default)."""
+    `is_directory` (`refuse_folder`)."""
     p = Path(path)
     if not p.is_file():
-        where = str(path) if where is None else where
-        raise is_directory(where, kind) if p.is_dir() else PlanError(f"{where}: no such file")
+        refuse_folder(p, kind, str(path) if where is None else where)
+        raise PlanError(f"{str(path) if where is None else where}: no such file")
     return p
 
 

@@ -218,6 +218,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
 
     from .configurations import pinned_spec
     from .question import Question
+    from .simulate_sites import link_profile_file, trace_file
 
     text = dict(model=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=inputs, link=link,
                 link_efficiency=link_efficiency, rtt=rtt, stack=stack)
@@ -256,7 +257,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
             seed=seed, stack=stack, transfer_bytes=transfer_bytes, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
             cfg_base=SimConfig(math.inf, scheduler, long_term=LongTermRule(period_s=rebalance_s)), progress=progress)
     tpot_s = q.tpot_s
-    profile = read_link_profile(link_profile) if link_profile is not None else None
+    profile = read_link_profile(link_profile_file(link_profile)) if link_profile is not None else None
     model, dtype_notes = q.model, q.dtype_notes
     notes: list[str] = list(dtype_notes) + list(stack_notes(stack, inputs, layout))
 
@@ -264,7 +265,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
         grid = paper_grid()
         means = (grid.mean, 1024.0)
     else:
-        source, requests = read_trace_and_source(trace, None if (rate or load) else duration_s)
+        source, requests = read_trace_and_source(trace_file(trace), None if (rate or load) else duration_s)
         grid, basis = trace_plan_grid(source)
         means = (float(requests.input_tokens.mean()), float(requests.output_tokens.mean()))
     shapes = None

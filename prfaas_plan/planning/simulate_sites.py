@@ -15,10 +15,13 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout
+from ..textfile import refuse_folder
 from ..units import plural
+from ..workload.traces import TRACE_KIND
 from .question import DEFAULTS
 
 DEFAULT_LOAD = 0.8
+LINK_PROFILE_KIND = "a link profile CSV time_s,gbps"   # as the simulator's reader names it
 DEFAULT_SYNTHETIC_S = 1800.0
 
 
@@ -62,6 +65,16 @@ def _threshold_of(r) -> tuple[float, str]:
                f"threshold {t:,.0f} tokens that sends about that share remote")
 
 
+def trace_file(path: str) -> str:
+    """``path`` of a `trace` to simulate, a folder refused as such (the simulator's reader says the rest)."""
+    return refuse_folder(path, TRACE_KIND, f"`trace` {path!r}")
+
+
+def link_profile_file(path: str) -> str:
+    """``path`` of a `link_profile`, a folder refused as such (the simulator's reader says the rest)."""
+    return refuse_folder(path, LINK_PROFILE_KIND, f"`link_profile` {path!r}")
+
+
 def link_profiles(text: str | None, names) -> dict:
     """``--link-profile`` for a layout: one CSV for every site (``FILE``) or per site (``a=FILE,c=FILE2``;
     the sites not named keep their nominal rate)."""
@@ -71,7 +84,7 @@ def link_profiles(text: str | None, names) -> dict:
         return {}
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     if len(parts) == 1 and "=" not in parts[0]:
-        profile = read_link_profile(parts[0])
+        profile = read_link_profile(link_profile_file(parts[0]))
         return {n: profile for n in names}
     out = {}
     for p in parts:
@@ -84,7 +97,7 @@ def link_profiles(text: str | None, names) -> dict:
                             f"{', '.join(names)})")
         if site in out:
             raise PlanError(f"`link_profile` {text!r}: site {site!r} is named twice")
-        out[site] = read_link_profile(path)
+        out[site] = read_link_profile(link_profile_file(path))
     return out
 
 
@@ -170,7 +183,7 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
             notes.append(f"default in effect: --load {DEFAULT_LOAD} of the planned total {total:.3f} req/s, "
                          f"--duration {window:g} s")
     else:
-        _, requests = read_trace_and_source(trace, None if (rate or load) else duration_s)
+        _, requests = read_trace_and_source(trace_file(trace), None if (rate or load) else duration_s)
         if rate is not None or load is not None:
             requests = requests.at_rate(rate if rate is not None else load * total)
             if duration_s is not None:

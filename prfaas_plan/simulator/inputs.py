@@ -17,8 +17,7 @@ import numpy as np
 from ..analytic.throughput import LengthGrid
 from ..errors import PlanError
 from ..workload import load_trace, paper_workload, poisson_window, trace_arrivals
-from ..textfile import require_file
-from ..workload.traces import TRACE_KIND, TooManyRequests, Trace
+from ..workload.traces import TooManyRequests, Trace
 from .requests import Requests
 
 
@@ -73,7 +72,9 @@ def read_trace(path: str | Path, duration_s: float | None = None) -> Requests:
 def read_trace_and_source(path: str | Path, duration_s: float | None = None) -> tuple[Trace, Requests]:
     """`read_trace`, and the `Trace` read (the same requests in the same order, its own line numbers and
     times: what the planner's workload is built from)."""
-    p = require_file(path, TRACE_KIND, f"`trace` {str(path)!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"`trace` {str(path)!r}: no such file")
     cap = max_requests()
     try:
         trace = load_trace(p, duration_s, max_requests=cap)

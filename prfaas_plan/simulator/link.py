@@ -17,7 +17,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from ..errors import PlanError
-from ..textfile import cannot_read, not_utf8, require_file
+from ..textfile import cannot_read, not_utf8
 
 INF = math.inf
 
@@ -37,7 +37,6 @@ class LinkProfile:
 
 
 MAX_LINK_PROFILE_ROWS = 1_000_000  # one row a second for 11 days; raise here for longer recordings
-LINK_PROFILE_KIND = "a link profile CSV time_s,gbps"   # what a failed read says the file should have been
 
 
 def read_link_profile(path: str | Path) -> LinkProfile:
@@ -47,7 +46,9 @@ def read_link_profile(path: str | Path) -> LinkProfile:
     from ..errors import closest_names
     from ..units import parse_finite
 
-    p = require_file(path, LINK_PROFILE_KIND, f"`link_profile` {str(path)!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"`link_profile` {str(path)!r}: no such file")
     times: list[float] = []
     rates: list[float] = []
     try:
@@ -76,11 +77,11 @@ def read_link_profile(path: str | Path) -> LinkProfile:
                 times.append(t)
                 rates.append(g * 1e9)
     except UnicodeDecodeError:
-        raise not_utf8(p, LINK_PROFILE_KIND) from None
+        raise not_utf8(p, "a link profile CSV time_s,gbps") from None
     except csv.Error as exc:
         raise PlanError(f"{p}: malformed CSV ({exc})") from None
     except OSError as exc:
-        raise cannot_read(p, exc, LINK_PROFILE_KIND) from None
+        raise cannot_read(p, exc) from None
     if not times:
         raise PlanError(f"{p}: no rows (expected time_s,gbps lines after the header)")
     return LinkProfile(tuple(times), tuple(rates))
