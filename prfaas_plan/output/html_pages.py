@@ -248,8 +248,8 @@ def _sweep_page(res: Result, schema) -> list[str]:
     metrics = (rows[0].get("pareto_metrics") or "").split(",") if rows[0].get("pareto_metrics") else None
     question = res.meta.get("description") or (f"Which of these {len(rows)} design points is worth building, and "
                                                "how robust is the choice?")
-    question += (f" ({len(rows)} {plural(len(rows), 'point')}; varied: " + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes)
-                 + ")")
+    question += (f" ({len(rows)} {plural(len(rows), 'point')}; varied: "
+                 + "; ".join(f"{k} over {', '.join(map(str, v))}" for k, v in axes) + ")")
     cards = [card("points planned", f"{len(ok)} of {len(rows)}")]
     gains = [r for r in ok if r.get("gain_vs_homogeneous") is not None]
     verdict = ""
@@ -261,8 +261,9 @@ def _sweep_page(res: Result, schema) -> list[str]:
         held = f"At equal {BASIS_WORDS.get(basis, basis)}, " if basis else ""
         cards += [card("points where PrfaaS-PD beats homogeneous PD", f"{pays} of {len(gains)}"),
                   card_for(best, "gain_vs_homogeneous", f"best gain vs homogeneous ({label})")]
-        verdict = (f"{held}PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} {plural(len(gains), 'point')}; the best is {label} "
-                   f"with {best['gain_vs_homogeneous']:.2f}x, {fmt(best.get('throughput_rps'))} requests/s.")
+        verdict = (f"{held}PrfaaS-PD beats homogeneous PD at {pays} of {len(gains)} {plural(len(gains), 'point')}; "
+                   f"the best is {label} with {best['gain_vs_homogeneous']:.2f}x, "
+                   f"{fmt(best.get('throughput_rps'))} requests/s.")
     cheap = [r for r in ok if r.get("cost_per_mtok_usd") is not None]
     if cheap:
         c = min(cheap, key=lambda r: r["cost_per_mtok_usd"])
@@ -285,7 +286,8 @@ def _sweep_page(res: Result, schema) -> list[str]:
         front = [r for r in rows if r.get("pareto")]
         dirs = ", ".join(f"{m} ({'lower' if schema.directions.get(m) == 'min' else 'higher'} is better)"
                          for m in metrics)
-        body += [f"<h2>Pareto front ({len(front)} {plural(len(front), 'point')})</h2><p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
+        body += [f"<h2>Pareto front ({len(front)} {plural(len(front), 'point')})</h2>"
+                 f"<p>Non-dominated on {e(dirs)}.</p>", table(front, cols)]
     body += ["<h2>Plots</h2>", figure(figure_svg(sweep_figure(rows, schema, metrics, order=[k for k, _ in axes])),
                                      "Top: all planned points, the front in red. Below: each headline figure "
                                      "against one input, one line per combination of the other inputs (or their "

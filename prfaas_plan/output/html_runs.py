@@ -231,7 +231,8 @@ def fit_page(res: Result) -> list[str]:
     source = res.meta.get("measurements") or "the measurements"
     what = ("fitted chip efficiencies and serving-stack overheads" if command == "calibrate"
             else "planner's performance model")
-    question = (f"How closely does the {what} predict the measured latencies of {n} {plural(n, 'point')} ({source}), "
+    question = (f"How closely does the {what} predict the measured latencies of {n} {plural(n, 'point')} "
+                f"({source}), "
                 + ("in-sample, leaving each point out and leaving each model out?" if command == "calibrate"
                    else "point by point?"))
     parts, cards, figs, tables = [], [], [], []

@@ -103,7 +103,8 @@ def _front_panel(ax, rows, metrics, axes_in, directions) -> None:
     ax.scatter(x[feasible & ~mask], y[feasible & ~mask], s=14, color="0.7", label="dominated points")
     order = np.argsort(x[mask], kind="stable")
     fx, fy = x[mask][order], y[mask][order]
-    ax.plot(fx, fy, "-o", color="crimson", ms=5, lw=1.4, label=f"Pareto front ({mask.sum()} {plural(mask.sum(), 'point')})")
+    ax.plot(fx, fy, "-o", color="crimson", ms=5, lw=1.4,
+            label=f"Pareto front ({mask.sum()} {plural(mask.sum(), 'point')})")
     labelled = np.flatnonzero(feasible) if feasible.sum() <= MAX_LABELLED else np.flatnonzero(mask)
     if len(labelled) <= MAX_LABELLED:
         for i in labelled:

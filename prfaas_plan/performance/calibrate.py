@@ -22,9 +22,9 @@ import numpy as np
 
 from ..errors import PlanError
 from ..profiles import Calibration, StackProfile, get_hardware, get_stack
-from ..units import plural
 from ..profiles.efficiency import KERNEL_DEFAULTS
 from ..profiles.stack import HarnessEntry, split_stack
+from ..units import plural
 from .base import parse_instance
 from .decode import decode_works
 from .kernel_curves import plateau_efficiency

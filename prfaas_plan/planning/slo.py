@@ -26,6 +26,7 @@ from .scenario import Scenario
 
 TIE_REL = 1e-9   # rates within this relative difference are the same throughput: the tie-break decides
 
+
 @dataclass(frozen=True)
 class SloSearch:
     """``fixed``: the rate within the SLO at the plan's threshold and split; ``optimum``: the search over
