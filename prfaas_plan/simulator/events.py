@@ -203,10 +203,10 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
             spill_work += t_spill[uncached[rid]]
 
     def preempt(t: float) -> float:
-        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary
-        (chunked prefill: ``chunk`` tokens a forward, each forward an equal share of the run's busy time);
-        returns when it can start, or -1 when every spilled run is in its last chunk (it then waits in the
-        planned queue, served first when one ends). Of the runs, the one whose boundary comes first."""
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next yield point
+        (``chunk`` tokens a forward, ``points`` yield points a forward, `first_boundary`); returns when it can
+        start, or -1 when every spilled run is in its last step (it then waits in the planned queue, served
+        first when one ends). Of the runs, the one whose yield point comes first."""
         nonlocal spill_work
         best, best_rid, best_left = first_boundary(spill_running, t_spill, uncached, chunk, t, points)
         if best_rid < 0:

@@ -1,8 +1,9 @@
 """One PD site's pools in the multi-site event loop (`multisite.simulate_sites`): its local prefill pool
 (planned FCFS queue, the adaptive scheduler's spilled requests at low priority, preempted at their next yield
-point: `events`, step 2), its decode pool (continuous batching over slots), the role conversions between the two, its link,
-its timeline and its long-term periods. The rules are those of the one-site reference loop (`events`, steps
-2-4 of its docstring), applied to one site's state; the site's policy (`policies`) decides, the site applies.
+point: `events`, step 2), its decode pool (continuous batching over slots), the role conversions between the
+two, its link, its timeline and its long-term periods. The rules are those of the one-site reference loop
+(`events`, steps 2-4 of its docstring), applied to one site's state; the site's policy (`policies`) decides,
+the site applies.
 
 Times in seconds, sizes in bytes, rates in bytes/s (links) or bit/s (line rates), lengths in tokens.
 """
@@ -161,8 +162,8 @@ class SiteState:
             self.spill_work += self.t_spill[self.book.uncached[rid]]
 
     def _preempt(self, t: float) -> float:
-        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary;
-        returns when it can start, or -1 when every spilled run is in its last chunk (`events`, step 2)."""
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next yield point;
+        returns when it can start, or -1 when every spilled run is in its last step (`events`, step 2)."""
         best, best_rid, best_left = first_boundary(self.spill_running, self.t_spill, self.book.uncached,
                                                    self.spill_chunk, t, self.spill_points)
         if best_rid < 0:

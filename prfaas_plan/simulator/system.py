@@ -133,7 +133,8 @@ class System:
         u = np.maximum(np.asarray(uncached, dtype=float), 1.0)
         local = self.perf.sites[self.layout.pd_sites[0].name].prefill
         if chunk_tokens != self.chunk_tokens:
-            local = dataclasses.replace(local, stack=dataclasses.replace(local.stack, prefill_token_budget=chunk_tokens))
+            stack = dataclasses.replace(local.stack, prefill_token_budget=chunk_tokens)
+            local = dataclasses.replace(local, stack=stack)
         return busy_s(local, u)
 
     def caches(self, bytes_per_instance: float, block_tokens: int,
