@@ -178,7 +178,7 @@ class SiteState:
 
     def enqueue_local(self, rid: int, t: float) -> None:
         """A request routed local reaches the pool: a spilled one at low priority, else the planned FCFS
-        queue (taking an instance from a spilled run at its next chunk boundary when none is free)."""
+        queue (taking an instance from a spilled run at its next yield point when none is free)."""
         if self.book.spilled[rid]:
             self._enqueue_spilled(rid, t)
         elif self.lp_free > 0:
