@@ -4,17 +4,15 @@
 1,200 s (seed 0), and ``examples/link-drop.csv`` on near's link only (100 -> 10 Gbps for 600-900 s): near has the
 fastest link and the drop to a tenth of it is the largest loss of line rate, so it is the site a drop hurts. Adaptive against static, per site and in total, measured on the run:
 
-- near (the dropped site): P90 and P99 TTFT below static's (measured 3.02 vs 3.04 s and 153 vs 195 s); P50 within
-  3% of static's (measured 1.251 vs 1.240 s, +0.9%). The median is not kept: the link's overflow is spilled onto
-  near's idle local instances at low priority, and a planned request that then finds every instance busy waits
-  for the spilled run's forward in progress (the stack's 8,192-token chunk). On the former fixed 8-chip shape
-  (``instance_chips=8``) the same run gave +2.4% (0.854 vs 0.834 s), and there, with a preemption that took no
-  time, the median was static's (measured). The one-site scheduler keeps its median under the same drop because
-  the local backlog also drains to a remote pool of its own; here the pool is shared, each site's rule sees only
-  its planned share of it.
-- metro and far (links untouched): P50, P90 and P99 within 1% of static's (measured: metro +0.2%, +0.7%, 0%;
-  far +0.7%, -0.5%, -19%).
-- in total: P90 and P99 below static's, P50 within 1.5% (measured +0.6%, 3.15 vs 3.16 s, 79.7 vs 121 s).
+- near (the dropped site): P50, P90 and P99 TTFT below static's (measured 0.501 vs 0.622 s, 310 vs 359 s, 567 vs
+  638 s): the link's overflow is spilled onto near's idle local instances at low priority, in 2,048-token forwards
+  that yield to a planned arrival between layers (`policies.AdaptiveConfig`).
+- metro and far (links untouched): P50, P90 and P99 not above static's, except metro's P50 within 0.1%
+  (`UNAFFECTED_SLACK`; measured metro +0.008%, -1.2%, -0.3%; far 0.0%, -0.2%, -33%). A planned request there
+  that finds every local instance busy waits for one layer of a spilled forward (about 1 ms): that is what is
+  left of metro's median, +0.04 ms. With preemption at the stack's 8,192-token chunk boundaries only it was
+  +0.7% (metro) and +1.2% (far).
+- in total: P50, P90 and P99 below static's (measured 0.493 vs 0.521 s, 176 vs 236 s, 499 vs 570 s).
 - the same completions; every long-term period of every site states its decision and why (here no role change:
   no backlog outlasts a period, the model's gain of a conversion is below 5% or decode cannot spare an instance).
 
@@ -34,9 +32,7 @@ THREE = str(ROOT / "examples" / "three-sites.yaml")
 DROP = str(ROOT / "examples" / "link-drop.csv")
 DURATION_S = 1200.0   # the drop (600-900 s) and 300 s of recovery; the default 1,800 s takes half as long again
 
-NEAR_P50_SLACK = 1.03     # the dropped site's median: measured +0.9% (+2.4% on the fixed 8-chip shape)
-UNAFFECTED_SLACK = 1.015  # metro and far, every percentile: measured at most +0.7%, +1.2% (far P50) after issue 20 round 4
-TOTAL_P50_SLACK = 1.015   # the whole layout's median: measured +0.6% (+1.1% on the fixed 8-chip shape)
+UNAFFECTED_SLACK = {("metro", "ttft_p50_s"): 1.001}   # measured +0.008%: the layer wait (docstring); else 1
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +48,13 @@ def _summaries(run):
     return dict(zip(run.names, (r.summary() for r in run.sites))) | {"total": run.total.summary()}
 
 
-def test_the_dropped_site_gains_at_p90_and_p99_and_keeps_its_median_within_the_stated_slack(runs):
+def test_the_dropped_site_is_not_worse_at_p50_and_gains_at_p90_and_p99(runs):
     _, adaptive, static = runs
     a, s = _summaries(adaptive)["near"], _summaries(static)["near"]
     assert a["completed"] == s["completed"]
     assert a["ttft_p99_s"] < 0.95 * s["ttft_p99_s"]
     assert a["ttft_p90_s"] <= s["ttft_p90_s"]
-    assert a["ttft_p50_s"] <= NEAR_P50_SLACK * s["ttft_p50_s"]
+    assert a["ttft_p50_s"] <= s["ttft_p50_s"]
     near = adaptive.sites[0]
     assert near.spilled > 0 and near.threshold_changes > 0       # what it did: spilled the overflow, moved t
     assert near.timeline["link_waiting"].max() < static.sites[0].timeline["link_waiting"].max()
@@ -70,15 +66,16 @@ def test_the_sites_whose_links_hold_are_not_worse_beyond_the_stated_slack(runs):
     for site in ("metro", "far"):
         assert a[site]["completed"] == s[site]["completed"]
         for key in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s"):
-            assert a[site][key] <= UNAFFECTED_SLACK * s[site][key], (site, key, a[site][key], s[site][key])
+            slack = UNAFFECTED_SLACK.get((site, key), 1.0)
+            assert a[site][key] <= slack * s[site][key], (site, key, a[site][key], s[site][key])
 
 
-def test_in_total_p90_and_p99_gain_and_the_median_stays_within_the_slack(runs):
+def test_in_total_p50_p90_and_p99_gain(runs):
     _, adaptive, static = runs
     a, s = _summaries(adaptive)["total"], _summaries(static)["total"]
     assert a["completed"] == s["completed"]
     assert a["ttft_p99_s"] < s["ttft_p99_s"] and a["ttft_p90_s"] <= s["ttft_p90_s"]
-    assert a["ttft_p50_s"] <= TOTAL_P50_SLACK * s["ttft_p50_s"]
+    assert a["ttft_p50_s"] <= s["ttft_p50_s"]
 
 
 def test_every_site_and_period_states_its_decision_and_why(runs):

@@ -311,6 +311,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     others = tuple(simulate(requests, layout, perf, replace(cfg, scheduler=name), progress=tick)
                    for name in compared)
 
+    notes += [spill_note(r, perf) for r in (result, *others) if r.spilled]
     offered_rps = result.summary()["offered_rps"]
     analytic = None
     if not math.isnan(offered_rps):  # nan: fewer than two distinct arrival times
@@ -331,6 +332,19 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     return SimulationAnswer(layout, ev, perf, grid, cfg, result, others, analytic, unloaded, scheduler,
                             len(requests), seed, in_effect, notes, warnings, role_records(layout, perf, shapes),
                             shapes)
+
+
+def spill_note(r, perf) -> str:
+    """What the spilling of run ``r`` did, in words (`simulator.policies.AdaptiveConfig`: the forward size and
+    the layer-wise yield of a spilled run)."""
+    from ..simulator.policies import AdaptiveConfig
+
+    c = AdaptiveConfig()
+    how = (f"in {c.spill_chunk_tokens:,}-token forwards that yield between the model's {perf.model.num_layers} "
+           "layers (on a chunked stack)" if c.spill_layerwise else "at chunk boundaries")
+    return (f"{r.scheduler}: {r.spilled:,} requests the link could not carry spilled to local prefill at low "
+            f"priority, {how}, on instances no planned request used; planned arrivals preempted them "
+            f"{r.preemptions:,} times, each waiting for the spilled forward's current layer")
 
 
 def trace_plan_grid(trace) -> tuple[LengthGrid, str]:

@@ -34,15 +34,30 @@ def service_tables(requests, sysm: System):
     return svc, reopt_perf
 
 
-def first_boundary(spill_running: dict, t_local, uncached, chunk: int, t: float) -> tuple[float, int, float]:
+def spill_tables(sysm: System, policy, t_local: list) -> tuple[int, int, list]:
+    """How spilled runs prefill under ``policy``: the forward size (tokens; its ``spill_chunk_tokens``, 0 or
+    absent: the engine's, `System.spill_chunk`), the points a forward can yield at (the model's layers when the
+    policy's ``spill_layerwise``, else 1: chunk boundaries only) and their busy seconds per uncached length (a
+    list indexed by tokens, ``t_local`` itself at the engine's budget)."""
+    chunk = sysm.spill_chunk(getattr(policy, "spill_chunk_tokens", 0))
+    points = max(1, int(sysm.perf.model.num_layers)) if getattr(policy, "spill_layerwise", False) else 1
+    if chunk == sysm.chunk_tokens:
+        return chunk, points, t_local
+    return chunk, points, sysm.spill_busy_s(np.arange(len(t_local)), chunk).tolist()
+
+
+def first_boundary(spill_running: dict, t_spill, uncached, chunk: int, t: float,
+                   points: int = 1) -> tuple[float, int, float]:
     """Of the spilled runs on an instance (``spill_running``: request -> (this run's start, seconds left then)),
-    the one whose next chunk boundary after ``t`` comes first (chunked prefill: ``chunk`` tokens a forward,
-    each an equal share of the run's busy time ``t_local[uncached[r]]``): (seconds until it, the request,
-    seconds left after it); (inf, -1, 0) when every run is in its last chunk. Both loops preempt with it."""
+    the one whose next yield point after ``t`` comes first (chunked prefill: ``chunk`` tokens a forward, each
+    an equal share of the run's busy time ``t_spill[uncached[r]]``, the spilled runs' table; a forward yields
+    at ``points`` equal steps, its layers when spilled runs prefill layer-wise, else at its end): (seconds
+    until it, the request, seconds left after it); (inf, -1, 0) when every run is in its last step. The loops
+    preempt with it."""
     best, best_rid, best_left = math.inf, -1, 0.0
     for r, (s0, left0) in spill_running.items():
-        total = t_local[uncached[r]]
-        c = total / max(1, -(-uncached[r] // chunk))  # seconds a chunk
+        total = t_spill[uncached[r]]
+        c = total / (max(1, -(-uncached[r] // chunk)) * points)  # seconds a step
         done = total - left0 + (t - s0)
         boundary = math.ceil(done / c - 1e-9) * c if c > 0 else total
         if boundary < total - 1e-9 and boundary - done < best:

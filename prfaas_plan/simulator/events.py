@@ -14,10 +14,14 @@ tables computed once, vectorized, over every uncached length up to the longest p
    exposed last layer of the intra-cluster RDMA transfer.
    A request the policy *spills* (`policies.ArrivalDecision`) runs on the local pool at low priority: it starts
    only on an idle instance while more than the policy's ``spare_instances`` stay free for planned requests
-   (else the arrival takes the threshold it would be spilled above); a planned arrival finding no free instance preempts a spilled run at that run's next chunk
-   boundary (chunked prefill, ``System.chunk_tokens`` a forward: the planned request waits for the forward in
-   progress; the spilled one returns to the head of the spill queue with its remaining seconds and resumes
-   there), and a freed instance serves the planned queue first.
+   (else the arrival takes the threshold it would be spilled above). A spilled run prefills in forwards of the
+   policy's ``spill_chunk_tokens`` (`System.spill_chunk`; its busy time is the local model's at that budget,
+   so the extra forwards pay their overhead) and, with ``spill_layerwise``, each forward yields between layers:
+   the engine checks the planned queue after each layer of a low-priority forward and keeps the finished
+   layers' KV and the partial activations. A planned arrival finding no free instance preempts the spilled
+   run whose next yield point comes first (`event_parts.first_boundary`: it waits for one layer of a small
+   forward, not for a full chunk of the engine's budget; the spilled one returns to the head of the spill
+   queue with its remaining seconds and resumes there), and a freed instance serves the planned queue first.
 3. **Decode**: request-level continuous batching: a request holds one of ``slots`` slots of a decode
    instance for ``output_tokens x step_s`` seconds, waiting FCFS for a free one.
 4. **Long-term rule**, every period of a periodic policy (at_period): one role conversion at most (a decode
@@ -42,7 +46,7 @@ import numpy as np
 
 from .event_parts import (CAPACITY, DECODE_DONE, LOCAL_DONE, PREFIX_LOCAL, PREFIX_REMOTE, READY, REBALANCE,
                           REMOTE_DONE, SAMPLE_KEYS, first_boundary, long_term_change, recent_samples,
-                          service_tables, sorted_initial_events)
+                          service_tables, sorted_initial_events, spill_tables)
 from .link import SharedLink
 from .result import RunRecord
 from .routing import Router
@@ -81,8 +85,8 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
     tail_local = svc["tail_s"].tolist()
     exposed_remote = svc["remote_exposed_s"].tolist()
     remote_ok, n_remote, slots, step_s = sysm.remote_ok, sysm.n_remote, sysm.slots, sysm.step_s
-    chunk = sysm.chunk_tokens
     spare = policy.spare_instances
+    chunk, points, t_spill = spill_tables(sysm, policy, t_local)
     eff, rtt_half, keep, thr0 = sysm.efficiency, sysm.rtt_half_s, sysm.keep, sysm.threshold
     reacts, periodic = policy.reacts and remote_ok, policy.periodic
     link = SharedLink(sysm.goodput_Bps, cfg.sample_s, cfg.short_term.tau_s)
@@ -174,7 +178,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         rid = spill_queue.popleft()
         left = spill_left.pop(rid, None)
         if left is None:
-            left = t_local[uncached[rid]]
+            left = t_spill[uncached[rid]]
         spill_work -= left
         start_spilled(rid, t, left)
 
@@ -193,18 +197,18 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         spill_counts[0] += 1
         if lp_free > spare:
             lp_free -= 1
-            start_spilled(rid, t, t_local[uncached[rid]])
+            start_spilled(rid, t, t_spill[uncached[rid]])
         else:
             spill_queue.append(rid)
-            spill_work += t_local[uncached[rid]]
+            spill_work += t_spill[uncached[rid]]
 
     def preempt(t: float) -> float:
-        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary
-        (chunked prefill: ``chunk`` tokens a forward, each forward an equal share of the run's busy time);
-        returns when it can start, or -1 when every spilled run is in its last chunk (it then waits in the
-        planned queue, served first when one ends). Of the runs, the one whose boundary comes first."""
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next yield point
+        (``chunk`` tokens a forward, ``points`` yield points a forward, `first_boundary`); returns when it can
+        start, or -1 when every spilled run is in its last step (it then waits in the planned queue, served
+        first when one ends). Of the runs, the one whose yield point comes first."""
         nonlocal spill_work
-        best, best_rid, best_left = first_boundary(spill_running, t_local, uncached, chunk, t)
+        best, best_rid, best_left = first_boundary(spill_running, t_spill, uncached, chunk, t, points)
         if best_rid < 0:
             return -1.0
         del spill_running[best_rid]
@@ -472,7 +476,7 @@ def run_events(requests, sysm: System, cfg, router: Router, progress=None, polic
         return out
 
     # a preempted spilled run held no instance between its preemption and its resumption
-    preempted_s = math.fsum(p_end[r] - p_start[r] - t_local[uncached[r]] for r in spill_gen if p_end[r] == p_end[r])
+    preempted_s = math.fsum(p_end[r] - p_start[r] - t_spill[uncached[r]] for r in spill_gen if p_end[r] == p_end[r])
     return RunRecord(route=take(route, np.int64), uncached=take(uncached, np.int64), p_start=take(p_start, float),
                 p_end=take(p_end, float), ready=take(ready, float), d_start=take(d_start, float),
                 finish=take(finish, float), flow_bytes=take(flow_bytes, float), arrived=i, end_s=end,

@@ -1,8 +1,9 @@
 """One PD site's pools in the multi-site event loop (`multisite.simulate_sites`): its local prefill pool
-(planned FCFS queue, the adaptive scheduler's spilled requests at low priority with preemption at chunk
-boundaries), its decode pool (continuous batching over slots), the role conversions between the two, its link,
-its timeline and its long-term periods. The rules are those of the one-site reference loop (`events`, steps
-2-4 of its docstring), applied to one site's state; the site's policy (`policies`) decides, the site applies.
+(planned FCFS queue, the adaptive scheduler's spilled requests at low priority, preempted at their next yield
+point: `events`, step 2), its decode pool (continuous batching over slots), the role conversions between the
+two, its link, its timeline and its long-term periods. The rules are those of the one-site reference loop
+(`events`, steps 2-4 of its docstring), applied to one site's state; the site's policy (`policies`) decides,
+the site applies.
 
 Times in seconds, sizes in bytes, rates in bytes/s (links) or bit/s (line rates), lengths in tokens.
 """
@@ -15,7 +16,7 @@ from dataclasses import replace
 from heapq import heappush
 
 from .event_parts import (DECODE_DONE, LOCAL_DONE, READY, REMOTE_DONE, first_boundary, long_term_change,
-                          recent_samples, service_tables)
+                          recent_samples, service_tables, spill_tables)
 from .link import SharedLink
 from .policies import ArrivalObs
 from .tables import TablePrefill
@@ -60,6 +61,7 @@ class SiteState:
             self.reopt_perf = replace(self.reopt_perf, remote_prefill=TablePrefill(
                 svc["remote_s"] / self.share, f"simulator table at {self.share:.1%} of the remote pool"))
         self.t_local = svc["local_s"].tolist()
+        self.spill_chunk, self.spill_points, self.t_spill = spill_tables(sysm, policy, self.t_local)
         self.t_remote = svc["remote_s"].tolist()
         self.skv = svc["skv_bytes"].tolist()
         self.tail = svc["tail_s"].tolist()
@@ -146,7 +148,7 @@ class SiteState:
         rid = self.spill_queue.popleft()
         left = self.spill_left.pop(rid, None)
         if left is None:
-            left = self.t_local[self.book.uncached[rid]]
+            left = self.t_spill[self.book.uncached[rid]]
         self.spill_work -= left
         self._start_spilled(rid, t, left)
 
@@ -154,16 +156,16 @@ class SiteState:
         self.spill_counts[0] += 1
         if self.lp_free > self.spare:
             self.lp_free -= 1
-            self._start_spilled(rid, t, self.t_local[self.book.uncached[rid]])
+            self._start_spilled(rid, t, self.t_spill[self.book.uncached[rid]])
         else:
             self.spill_queue.append(rid)
-            self.spill_work += self.t_local[self.book.uncached[rid]]
+            self.spill_work += self.t_spill[self.book.uncached[rid]]
 
     def _preempt(self, t: float) -> float:
-        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next chunk boundary;
-        returns when it can start, or -1 when every spilled run is in its last chunk (`events`, step 2)."""
-        best, best_rid, best_left = first_boundary(self.spill_running, self.t_local, self.book.uncached,
-                                                   self.sysm.chunk_tokens, t)
+        """A planned arrival at ``t`` takes an instance from a spilled run at that run's next yield point;
+        returns when it can start, or -1 when every spilled run is in its last step (`events`, step 2)."""
+        best, best_rid, best_left = first_boundary(self.spill_running, self.t_spill, self.book.uncached,
+                                                   self.spill_chunk, t, self.spill_points)
         if best_rid < 0:
             return -1.0
         del self.spill_running[best_rid]
@@ -176,7 +178,7 @@ class SiteState:
 
     def enqueue_local(self, rid: int, t: float) -> None:
         """A request routed local reaches the pool: a spilled one at low priority, else the planned FCFS
-        queue (taking an instance from a spilled run at its next chunk boundary when none is free)."""
+        queue (taking an instance from a spilled run at its next yield point when none is free)."""
         if self.book.spilled[rid]:
             self._enqueue_spilled(rid, t)
         elif self.lp_free > 0:
@@ -310,5 +312,5 @@ class SiteState:
     def preempted_s(self) -> float:
         """Seconds the finished spilled runs spent preempted (holding no instance)."""
         b = self.book
-        return math.fsum(b.p_end[r] - b.p_start[r] - self.t_local[b.uncached[r]] for r in self.spill_gen
+        return math.fsum(b.p_end[r] - b.p_start[r] - self.t_spill[b.uncached[r]] for r in self.spill_gen
                          if b.p_end[r] == b.p_end[r])

@@ -3,6 +3,7 @@ numbers both engines use (counts, rates in bytes/s, times in seconds), plus vect
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -113,6 +114,28 @@ class System:
             "tail_s": rdma_tail_s(skv, site.instance, self.perf.model.num_layers) + _exposed_s(local, u, local_busy),
             "remote_exposed_s": remote_exposed,
         }
+
+    def spill_chunk(self, tokens: int) -> int:
+        """The forward size (tokens) a spilled run prefills in when the policy asks for ``tokens`` (0: the
+        engine's ``chunk_tokens``): at most the engine's budget, and the engine's budget itself when the local
+        prefill model has no chunked stack profile whose budget can be changed (nothing prices the extra
+        forwards of smaller chunks then)."""
+        stack = getattr(self.perf.sites[self.layout.pd_sites[0].name].prefill, "stack", None)
+        if tokens <= 0 or not getattr(stack, "chunked_prefill", False) or tokens >= self.chunk_tokens:
+            return self.chunk_tokens
+        return int(tokens)
+
+    def spill_busy_s(self, uncached, chunk_tokens: int) -> np.ndarray:
+        """Seconds a request of ``uncached`` tokens (array) occupies a local prefill instance when prefilled in
+        forwards of ``chunk_tokens`` (`spill_chunk`): the local model with that token budget, so each extra
+        forward pays its operators at the smaller size and the stack's per-forward overhead; the engine's own
+        busy time at its own budget."""
+        u = np.maximum(np.asarray(uncached, dtype=float), 1.0)
+        local = self.perf.sites[self.layout.pd_sites[0].name].prefill
+        if chunk_tokens != self.chunk_tokens:
+            stack = dataclasses.replace(local.stack, prefill_token_budget=chunk_tokens)
+            local = dataclasses.replace(local, stack=stack)
+        return busy_s(local, u)
 
     def caches(self, bytes_per_instance: float, block_tokens: int,
                compiled: bool = True) -> tuple[PrefixCache, PrefixCache]:
