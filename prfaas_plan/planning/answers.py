@@ -504,6 +504,9 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0, sear
                      + "; ".join(resplit))
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
+    from .headroom import headroom_note
+
+    notes += [f"site {s.name}: {said}" for s in lay.pd_sites if (said := headroom_note(s.link, "layout file"))]
     basis = layout_default_basis(lay) if question.basis is None else question.basis
     figures = layout_figures(path, lay, sc, res, perf, basis, samples, seed)
     warnings = layout_warnings(figures)
