@@ -253,6 +253,7 @@ def _link_headroom(question: Question, plan: Plan, layout: Layout | None, search
     the question's PrfaaS-PD, its configurations searched again under ``search``; else that layout, its
     shapes kept), only the link's headroom changed."""
     from .headroom import headroom_source, link_headroom, with_headroom
+    from .question import FIELDS
 
     def replan(h: float):
         if layout is not None:
@@ -265,8 +266,6 @@ def _link_headroom(question: Question, plan: Plan, layout: Layout | None, search
             # report=0: no runner-up TTFT, which only the chosen plan's tables print
             sc = chosen_scenario(sc, search_configurations(sc, search, report=0))
         return optimize(prfaas_layout(sc), sc, perf_inputs(sc), threshold, keep_split).best
-
-    from .question import FIELDS
 
     given = question.given.get("link_headroom", FIELDS["link_headroom"].default) != FIELDS["link_headroom"].default
     from_file = question.layout is not None and any(s.link is not None and s.link.headroom > 0
