@@ -21,6 +21,9 @@ import time
 
 COMMANDS = {
     "size kimi-linear 100G": ["size", "--model", "kimi-linear", "--link", "100G"],
+    # the link at 93% of line rate: `link-no-headroom` fires and three more plans price 15/20/30% headroom
+    "size kimi-linear 100G --link-headroom 20%": ["size", "--model", "kimi-linear", "--link", "100G",
+                                                  "--link-headroom", "20%"],
     "size prfaas-1t paper inputs": ["size", "--model", "prfaas-1t", "--inputs", "paper"],
     "compare prfaas-1t paper inputs": ["compare", "--model", "prfaas-1t", "--inputs", "paper"],
     "reproduce --inputs paper": ["reproduce", "--inputs", "paper"],

@@ -29,17 +29,25 @@ TCP_EFFICIENCY = 0.95  # TCP goodput on Ethernet is 95-99% of line rate (``docs/
 @dataclass(frozen=True)
 class Link:
     """An inter-site link. ``bandwidth_bps`` is the line rate in bit/s; ``efficiency`` the achieved
-    goodput fraction; ``rtt_s`` the round trip in seconds; ``usd_per_gbps_month`` an optional price."""
+    goodput fraction; ``rtt_s`` the round trip in seconds; ``usd_per_gbps_month`` an optional price;
+    ``headroom`` the fraction of goodput a plan leaves free for bursts (0: a plan may fill it)."""
 
     bandwidth_bps: float
     efficiency: float = TCP_EFFICIENCY
     rtt_s: float = 0.0
     usd_per_gbps_month: float = 0.0
+    headroom: float = 0.0
 
     @property
     def goodput_bps(self) -> float:
-        """Usable payload rate, bit/s."""
+        """Payload rate the link moves, bit/s: what a transfer's time and the simulator see."""
         return self.bandwidth_bps * self.efficiency
+
+    @property
+    def planned_bps(self) -> float:
+        """Payload rate a plan may fill, bit/s: ``(1 - headroom) * goodput``. Every capacity bound (stage
+        bounds, linear programs, the configuration search) uses it; transfer times keep `goodput_bps`."""
+        return self.goodput_bps * (1.0 - self.headroom)
 
     def scaled(self, factor: float) -> "Link":
         """The same link with ``factor`` times the bandwidth (for sweeps and link-drop scenarios)."""
@@ -228,7 +236,10 @@ def load_layout(path: str | Path) -> Layout:
         link = None
         if s.link is not None:
             lk = s.link
-            link = Link(lk.bandwidth, lk.efficiency, lk.rtt, lk.usd_per_gbps_month)
+            from .units import parse_headroom
+
+            link = Link(lk.bandwidth, lk.efficiency, lk.rtt, lk.usd_per_gbps_month,
+                        parse_headroom(lk.headroom, f"{p}: sites[{i}].link.headroom"))
         sites.append(PDSite(name, parse_instance(s.instance, f"{p}: sites[{i}].instance"),
                             s.prefill, s.decode, link, _site_stack(s.stack, f"{p}: sites[{i}].stack"), s.pin_chips))
     chips = sum((s.prefill + s.decode) * s.instance.chips for s in sites)
@@ -250,6 +261,7 @@ def load_layout(path: str | Path) -> Layout:
 _NUM = r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?"
 RATE_PATTERN = rf"^\s*{_NUM}\s*(?:[kKmMgGtT](?:bps|bit/s|b/s|B/s|Bps)?|bps|bit/s|b/s|B/s|Bps)\s*$"
 TIME_PATTERN = rf"^\s*{_NUM}\s*(?:[mM][sS]|[uU][sS]|[sS]|[mM][iI][nN]|[hH])\s*$"
+HEADROOM_PATTERN = rf"^\s*{_NUM}\s*%?\s*$"
 INSTANCE_PATTERN = r"^\s*(?:[0-9]+\s*[x*]\s*)?[A-Za-z][A-Za-z0-9._-]*\s*$"
 
 
@@ -284,6 +296,9 @@ def _layout_schema():
         efficiency: Efficiency = Field(TCP_EFFICIENCY, description="goodput fraction of the line rate, (0, 1]")
         rtt: Time = Field("1us", validate_default=True)
         usd_per_gbps_month: NonNegative = Field(0.0, description="link price, USD per Gbit/s and month")
+        headroom: Annotated[float, Field(ge=0, lt=1)] | Annotated[str, Field(pattern=HEADROOM_PATTERN)] = Field(
+            0.0, description="share of the goodput a plan leaves free for bursts: a fraction in [0, 1) or a "
+                             "percentage such as 20%; default 0 (--link-headroom on the command line)")
 
     class SiteDoc(Strict):
         """A local PD site: instances that prefill and decode, and its link."""

@@ -112,6 +112,22 @@ def parse_rate_bps(text: str | float, what: str = "bandwidth") -> float:
     return value
 
 
+def parse_headroom(value: str | float, what: str = "`link_headroom`") -> float:
+    """A link headroom as a fraction of goodput in [0, 1) (at 100% nothing may cross): ``20%``, ``0.2`` or ``0`` (0.2 and 20%
+    are the same; a bare number above 1 is refused rather than read as a percentage)."""
+    text = str(value).strip()
+    if isinstance(value, bool):
+        raise PlanError(f"{what} {value!r}: expected a fraction such as 0.2 or a percentage such as 20%")
+    m = re.fullmatch(_NUMBER + r"\s*(%?)", text)
+    if not m:
+        raise PlanError(f"{what} {text!r}: expected a fraction such as 0.2 or a percentage such as 20%")
+    frac = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    if not (math.isfinite(frac) and 0.0 <= frac < 1.0):
+        raise PlanError(f"{what} {text!r}: expected the share of the link's goodput to leave free, from 0 to "
+                        "below 100% (e.g. 20% or 0.2)")
+    return frac
+
+
 def parse_time_s(text: str | float, what: str = "time", hint_unit: str = "s") -> float:
     """Parse a duration into seconds: ``25ms``, ``4s``, ``2min``; a float is taken as seconds. Text
     without a unit is a `PlanError` suggesting ``hint_unit`` (``--tpot 25``: "did you mean 25ms?")."""

@@ -20,6 +20,7 @@ BAD = {
     "link_price": -1.0, "rtt": "20", "tpot": "0ms", "workload": "nowhere.jsonl", "instance_chips": 0,
     "mode": "bogus", "inputs": "guessed", "stack": "no-such-stack", "transfer_bytes": "twice", "basis": "vibes",
     "remote_instance_chips": 0, "local_instance_chips": 3, "weight_dtype": "fp7", "kv_dtype": "fp3",
+    "link_headroom": "120%",
 }
 
 

@@ -312,7 +312,7 @@ def _build_max(layout: Layout, bins, perf: PerfInputs, free_split: bool, integer
     for i, site in enumerate(layout.pd_sites):
         b = bins[site.name] if isinstance(bins, dict) else bins
         dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
-        goodput = site.link.goodput_bps if site.link is not None else 0.0
+        goodput = site.link.planned_bps if site.link is not None else 0.0
         n_p = None
         fixed = site.prefill if fixed_splits is None else fixed_splits[i]
         if free_split and fixed_splits is None:
@@ -365,7 +365,7 @@ def _lagrangian_splits(layout: Layout, bins, perf: PerfInputs, relaxed: tuple, p
         b = bins[site.name] if isinstance(bins, dict) else bins
         dec_rps = perf.sites[site.name].decode.requests_per_s(perf.output_tokens)
         remote_s = np.where(np.isfinite(b.remote_s), b.remote_s, 0.0)
-        goodput = site.link.goodput_bps if site.link is not None else 0.0
+        goodput = site.link.planned_bps if site.link is not None else 0.0
         lo, hi = math.floor(rs.n_prefill + 1e-9), math.ceil(rs.n_prefill - 1e-9)
         best = (-math.inf, lo)
         for n_p in sorted({lo, hi}):
@@ -446,7 +446,7 @@ def min_cost(layout: Layout, bins: Bins, perf: PerfInputs, target_rps: float, re
     n_r = int(prog.var(1, 0.0, math.inf if max_remote is None else float(max_remote), integer=True)[0])
     n_p = int(prog.var(1, integer=True)[0])
     n_d = int(prog.var(1, integer=True)[0])
-    goodput = site.link.goodput_bps if site.link is not None else 0.0
+    goodput = site.link.planned_bps if site.link is not None else 0.0
     prog.bound(r, ub=bins.weight * target_rps)      # the remote share of a bin is at most the bin
     if layout.remote is None or goodput == 0:  # Layout.can_offload, with the remote count free here
         prog.bound(r, ub=0.0)

@@ -255,7 +255,7 @@ def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=N
     n_d = n_total - n_p
     col = lambda a: np.asarray(a, dtype=float)[:, None]  # noqa: E731 - thresholds on axis 0
     n_remote = layout.remote.instances if layout.remote is not None else 0
-    goodput = site.link.goodput_bps if site.link is not None else 0.0
+    goodput = site.link.planned_bps if site.link is not None else 0.0
     remote = _bound(n_remote, col(routing.remote_s_per_req))
     link = _bound(goodput / 8.0, col(routing.link_bytes_per_req))
     # a layout with no remote site (or no link) cannot send anything remote

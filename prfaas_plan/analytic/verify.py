@@ -187,7 +187,7 @@ def routing_bound(layout: Layout, grid: LengthGrid, perf: PerfInputs) -> tuple[f
         t_remote = grid.busy_at_lengths(perf.remote_prefill)
         kv_bits = perf.transfer_bytes(l, site.name) * 8.0
         lam = np.minimum(
-            _knapsack_bound(t_local, kv_bits, w, site.link.goodput_bps, local_total, splits, decode),
+            _knapsack_bound(t_local, kv_bits, w, site.link.planned_bps, local_total, splits, decode),
             _knapsack_bound(t_local, t_remote, w, float(layout.remote.instances), local_total, splits, decode))
     j = int(np.argmax(lam))
     return float(lam[j]), int(splits[j])

@@ -38,11 +38,11 @@ from .question_options import QuestionText, question_command
 # not named here follows the last one named (prfaas_plan.cli.question_options).
 SIZE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_chips", "remote_instance_chips",
               "local_instance_chips", "weight_dtype", "kv_dtype", "target_rate", "mode", "transfer_bytes", "inputs",
-              "link_efficiency", "rtt", "link_price", "threshold", "size_link", "verify", "load", "ttft", "plot",
+              "link_efficiency", "rtt", "link_price", "link_headroom", "threshold", "size_link", "verify", "load", "ttft", "plot",
               "layout", "link_degraded", "samples", "seed", "stack", "basis", "fmt")
 COMPARE_ORDER = ("model", "link", "remote", "local", "workload", "tpot", "instance_chips", "remote_instance_chips",
                  "local_instance_chips", "weight_dtype", "kv_dtype", "basis", "mode", "transfer_bytes", "inputs",
-                 "link_efficiency", "rtt", "link_price", "load", "rate", "plot", "samples", "seed", "stack", "layout",
+                 "link_efficiency", "rtt", "link_price", "link_headroom", "load", "rate", "plot", "samples", "seed", "stack", "layout",
                  "fmt")
 
 

@@ -55,7 +55,7 @@ def _progress():
 SIMULATE_ORDER = ("trace", "synthetic", "model", "layout", "baseline", "remote", "local", "instance_chips",
                   "remote_instance_chips", "local_instance_chips", "weight_dtype", "kv_dtype", "tpot", "inputs",
                   "transfer_bytes", "rate", "load", "duration", "scheduler", "compare", "link", "link_efficiency",
-                  "rtt", "link_profile", "threshold", "prefill_instances", "rebalance", "seed", "stack", "fmt",
+                  "link_headroom", "rtt", "link_profile", "threshold", "prefill_instances", "rebalance", "seed", "stack", "fmt",
                   "plot")
 """The order of simulate's options (its --help page); the planning inputs come from the question's fields."""
 SIMULATE_OMITS = ("workload", "mode", "basis", "link_price")

@@ -343,7 +343,8 @@ def size_report(a) -> Report:
         sections[1:1] = [configurations_section([r.record() for r in a.layout_roles], "searched: per role of the layout file's site")]
     return Report(sections, a.notes + [INSTANCE_NOTE], warnings=a.warnings,
                   meta={"model": sc.model.name, "mode": sc.mode, "input_level": sc.inputs, "basis": a.basis,
-                        "stack": _stack(sc), **verdict_meta(a.verdict)})
+                        "stack": _stack(sc), **verdict_meta(a.verdict),
+                        "link_headroom": a.link_headroom.record() if getattr(a, "link_headroom", None) else None})
 
 
 def _at_rate_row(name: str, r) -> dict:

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.throughput import PerfInputs
     from ..analytic.uncertainty import ErrorBars
     from .case_study import CaseStudy
+    from .headroom import LinkHeadroom
     from .layouts import LayoutFigures
     from .sensitivity import Sensitivity
     from .slo import SloSearch
@@ -105,6 +106,7 @@ class SizeAnswer:
     sensitivity: Sensitivity | None = None  # the gain's drivers ranked (planning/sensitivity.py), when asked
     configurations: ConfigSearch | None = None  # the configuration search, when the roles were searched
     layout_roles: tuple | None = None  # a one-site layout searched by `layout_search`: its `RoleConfig`s
+    link_headroom: LinkHeadroom | None = None  # the headroom kept and, on a loaded link, what more would cost
 
     @property
     def verdict(self) -> dict | None:
@@ -182,6 +184,7 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     from .plans import basis_baseline, resolve_basis
 
     sc = question.scenario
+    given_layout = layout
     found = None
     if search is not None and layout is None:
         from .configurations import chosen_scenario, search_configurations
@@ -203,6 +206,16 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
     if (why := non_unique_split(plan)) is not None:
         notes.append(why)
     warnings = plan_warnings(plan, sc)
+    headroom = _link_headroom(question, plan, given_layout, search if found is not None else None, threshold,
+                              keep_split)
+    if headroom is not None:
+        from .headroom import headroom_note
+
+        if (said := headroom_note(ev.layout.pd_sites[0].link, headroom.source)) is not None:
+            notes.insert(0, said)
+        if (line := headroom.line()) is not None:
+            warnings = [replace(w, message=f"{w.message}; {line}") if w.code == "link-no-headroom" else w
+                        for w in warnings]
     checked = verify(plan, sc) if verify_lp else None
     if checked is not None and not checked.threshold_optimal:
         warnings.append(PlanWarning("threshold-not-optimal", checked.explanation))
@@ -231,7 +244,33 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
         link_sizing=smallest_link(plan, sc, size_link) if size_link is not None else None,
         error_bars=bars, sensitivity=ranked,
         degraded=degraded_link(sc, plan, link_degraded_bps, load) if link_degraded_bps is not None else None,
-        basis=basis, configurations=found)
+        basis=basis, configurations=found, link_headroom=headroom)
+
+
+def _link_headroom(question: Question, plan: Plan, layout: Layout | None, search: SearchSpec | None,
+                   threshold: float | None, keep_split: bool):
+    """`headroom.link_headroom` of ``plan``: each alternative re-planned as ``plan`` was (``layout`` None:
+    the question's PrfaaS-PD, its configurations searched again under ``search``; else that layout, its
+    shapes kept), only the link's headroom changed."""
+    from .headroom import headroom_source, link_headroom, with_headroom
+    from .question import FIELDS
+
+    def replan(h: float):
+        if layout is not None:
+            lay = replace(layout, pd_sites=tuple(replace(s, link=with_headroom(s.link, h)) for s in layout.pd_sites))
+            return optimize(lay, question.scenario, plan.perf, threshold, keep_split).best
+        sc = replace(question.scenario, link=with_headroom(question.scenario.link, h))
+        if search is not None:
+            from .configurations import chosen_scenario, search_configurations
+
+            # report=0: no runner-up TTFT, which only the chosen plan's tables print
+            sc = chosen_scenario(sc, search_configurations(sc, search, report=0))
+        return optimize(prfaas_layout(sc), sc, perf_inputs(sc), threshold, keep_split).best
+
+    given = question.given.get("link_headroom", FIELDS["link_headroom"].default) != FIELDS["link_headroom"].default
+    from_file = question.layout is not None and any(s.link is not None and s.link.headroom > 0
+                                                    for s in question.layout.pd_sites)
+    return link_headroom(plan, headroom_source(given, from_file), replan)
 
 
 def _research(question: Question, search: SearchSpec, basis: str):
@@ -464,6 +503,9 @@ def answer_layout(question: Question, *, samples: int = 400, seed: int = 0, sear
                      + "; ".join(resplit))
     notes += [f"site {n} prefill: {sp.prefill.source}; decode {sp.decode.tokens_per_s:,.0f} tokens/s per "
               f"instance ({sp.decode.source})" for n, sp in perf.sites.items()]
+    from .headroom import headroom_note
+
+    notes += [f"site {s.name}: {said}" for s in lay.pd_sites if (said := headroom_note(s.link, "layout file"))]
     basis = layout_default_basis(lay) if question.basis is None else question.basis
     figures = layout_figures(path, lay, sc, res, perf, basis, samples, seed)
     warnings = layout_warnings(figures)

@@ -305,7 +305,7 @@ def _screen(lay: Layout, sc: Scenario, model, remotes: list[_Prefill], options: 
                 bins = bins_of(grid, rem.busy if rem is not None else no_remote, o.prefill.busy, kv)
                 m = SiteModel(s.name, bins, s.instance.chips * s.instances // o.chips,
                               o.decode.cap.requests_per_s(sc.output_tokens),
-                              s.link.goodput_bps if offload else 0.0, offload)
+                              s.link.planned_bps if offload else 0.0, offload)
                 t = cut_table(m)
                 c = t[0]
                 if lay.threshold is not None and offload:   # a pinned threshold: that cut only

@@ -234,7 +234,7 @@ def layout_sampler_bytes(samples: int, models: list[SiteModel]) -> int:
 def _site_models(lay: Layout, perf, bins: dict) -> list[SiteModel]:
     """Each PD site as the fixed-routing model needs it (`analytic.multisite.SiteModel`)."""
     return [SiteModel(s.name, bins[s.name], s.instances, perf.sites[s.name].decode.requests_per_s(perf.output_tokens),
-                      s.link.goodput_bps if offloads(lay, perf, s) else 0.0, offloads(lay, perf, s))
+                      s.link.planned_bps if offloads(lay, perf, s) else 0.0, offloads(lay, perf, s))
             for s in lay.pd_sites]
 
 

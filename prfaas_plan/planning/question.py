@@ -118,6 +118,12 @@ def _fraction(value) -> float:
     return float(value)
 
 
+def _headroom(value) -> float:
+    from ..units import parse_headroom
+
+    return parse_headroom(value, "`link_headroom`")
+
+
 def _price(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
         raise PlanError(f"`link_price` {value:g}: expected a non-negative price" if isinstance(value, (int, float))
@@ -260,10 +266,14 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("kv_dtype", "str", None, "the model profile's",
           "Store the KV cache in this dtype for the run (e.g. fp8), overriding the model profile.",
           _dtype("kv_dtype"), sweep=False),
+    Field("link_headroom", "str", "0%", "none: a plan may fill the link's goodput (figures as without it)",
+          "Share of the link's goodput a plan leaves free for bursts, e.g. 20% or 0.2: throughput, threshold and "
+          "split are optimized with the link capped at (1 - headroom) x goodput. Default 0%.", _headroom,
+          sweep=False),
 )}
 
 LAYOUT_FIELDS = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",
-                 "link_efficiency", "link_price")
+                 "link_efficiency", "link_price", "link_headroom")
 """The inputs a layout file stands in for (its sites, instance shapes and links)."""
 
 
@@ -410,7 +420,7 @@ class Question:
         from ..layout import Link
 
         r = self.resolved
-        return Link(r["link"], r["link_efficiency"], r["rtt"] or 0.0, r["link_price"])
+        return Link(r["link"], r["link_efficiency"], r["rtt"] or 0.0, r["link_price"], r["link_headroom"])
 
     @property
     def tpot_s(self) -> float:

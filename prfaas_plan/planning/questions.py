@@ -147,7 +147,7 @@ class LinkSizing:
     reference_rps: float        # the LP's throughput with the link unconstrained
     throughput_rps: float
     link_goodput_bps: float
-    link_line_rate_bps: float   # goodput / the scenario's link efficiency
+    link_line_rate_bps: float   # goodput / the scenario's link efficiency, more with headroom (kept free)
 
 
 def smallest_link(plan: Plan, sc: Scenario, keep: float) -> LinkSizing:
@@ -158,7 +158,7 @@ def smallest_link(plan: Plan, sc: Scenario, keep: float) -> LinkSizing:
         raise PlanError(f"`size_link` {keep:g}: expected a fraction in (0, 1]")
     res = min_link(plan.layout, make_bins(sc.grid, plan.perf), plan.perf, keep)
     return LinkSizing(keep, res.reference_rps, res.lambda_rps, res.link_goodput_bps,
-                      res.link_goodput_bps / sc.link.efficiency)
+                      res.link_goodput_bps / (sc.link.efficiency * (1.0 - sc.link.headroom)))
 
 
 @dataclass(frozen=True)

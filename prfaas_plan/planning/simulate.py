@@ -188,7 +188,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
                     kv_dtype: str | None = None, tpot: str = DEFAULTS.tpot,
                     inputs: str = DEFAULTS.inputs, link: str = DEFAULTS.link,
                     link_efficiency: float = DEFAULTS.link_efficiency, rtt: str | None = None,
-                    trace: str | None = None, synthetic: str | None = None, rate: float | None = None,
+                    link_headroom: str = DEFAULTS.link_headroom, trace: str | None = None, synthetic: str | None = None, rate: float | None = None,
                     load: float | None = None, duration_s: float | None = None, scheduler: str = "static",
                     compare: str | None = None, link_profile: str | None = None, threshold: float | None = None,
                     prefill_instances: int | None = None, rebalance_s: float = 300.0, seed: int = 0,
@@ -221,7 +221,7 @@ def answer_simulate(*, model: str = DEFAULTS.model, baseline: str = "prfaas", la
     from .simulate_sites import link_profile_file, trace_file
 
     text = dict(model=model, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tpot=tpot, inputs=inputs, link=link,
-                link_efficiency=link_efficiency, rtt=rtt, stack=stack)
+                link_efficiency=link_efficiency, rtt=rtt, stack=stack, link_headroom=link_headroom)
     if layout_file is None:   # a layout file's sites carry their own shapes
         text.update(remote=remote, local=local)
         text.update({k: v for k, v in (("instance_chips", instance_chips), ("local_instance_chips",

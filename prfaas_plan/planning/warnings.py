@@ -91,7 +91,7 @@ def _busy_warnings(ev, util: dict[str, float], skip: set[str]) -> list[PlanWarni
                                f"the link carries {ev.egress_bps / 1e9:.1f} Gbps on average, "
                                f"{ev.link_utilization:.1%} of its {ev.link_bps / 1e9:g} Gbps line rate (above "
                                f"{LINK_LINE_MAX:.0%}): no headroom for bursts, so offloaded TTFT will queue; "
-                               "size the link with --size-link or plan at a lower link rate"))
+                               "size the link with --size-link or keep headroom with --link-headroom"))
     return out
 
 
