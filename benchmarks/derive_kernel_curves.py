@@ -12,14 +12,7 @@ moves it, where ``eta`` is achieved FLOP/s over the chip's peak for that dtype:
   rows with n, k >= 1024 (model-sized) and compute-bound on the roofline (FLOPs / peak >= bytes / HBM), so
   the memory-bound side stays the HBM efficiency's job and is not counted twice;
 - ``moe`` (``bf16``, ``fp8``, ``w4a16`` = int4 weight-only / mxfp4 W4A16): fused MoE, balanced routing,
-  every measured expert split (moe TP x EP); two shape variables, ``x`` = tokens per expert
-  ``tokens * top_k / experts`` and ``width`` = the per-GPU expert width ``intermediate / moe_tp`` (the n of
-  the expert GEMMs: TP8 slices a 2048-wide DeepSeek expert to 256 columns, where the kernels reach a third
-  of their unsliced rate); FLOPs are the GPU's share ``2 * 3 * hidden * width * tokens * top_k / moe_ep``;
-  compute-bound rows. The plateau stays the unsliced one (moe TP = EP = 1, ``x >= 256``), whose curve by ``x``
-  alone is also written (blank width: what an operator without a width reads, and the calibration's prior); within each
-  ``x`` bin ``r`` is made non-decreasing in width (pool-adjacent-violators, weighted by rows): pooled over
-  model shapes, a bin of narrower slices can come out faster by noise, never by physics;
+  one GPU (moe TP = EP = 1); ``x`` = tokens per expert ``tokens * top_k / experts``; compute-bound rows;
 - ``attention`` (``bf16``): context (prefill) flash attention without a window, causal FLOPs
   ``2 * 2 * b * heads * head_dim * isl^2 / 2``; ``x`` = sequence length;
 - ``linear_attention`` (``bf16``): the chunked gated-delta-rule prefill kernel (``chunk_gated_delta_rule``)
@@ -75,26 +68,24 @@ def gemm_rows(db: Path):
             flops = 2.0 * m * n * k
             nbytes = n * k * wb + m * k * min(wb, 2.0) + 2.0 * m * n
             if peak and flops / peak >= nbytes / hbm:
-                yield chip, "gemm", cls, m, flops / (lat * 1e-3) / peak, None, True
+                yield chip, "gemm", cls, m, flops / (lat * 1e-3) / peak
 
 
 def moe_rows(db: Path):
-    """``(chip, "moe", class, tokens per expert, eta, per-GPU expert width, unsliced)`` of balanced rows."""
     for p, t in _read(sorted(db.glob("*/moe/*/*/moe_perf.parquet"))):
         chip = p.parts[-5]
         hbm = CHIPS[chip][4]
         cols = zip(t["moe_dtype"], t["num_tokens"], t["hidden_size"], t["inter_size"], t["topk"], t["num_experts"],
                    t["moe_tp_size"], t["moe_ep_size"], t["distribution"], t["latency"])
         for dt, tok, h, inter, topk, e, mtp, mep, dist, lat in cols:
-            if dt not in MOE_CLASS or dist != "balanced" or not lat or lat <= 0 or e % mep or inter % mtp:
+            if dt not in MOE_CLASS or mtp != 1 or mep != 1 or dist != "balanced" or not lat or lat <= 0:
                 continue
             cls, wb = MOE_CLASS[dt]
-            width = inter / mtp
-            flops = 2.0 * 3.0 * h * width * tok * topk / mep
-            nbytes = min(e, tok * topk) / mep * 3.0 * h * width * wb
+            flops = 2.0 * 3.0 * h * inter * tok * topk
+            nbytes = min(e, tok * topk) * 3.0 * h * inter * wb
             peak = _peak(chip, cls)
             if flops / peak >= nbytes / hbm:
-                yield chip, "moe", cls, tok * topk / e, flops / (lat * 1e-3) / peak, width, mtp == mep == 1
+                yield chip, "moe", cls, tok * topk / e, flops / (lat * 1e-3) / peak
 
 
 def attention_rows(db: Path):
@@ -106,7 +97,7 @@ def attention_rows(db: Path):
             if dt != "bfloat16" or kv != "bfloat16" or window or step or not lat or lat <= 0 or isl < 16:
                 continue
             flops = 4.0 * b * heads * d * isl * isl / 2.0
-            yield chip, "attention", "bf16", isl, flops / (lat * 1e-3) / _peak(chip, "bf16"), None, True
+            yield chip, "attention", "bf16", isl, flops / (lat * 1e-3) / _peak(chip, "bf16")
 
 
 def linear_rows(db: Path):
@@ -117,52 +108,30 @@ def linear_rows(db: Path):
         for ph, src, tok, lat in zip(phase, t["kernel_source"], t["num_tokens"], t["latency"]):
             if ph != "context" or "conv" in src or not lat or lat <= 0 or tok < 16:
                 continue
-            yield chip, "linear_attention", "bf16", tok, tok / (lat * 1e-3), None, True
-
-
-def _nondecreasing(r: list[float], n: list[int]) -> list[float]:
-    """Weighted pool-adjacent-violators: the closest non-decreasing sequence to ``r`` (weights ``n``)."""
-    blocks: list[list[float]] = []   # [value, weight, count]
-    for v, w in zip(r, n):
-        blocks.append([v, float(w), 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (v2, w2, c2), (v1, w1, c1) = blocks.pop(), blocks.pop()
-            blocks.append([(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
-    return [b[0] for b in blocks for _ in range(b[2])]
+            yield chip, "linear_attention", "bf16", tok, tok / (lat * 1e-3)
 
 
 def curves(rows):
-    """``[(chip, op, class, x, width, r, eta, n)]``: log2-binned medians relative to the plateau (width: the
-    per-GPU expert width bin of ``moe``, None for the other operators)."""
+    """``[(chip, op, class, x, r, eta, n)]``: log2-binned medians relative to the plateau."""
     groups: dict = {}
-    for chip, op, cls, x, eta, width, unsliced in rows:
-        groups.setdefault((CHIPS[chip][0], op, cls), []).append((x, eta, width or 0.0, unsliced))
+    for chip, op, cls, x, eta in rows:
+        groups.setdefault((CHIPS[chip][0], op, cls), []).append((x, eta))
     out = []
     for (chip, op, cls), values in sorted(groups.items()):
-        x, eta, width, unsliced = (np.array([v[i] for v in values], dtype=float) for i in range(4))
-        top = eta[(x >= PLATEAU[op]) & (unsliced > 0)]
+        x = np.array([v[0] for v in values], dtype=float)
+        eta = np.array([v[1] for v in values], dtype=float)
+        top = eta[x >= PLATEAU[op]]
         if len(top) < MIN_ROWS:
             continue
         plateau = float(np.median(top))
         bins = np.round(np.log2(np.maximum(x, 1.0 / 64)))
-        for b in np.unique(bins):   # the curve of unsliced shapes (moe: TP = EP = 1), no width
-            sel = (bins == b) & (unsliced > 0)
-            if sel.sum() >= MIN_ROWS:
-                med = float(np.median(eta[sel]))
-                out.append((chip, op, cls, float(2.0 ** b), None, min(1.0, med / plateau),
-                            med if op != "linear_attention" else float("nan"), int(sel.sum())))
-        if op != "moe":
-            continue
-        wbins = np.round(np.log2(width))
-        for b in np.unique(bins):   # moe by per-GPU width: every expert split
-            cells = []
-            for wb in np.unique(wbins):
-                sel = (bins == b) & (wbins == wb)
-                if sel.sum() >= MIN_ROWS:
-                    cells.append((wb, float(np.median(eta[sel])), int(sel.sum())))
-            r = _nondecreasing([min(1.0, med / plateau) for _, med, _ in cells], [k for _, _, k in cells])
-            for (wb, med, k), rel in zip(cells, r):
-                out.append((chip, op, cls, float(2.0 ** b), float(2.0 ** wb), rel, med, k))
+        for b in np.unique(bins):
+            sel = bins == b
+            if sel.sum() < MIN_ROWS:
+                continue
+            med = float(np.median(eta[sel]))
+            out.append((chip, op, cls, float(2.0 ** b), min(1.0, med / plateau),
+                        med if op != "linear_attention" else float("nan"), int(sel.sum())))
     return out
 
 
@@ -181,15 +150,12 @@ def main(argv: list[str]) -> int:
                 "# Copyright NVIDIA CORPORATION & AFFILIATES (LICENSE-aiconfigurator-APACHE-2.0.txt beside this file);\n"
                 "# this file is a derived summary (medians per log2 bin), not the tables.\n"
                 "# columns: chip, op, dtype class, x (gemm: m tokens; moe: tokens per expert; attention: sequence\n"
-                "# length; linear_attention: tokens), width (moe only: per-GPU expert width, intermediate / moe TP;\n"
-                "# blank: unsliced, TP = EP = 1),\n"
-                "# relative efficiency r = eta(x, width) / eta(plateau) capped at 1 (moe: non-decreasing in width),\n"
+                "# length; linear_attention: tokens), relative efficiency r = eta(x) / eta(plateau) capped at 1,\n"
                 "# eta = achieved fraction of the dtype's peak (blank for linear attention), rows in the bin\n")
         w = csv.writer(f)
-        w.writerow(["chip", "op", "dtype", "x", "width", "relative", "eta", "rows"])
-        for chip, op, cls, x, width, r, eta, n in table:
-            w.writerow([chip, op, cls, f"{x:g}", "" if width is None else f"{width:g}", f"{r:.4f}",
-                        "" if np.isnan(eta) else f"{eta:.4f}", n])
+        w.writerow(["chip", "op", "dtype", "x", "relative", "eta", "rows"])
+        for chip, op, cls, x, r, eta, n in table:
+            w.writerow([chip, op, cls, f"{x:g}", f"{r:.4f}", "" if np.isnan(eta) else f"{eta:.4f}", n])
     print(f"wrote {len(table)} rows to {out} from {len(rows):,} kernel rows")
     return 0
 

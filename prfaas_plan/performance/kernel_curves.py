@@ -6,13 +6,12 @@ by ``benchmarks/derive_kernel_curves.py`` (its docstring says which rows and why
 licence in the file's header and beside it). The shape variable ``x`` is
 
 - ``gemm``: m, the tokens in the forward (attention projections, dense FFN, shared experts, LM head);
-- ``moe``: tokens per routed expert on the busiest chip, and a second variable, the per-GPU expert width
-  (intermediate size / expert TP: the n of the expert GEMMs), tabulated by width bin;
+- ``moe``: tokens per routed expert on the busiest chip;
 - ``attention``: keys each query attends (context + new tokens, window-capped);
 - ``linear_attention``: tokens in the forward.
 
 The roofline divides an operator's compute time by ``r(x)`` (linear in ``log2 x`` between the tabulated
-bins, flat outside them; for ``moe`` also linear in ``log2 width`` between width bins) and keeps the chip's calibrated efficiency (`prfaas_plan.profiles.Calibration`) as
+bins, flat outside them) and keeps the chip's calibrated efficiency (`prfaas_plan.profiles.Calibration`) as
 the large-shape value, so the fit still sets the level and the curve only the shape. The curves cover the
 compute-bound side of each kernel; memory-bound shapes stay the HBM efficiency's. A chip without kernel data
 (H20, H800, MI300X, ...) has ``r = 1``: one efficiency per class, as before (`curve_note` says so).
@@ -34,19 +33,17 @@ CURVE_OP = {"attn_proj": "gemm", "dense_ffn": "gemm", "moe_shared": "gemm", "lm_
 
 
 @lru_cache(maxsize=1)
-def _curves() -> dict[tuple[str, str, str], dict[float, tuple[np.ndarray, np.ndarray]]]:
-    """``{(chip, op, class): {log2 width: (log2 x, r)}}`` read off `CURVE_FILE` (width None: the curve of
-    unsliced shapes, the only one of an operator without a width variable)."""
+def _curves() -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """``{(chip, op, class): (log2 x, r)}`` read off `CURVE_FILE`."""
     lines = [l for l in (REFERENCE_DIR / CURVE_FILE).read_text(encoding="utf-8").splitlines()
              if l.strip() and not l.startswith("#")]
-    rows: dict[tuple, list[tuple[float, float]]] = {}
+    rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for r in csv.DictReader(lines):
-        width = float(np.log2(float(r["width"]))) if r["width"] else None
-        rows.setdefault((r["chip"], r["op"], r["dtype"], width), []).append((float(r["x"]), float(r["relative"])))
-    out: dict = {}
-    for (chip, op, cls, width), pts in rows.items():
+        rows.setdefault((r["chip"], r["op"], r["dtype"]), []).append((float(r["x"]), float(r["relative"])))
+    out = {}
+    for key, pts in rows.items():
         pts.sort()
-        out.setdefault((chip, op, cls), {})[width] = (np.log2([p[0] for p in pts]), np.array([p[1] for p in pts]))
+        out[key] = (np.log2([p[0] for p in pts]), np.array([p[1] for p in pts]))
     return out
 
 
@@ -57,7 +54,7 @@ def _plateaus() -> dict[tuple[str, str, str], float]:
              if l.strip() and not l.startswith("#")]
     rows: dict[tuple[str, str, str], list[float]] = {}
     for r in csv.DictReader(lines):
-        if r["eta"] and not r["width"] and float(r["relative"]) >= 0.95:
+        if r["eta"] and float(r["relative"]) >= 0.95:
             rows.setdefault((r["chip"], r["op"], r["dtype"]), []).append(float(r["eta"]))
     return {k: float(np.median(v)) for k, v in rows.items()}
 
@@ -81,26 +78,18 @@ def _curve(chip: str, op: str, cls: str):
     return None
 
 
-def relative_efficiency(chip: str, op_name: str, efficiency_class: str, x, width: float | None = None):
+def relative_efficiency(chip: str, op_name: str, efficiency_class: str, x):
     """``r(x)`` of operator class ``op_name`` (`operators.OpWork.name`) running at ``efficiency_class`` on
-    ``chip`` (a profile name), ``x`` its shape variable (array, see the module docstring), ``width`` the
-    per-GPU expert width of a routed-expert operator (columns; None: the unsliced curve):
-    1.0 (a float) when the chip, the operator or ``x`` has no curve."""
+    ``chip`` (a profile name), ``x`` its shape variable (array, see the module docstring): 1.0 (a float) when
+    the chip, the operator or ``x`` has no curve."""
     op = CURVE_OP.get(op_name)
     if op is None or x is None or chip not in curve_chips():
         return 1.0
     curve = _curve(chip, op, "bf16" if efficiency_class in ("attention", "linear_attention") else efficiency_class)
     if curve is None:
         return 1.0
-    lx = np.log2(np.maximum(np.asarray(x, dtype=float), 1.0))
-    widths = np.array(sorted(w for w in curve if w is not None))
-    if len(widths) < 2 or width is None:
-        return np.interp(lx, *curve[None])
-    lw = float(np.clip(np.log2(max(float(width), 1.0)), widths[0], widths[-1]))
-    j = int(np.clip(np.searchsorted(widths, lw), 1, len(widths) - 1))
-    lo, hi = widths[j - 1], widths[j]
-    t = (lw - lo) / (hi - lo)
-    return (1.0 - t) * np.interp(lx, *curve[lo]) + t * np.interp(lx, *curve[hi])
+    lx, r = curve
+    return np.interp(np.log2(np.maximum(np.asarray(x, dtype=float), 1.0)), lx, r)
 
 
 def curve_note(chip: str) -> str:

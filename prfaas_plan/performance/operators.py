@@ -105,9 +105,7 @@ class OpWork:
     chip; ``link_bytes`` (bytes) leave the chip on the scale-up link (per direction) in ``link_calls``
     collectives, each paying a latency. Values are floats or arrays shaped like the pass. ``shape`` is the
     variable its kernel's efficiency moves with (`prfaas_plan.performance.kernel_curves`: tokens per GEMM,
-    tokens per routed expert, keys attended), None when it has none; ``width`` the per-GPU expert width of the
-    routed experts (intermediate columns after expert TP), which their fused-MoE kernels' efficiency also
-    follows, None for the other operators.
+    tokens per routed expert, keys attended), None when it has none.
     """
 
     name: str
@@ -117,7 +115,6 @@ class OpWork:
     link_bytes: object = 0.0
     link_calls: object = 0.0
     shape: object = None
-    width: float | None = None
 
 
 def _weight_bytes(model: ModelProfile) -> float:
@@ -256,8 +253,7 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         inter = 3.0 * m.expert_intermediate / tp
         flops = T * (n * 2.0 * expert * m.top_k / tp)
         nbytes = p_touched * (n * m.num_experts * expert * eb / tp) + T * (n * m.top_k * ab * (2 * width + inter))
-        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype, shape=T * (m.top_k / m.num_experts),
-                      width=m.expert_intermediate / tp)]
+        ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype, shape=T * (m.top_k / m.num_experts))]
     else:
         # Whole experts on each of e groups of s = tp/e chips (s = 1: EP), each expert sliced over its
         # group; the busiest group sets the pace. Counts per group are sums over its E/e experts of uniform
@@ -278,7 +274,7 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         # its group's 1/e share. (tp-1)/tp of the destinations are another chip.
         link = T * m.top_k * (2.0 / e) * (n * (tp - 1) / tp * width * ab)
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
-                      shape=chip_assign / np.maximum(chip_experts, 1e-9), width=m.expert_intermediate / s),
+                      shape=chip_assign / np.maximum(chip_experts, 1e-9)),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
     p = A.param_counts(model)
     shared = (p.moe_shared + p.router) / n

@@ -5,8 +5,7 @@ the busiest chip; collectives take ``bytes / achieved scale-up bandwidth + calls
 one after another (no overlap). Achieved rates are the chip's peaks times its constants
 (`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency; on chips
 with kernel micro-benchmarks the compute rate also follows the operator's shape
-(`prfaas_plan.performance.kernel_curves`: tokens per GEMM, tokens per expert and per-GPU expert width, keys
-attended).
+(`prfaas_plan.performance.kernel_curves`: tokens per GEMM, tokens per expert, keys attended).
 
 The serving stack (`prfaas_plan.profiles.stack`) adds what the chip does not: a fixed per-request latency
 (TTFT only, the GPU is free meanwhile), a busy overhead per prefill forward, and how prompts are packed into
@@ -93,7 +92,7 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
         i = OP_CLASSES.index(w.name)
         classes[i] = efficiency_class(chip, w)
         arrays["compute"][i] = (np.asarray(w.flops) / chip.flops(w.dtype)
-                                / relative_efficiency(chip.name, w.name, classes[i], w.shape, w.width))
+                                / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
         arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9)
         arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
@@ -112,8 +111,7 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     for w in works:
         if np.any(w.flops) or np.any(w.hbm_bytes):
             cls = efficiency_class(chip, w)
-            shape = relative_efficiency(chip.name, w.name, cls, w.shape, w.width)
-            rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * shape
+            rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if np.any(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
