@@ -16,8 +16,8 @@ moves it, where ``eta`` is achieved FLOP/s over the chip's peak for that dtype:
 - ``attention`` (``bf16``): context (prefill) flash attention without a window, causal FLOPs
   ``2 * 2 * b * heads * head_dim * isl^2 / 2``; ``x`` = sequence length;
 - ``linear_attention`` (``bf16``): the chunked gated-delta-rule prefill kernel (``chunk_gated_delta_rule``)
-  and Kimi Delta Attention's; FLOPs per token as the roofline counts them
-  (`operators.linear_prefill_flops_per_token` on the row's heads and head sizes), ``x`` = tokens in the forward.
+  and Kimi Delta Attention's; ``eta`` is tokens per second (FLOPs are proportional to tokens), ``x`` =
+  tokens in the forward.
 
 Each row is the median over every engine, version and kernel source of the rows in one log2 bin of ``x``;
 the plateau is the median over the rows at ``x >= PLATEAU[op]``, and ``r`` is capped at 1 (a shape never
@@ -105,27 +105,10 @@ def linear_rows(db: Path):
     for p, t in _read(paths):
         chip = p.parts[-5]
         phase = t.get("phase") or ["context"] * len(t["latency"])
-        kind = "kda" if p.parts[-4] == "kda" else "gated_deltanet"
-        cols = zip(phase, t["kernel_source"], t["num_tokens"], t["num_k_heads"], t["head_k_dim"], t["num_v_heads"],
-                   t["head_v_dim"], t["latency"])
-        for ph, src, tok, kh, kd, vh, vd, lat in cols:
+        for ph, src, tok, lat in zip(phase, t["kernel_source"], t["num_tokens"], t["latency"]):
             if ph != "context" or "conv" in src or not lat or lat <= 0 or tok < 16:
                 continue
-            yield chip, "linear_attention", "bf16", tok, tok * _linear_flops(kind, kh, kd, vh, vd) / (lat * 1e-3) / \
-                _peak(chip, "bf16")
-
-
-def _linear_flops(kind: str, k_heads: int, k_dim: int, v_heads: int, v_dim: int) -> float:
-    """FLOPs per token of one layer of the benchmarked kernel, counted as the roofline counts them."""
-    from prfaas_plan.performance.operators import linear_prefill_flops_per_token
-    from prfaas_plan.profiles import AttentionGroup
-
-    if kind == "kda":
-        g = AttentionGroup(kind, (0,), num_heads=v_heads, head_dim=k_dim, conv_kernel=4)
-    else:
-        g = AttentionGroup(kind, (0,), num_key_heads=k_heads, num_value_heads=v_heads, key_head_dim=k_dim,
-                           value_head_dim=v_dim, conv_kernel=4)
-    return linear_prefill_flops_per_token(g)
+            yield chip, "linear_attention", "bf16", tok, tok / (lat * 1e-3)
 
 
 def curves(rows):
@@ -147,7 +130,8 @@ def curves(rows):
             if sel.sum() < MIN_ROWS:
                 continue
             med = float(np.median(eta[sel]))
-            out.append((chip, op, cls, float(2.0 ** b), min(1.0, med / plateau), med, int(sel.sum())))
+            out.append((chip, op, cls, float(2.0 ** b), min(1.0, med / plateau),
+                        med if op != "linear_attention" else float("nan"), int(sel.sum())))
     return out
 
 
@@ -167,8 +151,7 @@ def main(argv: list[str]) -> int:
                 "# this file is a derived summary (medians per log2 bin), not the tables.\n"
                 "# columns: chip, op, dtype class, x (gemm: m tokens; moe: tokens per expert; attention: sequence\n"
                 "# length; linear_attention: tokens), relative efficiency r = eta(x) / eta(plateau) capped at 1,\n"
-                "# eta = achieved fraction of the dtype's peak (linear attention: of bf16, FLOPs as the roofline\n"
-                "# counts the chunked form), rows in the bin\n")
+                "# eta = achieved fraction of the dtype's peak (blank for linear attention), rows in the bin\n")
         w = csv.writer(f)
         w.writerow(["chip", "op", "dtype", "x", "relative", "eta", "rows"])
         for chip, op, cls, x, r, eta, n in table:

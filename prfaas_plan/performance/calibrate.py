@@ -41,10 +41,8 @@ LOSS = "soft_l1"          # robust: a point tens of sigmas off (an overloaded ru
 RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention", "w4a16")
 KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are held loosely
 # kernel classes whose prior is the chip's measured large-shape efficiency (kernel_curves.csv) where it has one:
-# flash attention by the context-attention benchmarks, W4A16 by the fused-MoE int4/mxfp4 weight-only ones,
-# chunked linear attention by the gated-delta-rule / KDA prefill kernels (FLOPs as the roofline counts them)
-KERNEL_PRIOR_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16"),
-                   "linear_attention": ("linear_attention", "bf16")}
+# flash attention by the context-attention benchmarks, W4A16 by the fused-MoE int4/mxfp4 weight-only ones
+KERNEL_PRIOR_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16")}
 CURVE_PRIOR_WIDTH = 0.3   # measured on the chip, but by other engine versions and shapes than the serving runs
 QUANTITIES = ("ttft", "tpot", "busy")
 MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible about a chip's error: the

@@ -8,14 +8,13 @@ licence in the file's header and beside it). The shape variable ``x`` is
 - ``gemm``: m, the tokens in the forward (attention projections, dense FFN, shared experts, LM head);
 - ``moe``: tokens per routed expert on the busiest chip;
 - ``attention``: keys each query attends (context + new tokens, window-capped);
-- ``linear_attention``: tokens in the forward (efficiency of the chunked form's FLOPs, `operators`).
+- ``linear_attention``: tokens in the forward.
 
 The roofline divides an operator's compute time by ``r(x)`` (linear in ``log2 x`` between the tabulated
 bins, flat outside them) and keeps the chip's calibrated efficiency (`prfaas_plan.profiles.Calibration`) as
 the large-shape value, so the fit still sets the level and the curve only the shape. The curves cover the
 compute-bound side of each kernel; memory-bound shapes stay the HBM efficiency's. A chip without kernel data
-(H20, H800, MI300X, ...) takes the benchmarked chips' median curve: its level stays its own (fitted or
-default), the shape is assumed (`curve_note` says so).
+(H20, H800, MI300X, ...) has ``r = 1``: one efficiency per class, as before (`curve_note` says so).
 """
 
 from __future__ import annotations
@@ -50,19 +49,14 @@ def _curves() -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
 
 @lru_cache(maxsize=1)
 def _plateaus() -> dict[tuple[str, str, str], float]:
-    """``{(chip, op, class): eta}``: the plateau the curve is relative to, ``eta / r`` of any bin below it
-    (``r < 1`` is not capped, so every such bin gives the derivation's plateau back); for a curve at its
-    plateau throughout, the median achieved fraction of peak over its bins."""
+    """``{(chip, op, class): eta}``: median achieved fraction of peak over the bins at the plateau (r >= 0.95)."""
     lines = [l for l in (REFERENCE_DIR / CURVE_FILE).read_text(encoding="utf-8").splitlines()
              if l.strip() and not l.startswith("#")]
-    below: dict[tuple[str, str, str], list[float]] = {}
-    at: dict[tuple[str, str, str], list[float]] = {}
+    rows: dict[tuple[str, str, str], list[float]] = {}
     for r in csv.DictReader(lines):
-        if not r["eta"]:
-            continue
-        key, rel, eta = (r["chip"], r["op"], r["dtype"]), float(r["relative"]), float(r["eta"])
-        (below if 0.05 <= rel < 0.99 else at).setdefault(key, []).append(eta / rel if rel < 0.99 else eta)
-    return {k: float(np.median(below.get(k) or at[k])) for k in set(below) | set(at)}
+        if r["eta"] and float(r["relative"]) >= 0.95:
+            rows.setdefault((r["chip"], r["op"], r["dtype"]), []).append(float(r["eta"]))
+    return {k: float(np.median(v)) for k, v in rows.items()}
 
 
 def plateau_efficiency(chip: str, op: str, cls: str) -> float | None:
@@ -89,24 +83,17 @@ def relative_efficiency(chip: str, op_name: str, efficiency_class: str, x):
     ``chip`` (a profile name), ``x`` its shape variable (array, see the module docstring): 1.0 (a float) when
     the chip, the operator or ``x`` has no curve."""
     op = CURVE_OP.get(op_name)
-    if op is None or x is None:
+    if op is None or x is None or chip not in curve_chips():
         return 1.0
-    cls = "bf16" if efficiency_class in ("attention", "linear_attention") else efficiency_class
-    lx = np.log2(np.maximum(np.asarray(x, dtype=float), 1.0))
-    if chip not in curve_chips():
-        # a kernel's shape dependence (launch-bound small shapes, tile quantization) is not the benchmarked
-        # chips' alone: a chip without micro-benchmarks takes their median curve
-        curves = [c for c in (_curve(k, op, cls) for k in sorted(curve_chips())) if c is not None]
-        return np.median([np.interp(lx, *c) for c in curves], axis=0) if curves else 1.0
-    curve = _curve(chip, op, cls)
+    curve = _curve(chip, op, "bf16" if efficiency_class in ("attention", "linear_attention") else efficiency_class)
     if curve is None:
         return 1.0
-    return np.interp(lx, *curve)
+    lx, r = curve
+    return np.interp(np.log2(np.maximum(np.asarray(x, dtype=float), 1.0)), lx, r)
 
 
 def curve_note(chip: str) -> str:
     """One phrase: whether ``chip``'s efficiencies follow kernel shapes."""
     if chip in curve_chips():
         return f"shape-dependent efficiency from its kernel micro-benchmarks ({CURVE_FILE})"
-    return (f"no kernel micro-benchmarks: shape dependence assumed to be the benchmarked chips' median curve "
-            f"({CURVE_FILE})")
+    return f"no kernel micro-benchmarks: one efficiency per class, shape-independent (assumed; {CURVE_FILE})"

@@ -184,14 +184,6 @@ def _core_flops_per_pair(g: AttentionGroup, phase: str) -> float:
     return float(A.attention_core_flops(g, 1))
 
 
-def linear_prefill_flops_per_token(g: AttentionGroup) -> float:
-    """FLOPs per prompt token of one linear-attention layer of group ``g`` (all heads) in its chunked prefill
-    form: the recurrence's arithmetic regrouped per chunk, plus attention inside each chunk (C/2 keys on
-    average for scores and values); delta-rule kinds (KDA, GDN) spend as much again on the WY/UT transform."""
-    heads, dk, dv = g.rule.linear_dims(g)
-    return float(A.attention_core_flops(g, 1)) + LINEAR_CHUNK * (dk + dv) * heads * g.rule.chunk_intra_factor()
-
-
 def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict) -> dict[str, _Terms]:
     """Terms of the attention operator classes; adds the window bases SWA layers need to ``bases``
     (per attention rank: under DP attention the caller passes one rank's share of the requests)."""
@@ -232,9 +224,12 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
             qkvo = heads / tp * g.rule.linear_io_per_head(g) * ab
             lin = terms["attn_linear"]
             if phase == "prefill":
-                # Chunk-boundary states are written and read back; the final state is written (and an
-                # initial one read when there is a cached prefix).
-                lin.add("T", n * linear_prefill_flops_per_token(g) / tp, n * (qkvo + 2 * state / LINEAR_CHUNK))
+                # Chunked form: the recurrence's arithmetic regrouped per chunk, plus attention inside each
+                # chunk (C/2 keys on average for scores and values); delta-rule kinds (KDA, GDN) spend as
+                # much again on the WY/UT transform. Chunk-boundary states are written and read back; the
+                # final state is written (and an initial one read when there is a cached prefix).
+                intra = LINEAR_CHUNK * (dk + dv) * heads * g.rule.chunk_intra_factor()
+                lin.add("T", n * (recurrent + intra) / tp, n * (qkvo + 2 * state / LINEAR_CHUNK))
                 lin.add("first", 0.0, n * (state + conv))
             else:
                 lin.add("T", n * recurrent / tp, n * qkvo)
