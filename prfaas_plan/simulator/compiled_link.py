@@ -34,6 +34,26 @@ class CompiledLink:
         self.n = 0
         self.peak_flows = 0
 
+    @classmethod
+    def from_state(cls, *, capacity_Bps: float, bin_s: float, tau_s: float, t: float, util: float,
+                   bins: list[float], fids: list[int], caps: list[float], remaining: list[float],
+                   rates: list[float], total_rate: float, next_t: float, next_slot: int,
+                   peak_flows: int) -> "CompiledLink":
+        """A link that goes on where a `link.SharedLink` stands: its clock (s), smoothed utilization, delivered
+        bytes per bin, and its flows in start order (ids, caps B/s, remaining B, rates B/s) with the total rate,
+        the next completion (s) and its slot (-1 if none)."""
+        link = cls(capacity_Bps, bin_s, tau_s)
+        n = len(fids)
+        link._flows = np.empty((4, max(16, 2 * n)))
+        link._flows[:, :n] = fids, caps, remaining, rates
+        link._room(t)
+        link._bins[:len(bins)] = bins
+        s = link._state
+        s[k._CLOCK], s[k._TOTAL], s[k._NEXT_T], s[k._UTIL] = t, total_rate, next_t, util
+        s[k._N], s[k._NEXT_K], s[k._NB] = n, next_slot, len(bins)
+        link.t, link.next_t, link.n, link.peak_flows = t, next_t, n, peak_flows
+        return link
+
     @property
     def util(self) -> float:
         return float(self._state[k._UTIL])

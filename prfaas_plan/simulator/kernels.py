@@ -249,7 +249,7 @@ def link_complete(state, flows, bins):
 
 @njit(cache=True)
 def link_unsent(state, flows):
-    """Bytes not yet sent, summed in start order (as ``sum(SharedLink.remaining.values())``)."""
+    """Bytes not yet sent, summed in start order (as `SharedLink.unsent_bytes`)."""
     s = 0.0
     rem = flows[2]
     for k in range(int(state[_N])):

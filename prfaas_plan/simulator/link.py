@@ -87,15 +87,25 @@ def read_link_profile(path: str | Path) -> LinkProfile:
     return LinkProfile(tuple(times), tuple(rates))
 
 
+PROMOTE_AT = 256
+"""Flows at once from which `SharedLink` hands its state to `compiled_link.CompiledLink` for the rest of the run.
+Each event costs time linear in the flows sending (and the Python rate allocation sorts them), so a link backlog
+of thousands of flows (a drop to a tenth of line rate on a busy link) made the pure-Python link 99% of a run; the
+compiled twin repeats the same operations on the same floats, so a run's results do not depend on this constant,
+only its time (and whether it imports numba: below it, none)."""
+
+
 class SharedLink:
     """Processor-sharing pipe. Rates in bytes/s, times in seconds, sizes in bytes. Flow ids are ints.
 
     ``next_t`` is the time the next flow completes (inf when none can); `complete` pops it. Delivered
     bytes are accumulated in ``bins`` of ``bin_s`` seconds, and ``util`` is the link utilization
-    (delivered / capacity) smoothed exponentially with time constant ``tau_s``.
+    (delivered / capacity) smoothed exponentially with time constant ``tau_s``. From `PROMOTE_AT` flows at once
+    on (``promote_at``, for tests), every step runs on the compiled twin (`compiled_link.CompiledLink`); ``t``, ``next_t``, ``capacity``
+    and ``peak_flows`` are mirrored after each step.
     """
 
-    def __init__(self, capacity_Bps: float, bin_s: float, tau_s: float):
+    def __init__(self, capacity_Bps: float, bin_s: float, tau_s: float, promote_at: int | None = None):
         self.capacity = float(capacity_Bps)
         self.bin_s = float(bin_s)
         self.tau_s = float(tau_s)
@@ -106,12 +116,32 @@ class SharedLink:
         self.total_rate = 0.0
         self.next_t = INF
         self.next_fid = 0
-        self.util = 0.0
-        self.bins: list[float] = []
+        self._util = 0.0
+        self._bins: list[float] = []
         self.peak_flows = 0
+        self._promote_at = PROMOTE_AT if promote_at is None else promote_at
+        self._compiled = None  # the compiled twin, once the flows have reached it
+
+    @property
+    def util(self) -> float:
+        return self._util if self._compiled is None else self._compiled.util
+
+    @property
+    def n_flows(self) -> int:
+        """Flows sending or waiting to send."""
+        return len(self.remaining) if self._compiled is None else self._compiled.n
+
+    @property
+    def bins(self):
+        """Delivered bytes per bin of ``bin_s`` seconds (a list, or an array once compiled)."""
+        return self._bins if self._compiled is None else self._compiled.bins
 
     def advance(self, t: float) -> None:
         """Drain every flow at its current rate up to time ``t``."""
+        if self._compiled is not None:
+            self._compiled.advance(t)
+            self.t = self._compiled.t
+            return
         t0 = self.t
         dt = t - t0
         if dt <= 0.0:
@@ -121,7 +151,7 @@ class SharedLink:
             rem = self.remaining
             for fid, x in self.rate.items():
                 rem[fid] -= x * dt
-            bins, bs = self.bins, self.bin_s
+            bins, bs = self._bins, self.bin_s
             b = int(t0 / bs)
             if b == int(t / bs) and b < len(bins):  # the common case: within one bin already counted
                 bins[b] += r * dt
@@ -129,11 +159,15 @@ class SharedLink:
                 self._account(t0, t, r)
         if self.tau_s > 0.0:
             now = r / self.capacity if self.capacity > 0 else (1.0 if self.remaining else 0.0)
-            self.util = now + (self.util - now) * math.exp(-dt / self.tau_s)
+            self._util = now + (self._util - now) * math.exp(-dt / self.tau_s)
         self.t = t
 
     def add(self, t: float, fid: int, size: float, cap: float = INF) -> None:
         """Start a flow of ``size`` bytes at ``t``, sending at most ``cap`` bytes/s until `uncap`."""
+        if self._compiled is not None:
+            self._compiled.add(t, fid, size, cap)
+            self._mirror()
+            return
         if t > self.t:
             self.advance(t)
         self.remaining[fid] = float(size)
@@ -141,9 +175,15 @@ class SharedLink:
         if len(self.remaining) > self.peak_flows:
             self.peak_flows = len(self.remaining)
         self._reallocate()
+        if len(self.remaining) >= self._promote_at:
+            self._promote()
 
     def uncap(self, t: float, fid: int) -> None:
         """Lift a flow's production cap (its prefill has ended)."""
+        if self._compiled is not None:
+            self._compiled.uncap(t, fid)
+            self._mirror()
+            return
         if t > self.t:
             self.advance(t)
         self.cap[fid] = INF
@@ -151,12 +191,20 @@ class SharedLink:
 
     def set_capacity(self, t: float, capacity_Bps: float) -> None:
         """Change the goodput from time ``t`` on."""
+        if self._compiled is not None:
+            self._compiled.set_capacity(t, capacity_Bps)
+            self._mirror()
+            return
         self.advance(t)
         self.capacity = float(capacity_Bps)
         self._reallocate()
 
     def complete(self) -> tuple[float, int]:
         """Advance to the next completion and remove that flow: ``(time, flow id)``."""
+        if self._compiled is not None:
+            done = self._compiled.complete()
+            self._mirror()
+            return done
         t, fid = self.next_t, self.next_fid
         if t > self.t:
             self.advance(t)
@@ -166,7 +214,25 @@ class SharedLink:
 
     def unsent_bytes(self) -> float:
         """Bytes not yet sent, over every flow."""
+        if self._compiled is not None:
+            return self._compiled.unsent_bytes()
         return sum(self.remaining.values())
+
+    def _mirror(self) -> None:
+        c = self._compiled
+        self.t, self.next_t, self.capacity, self.peak_flows = c.t, c.next_t, c.capacity, c.peak_flows
+
+    def _promote(self) -> None:
+        """Hand the state to the compiled twin (imports numba); the dicts are dropped."""
+        from .compiled_link import CompiledLink
+
+        fids = list(self.remaining)
+        self._compiled = CompiledLink.from_state(
+            capacity_Bps=self.capacity, bin_s=self.bin_s, tau_s=self.tau_s, t=self.t, util=self._util,
+            bins=self._bins, fids=fids, caps=[self.cap[f] for f in fids], remaining=list(self.remaining.values()),
+            rates=[self.rate[f] for f in fids], total_rate=self.total_rate, next_t=self.next_t,
+            next_slot=fids.index(self.next_fid) if self.next_t < INF else -1, peak_flows=self.peak_flows)
+        self.remaining, self.cap, self.rate = {}, {}, {}
 
     def _reallocate(self) -> None:
         """Max-min fair rates, then the next completion."""
@@ -200,7 +266,7 @@ class SharedLink:
     def _account(self, t0: float, t1: float, r: float) -> None:
         bs = self.bin_s
         b0, b1 = int(t0 / bs), int(t1 / bs)
-        bins = self.bins
+        bins = self._bins
         if len(bins) <= b1:
             bins.extend([0.0] * (b1 + 1 - len(bins)))
         if b0 == b1:

@@ -77,7 +77,7 @@ def _link(start, end, size, cap, sysm: System, cfg, horizon: float, compiled: bo
     cap_v = list(prof.bps) if prof is not None else []
     done = [math.nan] * m
     ia = ie = ic = 0
-    while ia < m or link.remaining:
+    while ia < m or link.n_flows:
         ta = starts[ia] if ia < m else INF
         te = ends[by_end[ie]] if ie < m else INF
         tc = cap_t[ic] if ic < len(cap_t) else INF
