@@ -410,3 +410,48 @@ def test_vllm_export_refuses_a_hybrid():
     role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0)
     with pytest.raises(PlanError, match="vLLM has no expert-TP x EP split"):
         vllm_command(SimpleNamespace(model_path="m"), role, "nixl")
+
+
+# ---- branch and bound (`prune`, what sweeps and the sensitivity table run) -----------------------------
+
+def _same_best(sc, spec=SearchSpec()):
+    """The pruned search's answer is the exhaustive one's, field by field (scenario, roles, throughput,
+    threshold, split), and it grid-searched no more candidates."""
+    full, pruned = search_configurations(sc, spec), search_configurations(sc, spec, report=0, prune=True)
+    a, b = full.best, pruned.best
+    assert (b.scenario, b.roles, b.lambda_max, b.threshold, b.n_prefill, b.binding) == \
+        (a.scenario, a.roles, a.lambda_max, a.threshold, a.n_prefill, a.binding)
+    assert len(pruned.ranked) <= len(full.ranked) and pruned.counts == full.counts
+    return full, pruned
+
+
+@pytest.mark.parametrize("kw", [
+    {"model": "kimi-linear", "link": "100G"},
+    {"model": "kimi-linear", "link": "10G", "tpot": "15ms", "local": "32xH20"},
+    {"model": "kimi-linear", "link": "400G", "tpot": "80ms", "remote": "8xH200", "local": "96xH20"},
+    {"model": "kimi-linear", "weight_dtype": "fp8,bf16"},
+    {"model": "qwen3-235b", "remote": "32xH200", "local": "64xH20", "link": "25G"},
+    {"model": "kimi-linear", "link": "100G", "mode": "representative"},
+])
+def test_pruned_search_finds_the_exhaustive_optimum(kw):
+    full, pruned = _same_best(scenario(**kw))
+    if kw == {"model": "kimi-linear", "link": "100G"}:
+        assert len(pruned.ranked) < len(full.ranked)   # it does prune on the default question
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(st.sampled_from(["16xH200", "32xH200", "48xH200"]), st.sampled_from(["32xH20", "64xH20", "96xH20"]),
+       st.sampled_from(["5G", "25G", "100G", "800G"]), st.sampled_from(["15ms", "25ms", "40ms", "100ms"]))
+def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
+    """`lambda_upper_bound` is at least every exhaustively searched candidate's ``Lambda_max``, and the
+    pruned search's optimum is the exhaustive one's."""
+    from prfaas_plan.planning.configurations import lambda_upper_bound
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    sc = scenario(model="kimi-linear", remote=remote, local=local, link=link, tpot=tpot)
+    try:
+        full, _ = _same_best(sc)
+    except PlanError:
+        return
+    for c in full.ranked:
+        assert lambda_upper_bound(prfaas_layout(c.scenario), sc.grid, c.perf, sc.mode) >= c.lambda_max * (1 - 1e-12)

@@ -35,6 +35,7 @@ Units: chips, requests/s, seconds, tokens.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -46,6 +47,7 @@ from .scenario import Scenario, prfaas_layout, with_dtypes
 MAX_INSTANCE_CHIPS = 16
 SHAPE_ORDER = (8, 4, 16, 2, 1)  # ties go to the earlier shape (8 first: the former fixed shape)
 REL_TIE = 1e-9
+BOUND_SLACK = 1e-6  # relative margin on `lambda_upper_bound` for rounding (its sums are not the search's)
 
 
 @dataclass(frozen=True)
@@ -257,14 +259,18 @@ def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool
 
 
 def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32,
-                          latency: bool = False) -> ConfigSearch:
+                          latency: bool = False, prune: bool = False) -> ConfigSearch:
     """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
     ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables.
 
     ``latency`` keeps every prefill candidate a TTFT SLO may need (`planning.slo.slo_configurations`): a
     smaller pool rate can come with a shorter prefill per request (more chips per instance), so a prefill
     candidate is dropped only for another of the same shape that is at least as fast per request *and*
-    carries at least as many requests/s at every length."""
+    carries at least as many requests/s at every length.
+
+    ``prune`` (branch and bound, for callers that read ``best`` only) grid-searches a joint configuration
+    only while its `lambda_upper_bound` can still reach the best found: ``best`` is the exhaustive search's
+    (tests/test_configurations.py), ``ranked`` holds only the candidates evaluated."""
     from ..analytic.search import grid_search
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
@@ -286,14 +292,50 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     ranked: list[Candidate] = []
     evaluated: list[tuple] = []  # (perf, best evaluation, local prefill, decode) of each ranked candidate
 
-    def evaluate(model, r, n_l, lp, d) -> None:
-        """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``)."""
+    numbers = itertools.count()
+    order: list[int] = []    # search-order number of each ranked candidate (ties go to the lowest)
+    pending: list[tuple] = []  # (search-order number, model, r, n_l, lp, d) of one model, not yet evaluated
+
+    def joint(model, r, n_l, lp, d) -> tuple:
+        """The scenario, performance inputs and layout of one joint configuration."""
         (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
-        wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc = replace(sc, model=model, instance_chips=n_l, remote_instance_chips=None if n_r == n_l else n_r,
                           remote_moe=r_moe, local_moe=l_moe, decode_moe=d_moe, dp_attention=dp, transfer=tb.policy)
         perf = PerfInputs(model, r_pm, {"local": SitePerf(l_pm, cap, tb)}, sc.output_tokens)
-        lay = prfaas_layout(cand_sc)
+        return cand_sc, perf, prfaas_layout(cand_sc)
+
+    def queue(model, r, n_l, lp, d) -> None:
+        pending.append((next(numbers), model, r, n_l, lp, d))
+
+    def run(candidates: list[tuple], floor: float) -> None:
+        """Evaluate ``candidates`` (`queue`'s tuples); with ``prune``, highest `lambda_upper_bound` first,
+        none whose bound is below ``floor`` or the best found so far (less `REL_TIE`), and none whose bound
+        an evaluated candidate earlier in the search order reaches: neither can be chosen, nor be this
+        model's first best (the dropped remote candidates are planned with that one's local roles)."""
+        if not prune:
+            for seq, *args in candidates:
+                evaluate(seq, *args)
+            return
+        built = [(seq, args, joint(*args)) for seq, *args in candidates]
+        bounds = [lambda_upper_bound(lay, sc.grid, perf, sc.mode) for _, _, (_, perf, lay) in built]
+        best, done = floor, []   # done: (search-order number, Lambda_max) of those evaluated here
+        for k in sorted(range(len(built)), key=lambda k: (-bounds[k], built[k][0])):
+            cap = bounds[k] * (1 + BOUND_SLACK)
+            if cap < best * (1 - REL_TIE):
+                break
+            seq, args, made = built[k]
+            if any(s < seq and lam >= cap for s, lam in done):
+                continue   # an earlier candidate at least as good: it wins the tie (and this model's argmax)
+            lam = evaluate(seq, *args, made=made)
+            done.append((seq, lam))
+            best = max(best, lam)
+
+    def evaluate(seq, model, r, n_l, lp, d, made=None) -> float:
+        """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``);
+        its ``Lambda_max``."""
+        (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
+        wd, kd = model.weight_dtype, model.kv_dtype
+        cand_sc, perf, lay = joint(model, r, n_l, lp, d) if made is None else made
         best = grid_search(lay, sc.grid, perf, sc.mode).best
         roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
                  RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
@@ -304,6 +346,8 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                                 capex_usd=capex if np.isfinite(capex) else None,
                                 cloud_usd_per_hour=hourly if np.isfinite(hourly) else None, perf=perf))
         evaluated.append((perf, best, lp, d))
+        order.append(seq)
+        return best.lambda_max
 
     for model in _dtype_models(sc):
         wd, kd = model.weight_dtype, model.kv_dtype
@@ -361,34 +405,80 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             for r in r_keep:
                 for lp in lp_keep:
                     for d in d_keep:
-                        evaluate(model, r, n_l, lp, d)
+                        queue(model, r, n_l, lp, d)
+        first = len(ranked)
+        run(pending, 0.0)
+        pending.clear()
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
         # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not the expert-TP x
         # EP hybrids, which sit between TP and EP of their shape at both (`moe_split`)
         # (with ``latency`` every one dropped is beaten at both by one of its shape already planned)
         dropped = [] if latency else [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
+        # (with ``prune`` this model's best is still the exhaustive one: nothing evaluated before it can beat
+        # it and it was bounded against this model's candidates only)
         if dropped and ranked:
-            mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
+            mine = sorted(range(first, len(ranked)), key=lambda i: order[i])
             if mine:
                 b = max(mine, key=lambda i: ranked[i].lambda_max)
                 n_l = ranked[b].scenario.instance_chips
                 lp, d = evaluated[b][2], evaluated[b][3]
                 for r in dropped:
-                    evaluate(model, r, n_l, lp, d)
+                    queue(model, r, n_l, lp, d)
+                run(pending, max(c.lambda_max for c in ranked))
+                pending.clear()
     if not ranked:
         _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
     # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
     # former fixed shape (8 chips, TP, TP attention)
     top = max(c.lambda_max for c in ranked)
-    order = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), i))
+    by_rank = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), order[i]))
     out = []
-    for k, i in enumerate(order):
+    for k, i in enumerate(by_rank):
         c = ranked[i]
         if k < report:
             perf, best = evaluated[i][:2]
             c = replace(c, ttft_p90_s=ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s)
         out.append(c)
     return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
+
+
+def lambda_upper_bound(lay, grid, perf, mode: str) -> float:
+    """An upper bound on the ``Lambda_max`` (requests/s) `analytic.search.grid_search` finds for the single
+    PD-site layout ``lay``, at any threshold and split, from one routing evaluation per step of the
+    routing statistics (they change only where the threshold crosses a support point, so the steps cover
+    every threshold): at a step with remote seconds ``R``, link bytes ``B`` and local prefill seconds ``P``
+    per request, ``Lambda <= min(N_r / R, goodput / B, max over N_p of min(N_p / P, (N - N_p) d))`` for
+    ``N`` local instances of ``d`` requests/s of decode each, the split ``N_p`` being a whole number on
+    either side of where the two local bounds meet. It is the grid search's surface at every step, so it
+    is tight but for the threshold the search balances. Infinite (no bound) for a layout that cannot
+    offload."""
+    from ..analytic.throughput import _bound, offloads, routing_stats
+
+    site = lay.pd_sites[0]
+    sp = perf.sites[site.name]
+    if not offloads(lay, perf, site) or site.link is None:
+        return float("inf")
+    if mode == "exact":   # `routing_stats` at every step: the suffix sums themselves (cached per grid)
+        remote_s = grid.busy_suffix(perf.remote_prefill)
+        link_b = grid.transfer_suffix(perf.model, sp.transfer)
+        local_suffix = grid.busy_suffix(sp.prefill)
+        local_s = local_suffix[0] - local_suffix
+    else:
+        lengths = grid.lengths
+        ts = np.concatenate([[lengths[0] - 1.0], lengths])   # split_index 0, 1, ..., n: every step
+        r = routing_stats(grid, perf, ts, mode, site.name)
+        remote_s, link_b, local_s = r.remote_s_per_req, r.link_bytes_per_req, r.local_s_per_req
+    rps = float(sp.decode.requests_per_s(perf.output_tokens))
+    n = site.instances
+    local_s = np.asarray(local_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # min(N_p / P, (N - N_p) d) peaks where the two meet, so the best whole split is either side of it
+        meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
+        low = np.clip(np.floor(meet), 0, n)
+        local = np.maximum(*(np.minimum(_bound(k, local_s), (n - k) * rps) for k in (low, np.minimum(low + 1, n))))
+        ub = np.minimum(np.minimum(_bound(lay.remote.instances, remote_s),
+                                   _bound(site.link.goodput_bps / 8.0, np.asarray(link_b, dtype=float))), local)
+    return float(np.nanmax(ub)) if np.any(~np.isnan(ub)) else float("inf")
 
 
 def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, l_pool, l_shapes: list[int]) -> None:

@@ -529,7 +529,7 @@ def searched_scenario(v: dict, q: Question):
         sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency))
         try:
             # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
-            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0))
+            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
         except PlanError as exc:
             hit = exc
         _SEARCHES[key] = hit
