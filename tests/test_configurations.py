@@ -445,7 +445,7 @@ def test_pruned_search_finds_the_exhaustive_optimum(kw):
 def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
     """`lambda_upper_bound` is at least every exhaustively searched candidate's ``Lambda_max``, and the
     pruned search's optimum is the exhaustive one's."""
-    from prfaas_plan.planning.configurations import lambda_upper_bound
+    from prfaas_plan.planning.configurations import crossing_bound, lambda_upper_bound
     from prfaas_plan.planning.scenario import prfaas_layout
 
     sc = scenario(model="kimi-linear", remote=remote, local=local, link=link, tpot=tpot)
@@ -454,4 +454,10 @@ def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
     except PlanError:
         return
     for c in full.ranked:
-        assert lambda_upper_bound(prfaas_layout(c.scenario), sc.grid, c.perf, sc.mode) >= c.lambda_max * (1 - 1e-12)
+        lay, site = prfaas_layout(c.scenario), c.perf.sites["local"]
+        ub = lambda_upper_bound(lay, sc.grid, c.perf, sc.mode)
+        assert ub >= c.lambda_max * (1 - 1e-12)
+        fast = crossing_bound(sc.grid, lay.remote.instances, lay.pd_sites[0].link.goodput_bps,
+                              lay.pd_sites[0].instances, c.perf.remote_prefill, site.prefill, c.perf.model,
+                              site.transfer, site.decode.requests_per_s(sc.output_tokens))
+        assert fast == pytest.approx(ub, rel=1e-12)

@@ -36,12 +36,14 @@ Units: chips, requests/s, seconds, tokens.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..errors import PlanError
 from ..layout import instances_from_chips
+from ..performance.sharing import Same, shared
 from .scenario import Scenario, prfaas_layout, with_dtypes
 
 MAX_INSTANCE_CHIPS = 16
@@ -219,6 +221,7 @@ def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]
     return out
 
 
+@shared
 def _prefill_fits(model, inst, context: float) -> str | None:
     """Why a prefill instance cannot hold ``model`` and one request's cache at ``context`` tokens (the mean
     context decode is sized at: the planner's one memory basis; prompts far above it need the HBM a long
@@ -245,6 +248,37 @@ def _dtype_models(sc: Scenario) -> list:
         for k in sc.kv_dtypes or (None,):
             out.append(with_dtypes(base, w, k)[0] if (w or k) else sc.model)
     return out
+
+
+@shared
+def prefill_candidates(model, pool, shapes: tuple[int, ...], grid: Same, context: float, inputs: str, stack: str,
+                       latency: bool) -> tuple:
+    """One site's prefill role candidates on ``pool`` (chips per instance in ``shapes``, every MoE split):
+    ``(candidates, dominated, infeasible, tried)``, the candidates as ``(chips, moe, prefill model)``, whether
+    each is dominated (throughput alone, or with ``latency`` throughput and latency per shape), the
+    infeasible ones as ``(chips, split label, reason)`` with HBM fit checked at ``context`` tokens, and
+    how many were tried. ``grid`` (`sharing.Same`) is the scenario's length grid; `shared`: a sweep's
+    points on one pool build them once."""
+    from ..performance.base import Instance
+    from .scenario import instance_prefill
+
+    g = grid.obj
+    cands, rates, ns, bad, tried = [], [], [], [], 0
+    for n in shapes:
+        inst = Instance(pool.chip, n)
+        for moe in _moe_splits(model, n):
+            tried += 1
+            why = _prefill_fits(model, inst, context)
+            if why:
+                bad.append((n, _split_label(moe, n), why))
+                continue
+            pm = instance_prefill(model, inst, inputs, stack, moe)
+            cands.append((n, moe, pm))
+            rate = (pool.chips // n) / np.maximum(g.busy_at_lengths(pm), 1e-300)
+            rates.append(np.concatenate([rate, -g.latency_at_lengths(pm)]) if latency else rate)
+            ns.append(n)
+    drops = _dominated_per_shape(ns, rates) if latency else _dominated(rates)
+    return tuple(cands), tuple(drops), tuple(bad), tried
 
 
 def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
@@ -278,7 +312,6 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     from ..performance import decode_capacity, decode_memory, parse_instance
     from ..performance.base import Instance
     from .plans import _costs
-    from .scenario import instance_prefill
 
     if sc.inputs == "paper":
         raise PlanError("`inputs` paper gives the paper's 8-chip H200 and H20 instances only: the configuration "
@@ -286,7 +319,6 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
     r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
     l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
-    lengths = sc.grid.lengths
     infeasible: list[Infeasible] = []
     counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
     ranked: list[Candidate] = []
@@ -316,26 +348,44 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             for seq, *args in candidates:
                 evaluate(seq, *args)
             return
-        built = [(seq, args, joint(*args)) for seq, *args in candidates]
-        bounds = [lambda_upper_bound(lay, sc.grid, perf, sc.mode) for _, _, (_, perf, lay) in built]
+        bounds = [bound(*args) for _, *args in candidates]
         best, done = floor, []   # done: (search-order number, Lambda_max) of those evaluated here
-        for k in sorted(range(len(built)), key=lambda k: (-bounds[k], built[k][0])):
+        for k in sorted(range(len(candidates)), key=lambda k: (-bounds[k], candidates[k][0])):
             cap = bounds[k] * (1 + BOUND_SLACK)
             if cap < best * (1 - REL_TIE):
                 break
-            seq, args, made = built[k]
+            seq, *args = candidates[k]
             if any(s < seq and lam >= cap for s, lam in done):
                 continue   # an earlier candidate at least as good: it wins the tie (and this model's argmax)
-            lam = evaluate(seq, *args, made=made)
+            lam = evaluate(seq, *args)
             done.append((seq, lam))
             best = max(best, lam)
 
-    def evaluate(seq, model, r, n_l, lp, d, made=None) -> float:
+    by_shape: dict[tuple[int, int], object] = {}   # (remote, local chips per instance) -> layout
+
+    def bound(model, r, n_l, lp, d) -> float:
+        """`lambda_upper_bound` of one joint configuration, without building it (exact mode:
+        `crossing_bound`)."""
+        if sc.mode != "exact":
+            cand_sc, perf, lay = joint(model, r, n_l, lp, d)
+            return lambda_upper_bound(lay, sc.grid, perf, sc.mode)
+        (n_r, _, r_pm), (_, _, l_pm), (_, _, cap, tb) = r, lp, d
+        lay = by_shape.get((n_r, n_l))
+        if lay is None:
+            lay = by_shape[n_r, n_l] = prfaas_layout(replace(sc, instance_chips=n_l,
+                                                           remote_instance_chips=None if n_r == n_l else n_r))
+        site = lay.pd_sites[0]
+        if lay.remote is None or site.link is None:
+            return float("inf")
+        return crossing_bound(sc.grid, lay.remote.instances, site.link.goodput_bps, site.instances, r_pm, l_pm,
+                              model, tb, float(cap.requests_per_s(sc.output_tokens)))
+
+    def evaluate(seq, model, r, n_l, lp, d) -> float:
         """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``);
         its ``Lambda_max``."""
         (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
         wd, kd = model.weight_dtype, model.kv_dtype
-        cand_sc, perf, lay = joint(model, r, n_l, lp, d) if made is None else made
+        cand_sc, perf, lay = joint(model, r, n_l, lp, d)
         best = grid_search(lay, sc.grid, perf, sc.mode).best
         roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
                  RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
@@ -353,23 +403,12 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
-            """(chips, moe, prefill model) of one site's prefill role and whether each is dominated
-            (throughput alone, or with ``latency`` throughput and latency per shape)."""
-            cands, rates, ns = [], [], []
-            for n in shapes:
-                inst = Instance(pool.chip, n)
-                for moe in _moe_splits(model, n):
-                    counts[f"{site} prefill"][0] += 1
-                    why = _prefill_fits(model, inst, sc.context_tokens)
-                    if why:
-                        infeasible.append(Infeasible("prefill", site, n, _split_label(moe, n), wd, why))
-                        continue
-                    pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
-                    cands.append((n, moe, pm))
-                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
-                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
-                    ns.append(n)
-            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
+            """`prefill_candidates` of one site, its infeasible candidates and counts recorded."""
+            cands, drops, bad, tried = prefill_candidates(model, pool, tuple(shapes), Same(sc.grid),
+                                                          sc.context_tokens, sc.inputs, sc.stack, latency)
+            counts[f"{site} prefill"][0] += tried
+            infeasible.extend(Infeasible("prefill", site, n, label, wd, why) for n, label, why in bad)
+            return list(cands), list(drops)
 
         r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
         r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
@@ -399,7 +438,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     tb = TransferBytes(policy, n_l)
                     decodes.append((dp, moe, cap, tb))
                     rps = cap.requests_per_s(sc.output_tokens)
-                    dec_rows.append(np.concatenate([[rps], -tb.at(model, lengths)]))
+                    dec_rows.append(np.concatenate([[rps], -sc.grid.transfer_at_lengths(model, tb)]))
             d_keep = [c for c, d in zip(decodes, _dominated(dec_rows)) if not d]
             counts["local decode"][1] += len(d_keep)
             for r in r_keep:
@@ -479,6 +518,42 @@ def lambda_upper_bound(lay, grid, perf, mode: str) -> float:
         ub = np.minimum(np.minimum(_bound(lay.remote.instances, remote_s),
                                    _bound(site.link.goodput_bps / 8.0, np.asarray(link_b, dtype=float))), local)
     return float(np.nanmax(ub)) if np.any(~np.isnan(ub)) else float("inf")
+
+
+def crossing_bound(grid, n_remote: int, goodput_bps: float, n_local: int, remote_prefill, local_prefill, model,
+                   transfer, decode_rps: float) -> float:
+    """`lambda_upper_bound` in exact mode (requests/s) by bisection instead of over every step: the remote
+    and link bounds only rise with the step (less is sent remote) and the local one only falls, so the
+    maximum of their minimum sits where they cross. Arguments: the remote and local instance counts, the
+    link's goodput (bit/s), the prefill models, the transfer policy and one local instance's decode
+    requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`, `transfer_suffix`)."""
+    remote_s = grid.busy_suffix(remote_prefill)
+    link_b = grid.transfer_suffix(model, transfer)
+    local_suffix = grid.busy_suffix(local_prefill)
+    total, byte_rate, inf = float(local_suffix[0]), goodput_bps / 8.0, float("inf")
+
+    def rising(k: int) -> float:
+        r, b = float(remote_s[k]), float(link_b[k])
+        return min(n_remote / r if r > 0 else inf, byte_rate / b if b > 0 else inf)
+
+    def falling(k: int) -> float:
+        p = total - float(local_suffix[k])
+        if p <= 0:
+            return n_local * decode_rps
+        meet = n_local * decode_rps * p / (1.0 + decode_rps * p)
+        low = min(max(math.floor(meet), 0), n_local)
+        return max(min(n / p, (n_local - n) * decode_rps) for n in (low, min(low + 1, n_local)))
+
+    lo, hi = 0, len(remote_s) - 1   # the first step where rising >= falling lies in [lo, hi + 1]
+    if rising(hi) < falling(hi):
+        return rising(hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rising(mid) >= falling(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return falling(lo) if lo == 0 else max(falling(lo), rising(lo - 1))
 
 
 def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, l_pool, l_shapes: list[int]) -> None:
