@@ -15,7 +15,7 @@ from prfaas_plan.performance import decode_capacity, decode_memory
 from prfaas_plan.performance.decode import attention_weight_bytes
 from prfaas_plan.performance.operators import kv_bytes_per_token_per_chip, state_bytes_per_chip
 from prfaas_plan.planning import Question, SearchSpec, answer_size, scenario, search_configurations
-from prfaas_plan.planning.configurations import RoleConfig, _dominated, pareto_front
+from prfaas_plan.planning.configurations import RoleConfig, dominated, pareto_front
 from prfaas_plan.profiles import get_model
 from prfaas_plan import arithmetic as A
 
@@ -159,7 +159,7 @@ def test_more_chips_never_lower_the_optimum(r, l, dr, dl):
 
 def test_dominance_and_pareto_helpers():
     rows = [np.array([1.0, 2.0]), np.array([2.0, 2.0]), np.array([2.0, 2.0]), np.array([3.0, 0.0])]
-    assert _dominated(rows) == [True, False, True, False]   # exact ties keep the first
+    assert dominated(rows) == [True, False, True, False]   # exact ties keep the first
     assert pareto_front([(1, 1), (2, 0), (0, 2), (1, 0)]) == [0, 1, 2]
 
 
@@ -393,8 +393,8 @@ def test_search_tries_the_hybrids_and_adding_them_never_lowers_the_optimum(monke
 
     sc = scenario(model="qwen3-235b", remote="16xH200", local="32xH20", link="100G")
     found = search_configurations(sc)
-    plain_splits = C._moe_splits
-    monkeypatch.setattr(C, "_moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
+    plain_splits = C.moe_splits
+    monkeypatch.setattr(C, "moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
                                                                 if s in ("tp", "ep")])
     without = search_configurations(sc)
     assert sum(v[0] for v in found.counts.values()) > sum(v[0] for v in without.counts.values())

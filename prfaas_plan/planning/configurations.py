@@ -170,11 +170,11 @@ class ConfigSearch:
                 for i in range(len(cands)) if i in chip or i in dollar]
 
 
-def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
+def instance_shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
     """Chips per instance to try: ``pinned``, or the divisors of the pool in 1..16 (whole instances), only
     those in ``allowed`` when given."""
     if allowed is not None:
-        return [n for n in _shapes(pool, pinned, what) if n in allowed]
+        return [n for n in instance_shapes(pool, pinned, what) if n in allowed]
     if pinned is not None:
         if pool % pinned:
             raise PlanError(f"{what}: {pool} chips do not make whole {pinned}-chip instances")
@@ -184,7 +184,7 @@ def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] |
     return out
 
 
-def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
+def attention_modes(chips: int, transfer: str | None) -> list[bool]:
     """Decode attention modes to try (True: DP attention): both on several chips, unless the user pinned a
     transfer policy that names one (``replicated``: what TP attention receives; ``dp-attention``: DP
     attention); ``logical`` is a counting convention and pins the bytes only."""
@@ -193,27 +193,34 @@ def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
     return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, True])
 
 
-def _moe_splits(model, chips: int) -> list[str]:
+def moe_splits(model, chips: int) -> list[str]:
     """Routed-expert splits to try on ``chips``: TP, EP and the expert-TP x EP hybrids (`moe_split`)."""
     from ..performance.moe_split import hybrid_splits
 
     return ["tp", "ep"] + hybrid_splits(chips) if model.moe is not None and chips > 1 else ["tp"]
 
 
-def _ep(moe: str, chips: int) -> int:
+def expert_parallel_degree(moe: str, chips: int) -> int:
+    """The expert-parallel degree of the routed-expert split ``moe`` (`moe_splits`) on a ``chips``-chip
+    instance (1: experts sliced by TP, and always on one chip): the ``ep`` of a `RoleConfig`."""
     from ..performance.moe_split import ep_degree
 
     return ep_degree(moe, chips) if chips > 1 else 1
 
 
-def _split_label(moe: str, chips: int) -> str:
+def moe_split_label(moe: str, chips: int) -> str:
+    """How the routed-expert split ``moe`` on ``chips`` chips is named in infeasibility reasons and tables
+    (`moe_split.split_label`; "MoE TP1" on one chip)."""
     from ..performance.moe_split import split_label
 
     return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
-def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
-    """``rows[i]`` dominated by an earlier-or-other row (no better anywhere); exact ties keep the first."""
+def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
+    """For each of ``rows`` (one role candidate's figures, e.g. requests/s at every prompt length, all of one
+    length), whether another row is at least as good everywhere (``higher_better``: larger is better) and
+    better somewhere, or equal and earlier: exact ties keep the first. A dominated candidate cannot raise
+    the optimum, so the search drops it."""
     out = []
     for i, a in enumerate(rows):
         out.append(any((np.all(b >= a) if higher_better else np.all(b <= a)) and (np.any(b != a) or j < i)
@@ -222,7 +229,7 @@ def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]
 
 
 @shared
-def _prefill_fits(model, inst, context: float) -> str | None:
+def prefill_fits(model, inst, context: float) -> str | None:
     """Why a prefill instance cannot hold ``model`` and one request's cache at ``context`` tokens (the mean
     context decode is sized at: the planner's one memory basis; prompts far above it need the HBM a long
     prompt's cache takes, which the routing may send remote), or None."""
@@ -236,8 +243,9 @@ def _prefill_fits(model, inst, context: float) -> str | None:
     return None
 
 
-def _dtype_models(sc: Scenario) -> list:
-    """The model profile at each allowed (weight, KV) dtype pair; the scenario's own when none were listed."""
+def dtype_models(sc: Scenario) -> list:
+    """The model profile at each allowed (weight, KV) dtype pair (``sc.weight_dtypes`` x ``sc.kv_dtypes``,
+    the search's outermost loop); ``[sc.model]`` when none were listed."""
     if not sc.weight_dtypes and not sc.kv_dtypes:
         return [sc.model]
     from ..profiles import get_model
@@ -266,28 +274,28 @@ def prefill_candidates(model, pool, shapes: tuple[int, ...], grid: Same, context
     cands, rates, ns, bad, tried = [], [], [], [], 0
     for n in shapes:
         inst = Instance(pool.chip, n)
-        for moe in _moe_splits(model, n):
+        for moe in moe_splits(model, n):
             tried += 1
-            why = _prefill_fits(model, inst, context)
+            why = prefill_fits(model, inst, context)
             if why:
-                bad.append((n, _split_label(moe, n), why))
+                bad.append((n, moe_split_label(moe, n), why))
                 continue
             pm = instance_prefill(model, inst, inputs, stack, moe)
             cands.append((n, moe, pm))
             rate = (pool.chips // n) / np.maximum(g.busy_at_lengths(pm), 1e-300)
             rates.append(np.concatenate([rate, -g.latency_at_lengths(pm)]) if latency else rate)
             ns.append(n)
-    drops = _dominated_per_shape(ns, rates) if latency else _dominated(rates)
+    drops = _dominated_per_shape(ns, rates) if latency else dominated(rates)
     return tuple(cands), tuple(drops), tuple(bad), tried
 
 
 def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
-    """`_dominated` among the rows of one instance shape each (rows of different shapes never drop each
+    """`dominated` among the rows of one instance shape each (rows of different shapes never drop each
     other: their pools have different server counts, so they queue differently at one capacity)."""
     out = [False] * len(rows)
     for n in set(shapes):
         idx = [i for i, m in enumerate(shapes) if m == n]
-        for i, d in zip(idx, _dominated([rows[i] for i in idx])):
+        for i, d in zip(idx, dominated([rows[i] for i in idx])):
             out[i] = d
     return out
 
@@ -317,8 +325,8 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         raise PlanError("`inputs` paper gives the paper's 8-chip H200 and H20 instances only: the configuration "
                         "search needs `inputs` predicted (or pin `instance_chips` 8)")
     r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
-    r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
-    l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
+    r_shapes = instance_shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
+    l_shapes = instance_shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
     infeasible: list[Infeasible] = []
     counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
     ranked: list[Candidate] = []
@@ -387,9 +395,10 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc, perf, lay = joint(model, r, n_l, lp, d)
         best = grid_search(lay, sc.grid, perf, sc.mode).best
-        roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
-                 RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
-                 RoleConfig("decode", "local", n_l, n_l, _ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
+        ep = expert_parallel_degree
+        roles = (RoleConfig("prefill", "remote", n_r, n_r, ep(r_moe, n_r), False, 0, wd, kd),
+                 RoleConfig("prefill", "local", n_l, n_l, ep(l_moe, n_l), False, 0, wd, kd),
+                 RoleConfig("decode", "local", n_l, n_l, ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
         capex, hourly = _costs(lay)
         ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
                                 best.binding, cap.step_s, r_pool.chips + l_pool.chips,
@@ -399,7 +408,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         order.append(seq)
         return best.lambda_max
 
-    for model in _dtype_models(sc):
+    for model in dtype_models(sc):
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
@@ -419,10 +428,10 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
-            for dp in _attention_modes(n_l, spec.transfer):
-                for moe in _moe_splits(model, n_l):
+            for dp in attention_modes(n_l, spec.transfer):
+                for moe in moe_splits(model, n_l):
                     counts["local decode"][0] += 1
-                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {_split_label(moe, n_l)}"
+                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}"
                     cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
                                           dp_attention=dp)
                     if cap.batch <= 0:
@@ -439,7 +448,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     decodes.append((dp, moe, cap, tb))
                     rps = cap.requests_per_s(sc.output_tokens)
                     dec_rows.append(np.concatenate([[rps], -sc.grid.transfer_at_lengths(model, tb)]))
-            d_keep = [c for c, d in zip(decodes, _dominated(dec_rows)) if not d]
+            d_keep = [c for c, d in zip(decodes, dominated(dec_rows)) if not d]
             counts["local decode"][1] += len(d_keep)
             for r in r_keep:
                 for lp in lp_keep:
