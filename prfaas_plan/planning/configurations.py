@@ -49,7 +49,7 @@ from .scenario import Scenario, prfaas_layout, with_dtypes
 MAX_INSTANCE_CHIPS = 16
 SHAPE_ORDER = (8, 4, 16, 2, 1)  # ties go to the earlier shape (8 first: the former fixed shape)
 REL_TIE = 1e-9
-BOUND_SLACK = 1e-6  # relative margin on `lambda_upper_bound` for rounding (its sums are not the search's)
+BOUND_SLACK = 1e-6  # relative margin on `lambda_upper_bound` for rounding (it divides in another order)
 
 
 @dataclass(frozen=True)
