@@ -15,7 +15,7 @@ from prfaas_plan.performance import decode_capacity, decode_memory
 from prfaas_plan.performance.decode import attention_weight_bytes
 from prfaas_plan.performance.operators import kv_bytes_per_token_per_chip, state_bytes_per_chip
 from prfaas_plan.planning import Question, SearchSpec, answer_size, scenario, search_configurations
-from prfaas_plan.planning.configurations import RoleConfig, _dominated, pareto_front
+from prfaas_plan.planning.configurations import RoleConfig, dominated, pareto_front
 from prfaas_plan.profiles import get_model
 from prfaas_plan import arithmetic as A
 
@@ -159,7 +159,7 @@ def test_more_chips_never_lower_the_optimum(r, l, dr, dl):
 
 def test_dominance_and_pareto_helpers():
     rows = [np.array([1.0, 2.0]), np.array([2.0, 2.0]), np.array([2.0, 2.0]), np.array([3.0, 0.0])]
-    assert _dominated(rows) == [True, False, True, False]   # exact ties keep the first
+    assert dominated(rows) == [True, False, True, False]   # exact ties keep the first
     assert pareto_front([(1, 1), (2, 0), (0, 2), (1, 0)]) == [0, 1, 2]
 
 
@@ -393,8 +393,8 @@ def test_search_tries_the_hybrids_and_adding_them_never_lowers_the_optimum(monke
 
     sc = scenario(model="qwen3-235b", remote="16xH200", local="32xH20", link="100G")
     found = search_configurations(sc)
-    plain_splits = C._moe_splits
-    monkeypatch.setattr(C, "_moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
+    plain_splits = C.moe_splits
+    monkeypatch.setattr(C, "moe_splits", lambda model, chips: [s for s in plain_splits(model, chips)
                                                                 if s in ("tp", "ep")])
     without = search_configurations(sc)
     assert sum(v[0] for v in found.counts.values()) > sum(v[0] for v in without.counts.values())
@@ -410,3 +410,54 @@ def test_vllm_export_refuses_a_hybrid():
     role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0)
     with pytest.raises(PlanError, match="vLLM has no expert-TP x EP split"):
         vllm_command(SimpleNamespace(model_path="m"), role, "nixl")
+
+
+# ---- branch and bound (`prune`, what sweeps and the sensitivity table run) -----------------------------
+
+def _same_best(sc, spec=SearchSpec()):
+    """The pruned search's answer is the exhaustive one's, field by field (scenario, roles, throughput,
+    threshold, split), and it grid-searched no more candidates."""
+    full, pruned = search_configurations(sc, spec), search_configurations(sc, spec, report=0, prune=True)
+    a, b = full.best, pruned.best
+    assert (b.scenario, b.roles, b.lambda_max, b.threshold, b.n_prefill, b.binding) == \
+        (a.scenario, a.roles, a.lambda_max, a.threshold, a.n_prefill, a.binding)
+    assert len(pruned.ranked) <= len(full.ranked) and pruned.counts == full.counts
+    return full, pruned
+
+
+@pytest.mark.parametrize("kw", [
+    {"model": "kimi-linear", "link": "100G"},
+    {"model": "kimi-linear", "link": "10G", "tpot": "15ms", "local": "32xH20"},
+    {"model": "kimi-linear", "link": "400G", "tpot": "80ms", "remote": "8xH200", "local": "96xH20"},
+    {"model": "kimi-linear", "weight_dtype": "fp8,bf16"},
+    {"model": "qwen3-235b", "remote": "32xH200", "local": "64xH20", "link": "25G"},
+    {"model": "kimi-linear", "link": "100G", "mode": "representative"},
+])
+def test_pruned_search_finds_the_exhaustive_optimum(kw):
+    full, pruned = _same_best(scenario(**kw))
+    if kw == {"model": "kimi-linear", "link": "100G"}:
+        assert len(pruned.ranked) < len(full.ranked)   # it does prune on the default question
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(st.sampled_from(["16xH200", "32xH200", "48xH200"]), st.sampled_from(["32xH20", "64xH20", "96xH20"]),
+       st.sampled_from(["5G", "25G", "100G", "800G"]), st.sampled_from(["15ms", "25ms", "40ms", "100ms"]))
+def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
+    """`lambda_upper_bound` is at least every exhaustively searched candidate's ``Lambda_max``, and the
+    pruned search's optimum is the exhaustive one's."""
+    from prfaas_plan.planning.configurations import crossing_bound, lambda_upper_bound
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    sc = scenario(model="kimi-linear", remote=remote, local=local, link=link, tpot=tpot)
+    try:
+        full, _ = _same_best(sc)
+    except PlanError:
+        return
+    for c in full.ranked:
+        lay, site = prfaas_layout(c.scenario), c.perf.sites["local"]
+        ub = lambda_upper_bound(lay, sc.grid, c.perf, sc.mode)
+        assert ub >= c.lambda_max * (1 - 1e-12)
+        fast = crossing_bound(sc.grid, lay.remote.instances, lay.pd_sites[0].link.goodput_bps,
+                              lay.pd_sites[0].instances, c.perf.remote_prefill, site.prefill, c.perf.model,
+                              site.transfer, site.decode.requests_per_s(sc.output_tokens))
+        assert fast == pytest.approx(ub, rel=1e-12)

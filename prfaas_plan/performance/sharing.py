@@ -52,3 +52,20 @@ def shared(fn):
         return hit
 
     return wrapper
+
+
+class Same:
+    """A memo key that matches only the very object it wraps (by identity, not value): for an argument
+    that cannot be hashed, such as a length grid of arrays. The memo keeps the key, and with it the object,
+    so its identity cannot be recycled while the answer is remembered."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Same) and other.obj is self.obj

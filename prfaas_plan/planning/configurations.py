@@ -35,17 +35,21 @@ Units: chips, requests/s, seconds, tokens.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..errors import PlanError
 from ..layout import instances_from_chips
+from ..performance.sharing import Same, shared
 from .scenario import Scenario, prfaas_layout, with_dtypes
 
 MAX_INSTANCE_CHIPS = 16
 SHAPE_ORDER = (8, 4, 16, 2, 1)  # ties go to the earlier shape (8 first: the former fixed shape)
 REL_TIE = 1e-9
+BOUND_SLACK = 1e-6  # relative margin on `lambda_upper_bound` for rounding (it divides in another order)
 
 
 @dataclass(frozen=True)
@@ -166,11 +170,11 @@ class ConfigSearch:
                 for i in range(len(cands)) if i in chip or i in dollar]
 
 
-def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
+def instance_shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] | None = None) -> list[int]:
     """Chips per instance to try: ``pinned``, or the divisors of the pool in 1..16 (whole instances), only
     those in ``allowed`` when given."""
     if allowed is not None:
-        return [n for n in _shapes(pool, pinned, what) if n in allowed]
+        return [n for n in instance_shapes(pool, pinned, what) if n in allowed]
     if pinned is not None:
         if pool % pinned:
             raise PlanError(f"{what}: {pool} chips do not make whole {pinned}-chip instances")
@@ -180,7 +184,7 @@ def _shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int, ...] |
     return out
 
 
-def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
+def attention_modes(chips: int, transfer: str | None) -> list[bool]:
     """Decode attention modes to try (True: DP attention): both on several chips, unless the user pinned a
     transfer policy that names one (``replicated``: what TP attention receives; ``dp-attention``: DP
     attention); ``logical`` is a counting convention and pins the bytes only."""
@@ -189,27 +193,34 @@ def _attention_modes(chips: int, transfer: str | None) -> list[bool]:
     return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, True])
 
 
-def _moe_splits(model, chips: int) -> list[str]:
+def moe_splits(model, chips: int) -> list[str]:
     """Routed-expert splits to try on ``chips``: TP, EP and the expert-TP x EP hybrids (`moe_split`)."""
     from ..performance.moe_split import hybrid_splits
 
     return ["tp", "ep"] + hybrid_splits(chips) if model.moe is not None and chips > 1 else ["tp"]
 
 
-def _ep(moe: str, chips: int) -> int:
+def expert_parallel_degree(moe: str, chips: int) -> int:
+    """The expert-parallel degree of the routed-expert split ``moe`` (`moe_splits`) on a ``chips``-chip
+    instance (1: experts sliced by TP, and always on one chip): the ``ep`` of a `RoleConfig`."""
     from ..performance.moe_split import ep_degree
 
     return ep_degree(moe, chips) if chips > 1 else 1
 
 
-def _split_label(moe: str, chips: int) -> str:
+def moe_split_label(moe: str, chips: int) -> str:
+    """How the routed-expert split ``moe`` on ``chips`` chips is named in infeasibility reasons and tables
+    (`moe_split.split_label`; "MoE TP1" on one chip)."""
     from ..performance.moe_split import split_label
 
     return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
-def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
-    """``rows[i]`` dominated by an earlier-or-other row (no better anywhere); exact ties keep the first."""
+def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
+    """For each of ``rows`` (one role candidate's figures, e.g. requests/s at every prompt length, all of one
+    length), whether another row is at least as good everywhere (``higher_better``: larger is better) and
+    better somewhere, or equal and earlier: exact ties keep the first. A dominated candidate cannot raise
+    the optimum, so the search drops it."""
     out = []
     for i, a in enumerate(rows):
         out.append(any((np.all(b >= a) if higher_better else np.all(b <= a)) and (np.any(b != a) or j < i)
@@ -217,7 +228,8 @@ def _dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]
     return out
 
 
-def _prefill_fits(model, inst, context: float) -> str | None:
+@shared
+def prefill_fits(model, inst, context: float) -> str | None:
     """Why a prefill instance cannot hold ``model`` and one request's cache at ``context`` tokens (the mean
     context decode is sized at: the planner's one memory basis; prompts far above it need the HBM a long
     prompt's cache takes, which the routing may send remote), or None."""
@@ -231,8 +243,9 @@ def _prefill_fits(model, inst, context: float) -> str | None:
     return None
 
 
-def _dtype_models(sc: Scenario) -> list:
-    """The model profile at each allowed (weight, KV) dtype pair; the scenario's own when none were listed."""
+def dtype_models(sc: Scenario) -> list:
+    """The model profile at each allowed (weight, KV) dtype pair (``sc.weight_dtypes`` x ``sc.kv_dtypes``,
+    the search's outermost loop); ``[sc.model]`` when none were listed."""
     if not sc.weight_dtypes and not sc.kv_dtypes:
         return [sc.model]
     from ..profiles import get_model
@@ -245,26 +258,61 @@ def _dtype_models(sc: Scenario) -> list:
     return out
 
 
+@shared
+def prefill_candidates(model, pool, shapes: tuple[int, ...], grid: Same, context: float, inputs: str, stack: str,
+                       latency: bool) -> tuple:
+    """One site's prefill role candidates on ``pool`` (chips per instance in ``shapes``, every MoE split):
+    ``(candidates, dominated, infeasible, tried)``, the candidates as ``(chips, moe, prefill model)``, whether
+    each is dominated (throughput alone, or with ``latency`` throughput and latency per shape), the
+    infeasible ones as ``(chips, split label, reason)`` with HBM fit checked at ``context`` tokens, and
+    how many were tried. ``grid`` (`sharing.Same`) is the scenario's length grid; `shared`: a sweep's
+    points on one pool build them once."""
+    from ..performance.base import Instance
+    from .scenario import instance_prefill
+
+    g = grid.obj
+    cands, rates, ns, bad, tried = [], [], [], [], 0
+    for n in shapes:
+        inst = Instance(pool.chip, n)
+        for moe in moe_splits(model, n):
+            tried += 1
+            why = prefill_fits(model, inst, context)
+            if why:
+                bad.append((n, moe_split_label(moe, n), why))
+                continue
+            pm = instance_prefill(model, inst, inputs, stack, moe)
+            cands.append((n, moe, pm))
+            rate = (pool.chips // n) / np.maximum(g.busy_at_lengths(pm), 1e-300)
+            rates.append(np.concatenate([rate, -g.latency_at_lengths(pm)]) if latency else rate)
+            ns.append(n)
+    drops = _dominated_per_shape(ns, rates) if latency else dominated(rates)
+    return tuple(cands), tuple(drops), tuple(bad), tried
+
+
 def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
-    """`_dominated` among the rows of one instance shape each (rows of different shapes never drop each
+    """`dominated` among the rows of one instance shape each (rows of different shapes never drop each
     other: their pools have different server counts, so they queue differently at one capacity)."""
     out = [False] * len(rows)
     for n in set(shapes):
         idx = [i for i, m in enumerate(shapes) if m == n]
-        for i, d in zip(idx, _dominated([rows[i] for i in idx])):
+        for i, d in zip(idx, dominated([rows[i] for i in idx])):
             out[i] = d
     return out
 
 
 def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report: int = 32,
-                          latency: bool = False) -> ConfigSearch:
+                          latency: bool = False, prune: bool = False) -> ConfigSearch:
     """Search the configurations of every role of ``sc``'s PrfaaS-PD plan (see the module docstring);
     ``report`` candidates (best first) get their TTFT P90 for the runner-up and Pareto tables.
 
     ``latency`` keeps every prefill candidate a TTFT SLO may need (`planning.slo.slo_configurations`): a
     smaller pool rate can come with a shorter prefill per request (more chips per instance), so a prefill
     candidate is dropped only for another of the same shape that is at least as fast per request *and*
-    carries at least as many requests/s at every length."""
+    carries at least as many requests/s at every length.
+
+    ``prune`` (branch and bound, for callers that read ``best`` only) grid-searches a joint configuration
+    only while its `lambda_upper_bound` can still reach the best found: ``best`` is the exhaustive search's
+    (tests/test_configurations.py), ``ranked`` holds only the candidates evaluated."""
     from ..analytic.search import grid_search
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
@@ -272,60 +320,104 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     from ..performance import decode_capacity, decode_memory, parse_instance
     from ..performance.base import Instance
     from .plans import _costs
-    from .scenario import instance_prefill
 
     if sc.inputs == "paper":
         raise PlanError("`inputs` paper gives the paper's 8-chip H200 and H20 instances only: the configuration "
                         "search needs `inputs` predicted (or pin `instance_chips` 8)")
     r_pool, l_pool = parse_instance(sc.remote, "`remote`"), parse_instance(sc.local, "`local`")
-    r_shapes = _shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
-    l_shapes = _shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
-    lengths = sc.grid.lengths
+    r_shapes = instance_shapes(r_pool.chips, spec.remote_chips, "`remote_instance_chips`", spec.remote_shapes)
+    l_shapes = instance_shapes(l_pool.chips, spec.local_chips, "`local_instance_chips`", spec.local_shapes)
     infeasible: list[Infeasible] = []
     counts: dict[str, list[int]] = {"remote prefill": [0, 0], "local prefill": [0, 0], "local decode": [0, 0]}
     ranked: list[Candidate] = []
     evaluated: list[tuple] = []  # (perf, best evaluation, local prefill, decode) of each ranked candidate
 
-    def evaluate(model, r, n_l, lp, d) -> None:
-        """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``)."""
+    numbers = itertools.count()
+    order: list[int] = []    # search-order number of each ranked candidate (ties go to the lowest)
+    pending: list[tuple] = []  # (search-order number, model, r, n_l, lp, d) of one model, not yet evaluated
+
+    def joint(model, r, n_l, lp, d) -> tuple:
+        """The scenario, performance inputs and layout of one joint configuration."""
         (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
-        wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc = replace(sc, model=model, instance_chips=n_l, remote_instance_chips=None if n_r == n_l else n_r,
                           remote_moe=r_moe, local_moe=l_moe, decode_moe=d_moe, dp_attention=dp, transfer=tb.policy)
         perf = PerfInputs(model, r_pm, {"local": SitePerf(l_pm, cap, tb)}, sc.output_tokens)
-        lay = prfaas_layout(cand_sc)
+        return cand_sc, perf, prfaas_layout(cand_sc)
+
+    def queue(model, r, n_l, lp, d) -> None:
+        pending.append((next(numbers), model, r, n_l, lp, d))
+
+    def run(candidates: list[tuple], floor: float) -> None:
+        """Evaluate ``candidates`` (`queue`'s tuples); with ``prune``, highest `lambda_upper_bound` first,
+        none whose bound is below ``floor`` or the best found so far (less `REL_TIE`), and none whose bound
+        an evaluated candidate earlier in the search order reaches: neither can be chosen, nor be this
+        model's first best (the dropped remote candidates are planned with that one's local roles)."""
+        if not prune:
+            for seq, *args in candidates:
+                evaluate(seq, *args)
+            return
+        bounds = [bound(*args) for _, *args in candidates]
+        best, done = floor, []   # done: (search-order number, Lambda_max) of those evaluated here
+        for k in sorted(range(len(candidates)), key=lambda k: (-bounds[k], candidates[k][0])):
+            cap = bounds[k] * (1 + BOUND_SLACK)
+            if cap < best * (1 - REL_TIE):
+                break
+            seq, *args = candidates[k]
+            if any(s < seq and lam >= cap for s, lam in done):
+                continue   # an earlier candidate at least as good: it wins the tie (and this model's argmax)
+            lam = evaluate(seq, *args)
+            done.append((seq, lam))
+            best = max(best, lam)
+
+    by_shape: dict[tuple[int, int], object] = {}   # (remote, local chips per instance) -> layout
+
+    def bound(model, r, n_l, lp, d) -> float:
+        """`lambda_upper_bound` of one joint configuration, without building it (exact mode:
+        `crossing_bound`)."""
+        if sc.mode != "exact":
+            cand_sc, perf, lay = joint(model, r, n_l, lp, d)
+            return lambda_upper_bound(lay, sc.grid, perf, sc.mode)
+        (n_r, _, r_pm), (_, _, l_pm), (_, _, cap, tb) = r, lp, d
+        lay = by_shape.get((n_r, n_l))
+        if lay is None:
+            lay = by_shape[n_r, n_l] = prfaas_layout(replace(sc, instance_chips=n_l,
+                                                           remote_instance_chips=None if n_r == n_l else n_r))
+        site = lay.pd_sites[0]
+        if lay.remote is None or site.link is None:
+            return float("inf")
+        return crossing_bound(sc.grid, lay.remote.instances, site.link.goodput_bps, site.instances, r_pm, l_pm,
+                              model, tb, float(cap.requests_per_s(sc.output_tokens)))
+
+    def evaluate(seq, model, r, n_l, lp, d) -> float:
+        """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``);
+        its ``Lambda_max``."""
+        (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
+        wd, kd = model.weight_dtype, model.kv_dtype
+        cand_sc, perf, lay = joint(model, r, n_l, lp, d)
         best = grid_search(lay, sc.grid, perf, sc.mode).best
-        roles = (RoleConfig("prefill", "remote", n_r, n_r, _ep(r_moe, n_r), False, 0, wd, kd),
-                 RoleConfig("prefill", "local", n_l, n_l, _ep(l_moe, n_l), False, 0, wd, kd),
-                 RoleConfig("decode", "local", n_l, n_l, _ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
+        ep = expert_parallel_degree
+        roles = (RoleConfig("prefill", "remote", n_r, n_r, ep(r_moe, n_r), False, 0, wd, kd),
+                 RoleConfig("prefill", "local", n_l, n_l, ep(l_moe, n_l), False, 0, wd, kd),
+                 RoleConfig("decode", "local", n_l, n_l, ep(d_moe, n_l), dp, int(cap.batch), wd, kd))
         capex, hourly = _costs(lay)
         ranked.append(Candidate(cand_sc, roles, best.lambda_max, best.threshold, best.n_prefill, best.n_decode,
                                 best.binding, cap.step_s, r_pool.chips + l_pool.chips,
                                 capex_usd=capex if np.isfinite(capex) else None,
                                 cloud_usd_per_hour=hourly if np.isfinite(hourly) else None, perf=perf))
         evaluated.append((perf, best, lp, d))
+        order.append(seq)
+        return best.lambda_max
 
-    for model in _dtype_models(sc):
+    for model in dtype_models(sc):
         wd, kd = model.weight_dtype, model.kv_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
-            """(chips, moe, prefill model) of one site's prefill role and whether each is dominated
-            (throughput alone, or with ``latency`` throughput and latency per shape)."""
-            cands, rates, ns = [], [], []
-            for n in shapes:
-                inst = Instance(pool.chip, n)
-                for moe in _moe_splits(model, n):
-                    counts[f"{site} prefill"][0] += 1
-                    why = _prefill_fits(model, inst, sc.context_tokens)
-                    if why:
-                        infeasible.append(Infeasible("prefill", site, n, _split_label(moe, n), wd, why))
-                        continue
-                    pm = instance_prefill(model, inst, sc.inputs, sc.stack, moe)
-                    cands.append((n, moe, pm))
-                    rate = (pool.chips // n) / np.maximum(sc.grid.busy_at_lengths(pm), 1e-300)
-                    rates.append(np.concatenate([rate, -sc.grid.latency_at_lengths(pm)]) if latency else rate)
-                    ns.append(n)
-            return cands, (_dominated_per_shape(ns, rates) if latency else _dominated(rates))
+            """`prefill_candidates` of one site, its infeasible candidates and counts recorded."""
+            cands, drops, bad, tried = prefill_candidates(model, pool, tuple(shapes), Same(sc.grid),
+                                                          sc.context_tokens, sc.inputs, sc.stack, latency)
+            counts[f"{site} prefill"][0] += tried
+            infeasible.extend(Infeasible("prefill", site, n, label, wd, why) for n, label, why in bad)
+            return list(cands), list(drops)
 
         r_cands, r_drop = prefill_pool("remote", r_pool, r_shapes)
         r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
@@ -336,10 +428,10 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
             decodes, dec_rows = [], []
-            for dp in _attention_modes(n_l, spec.transfer):
-                for moe in _moe_splits(model, n_l):
+            for dp in attention_modes(n_l, spec.transfer):
+                for moe in moe_splits(model, n_l):
                     counts["local decode"][0] += 1
-                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {_split_label(moe, n_l)}"
+                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}"
                     cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
                                           dp_attention=dp)
                     if cap.batch <= 0:
@@ -355,40 +447,122 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                     tb = TransferBytes(policy, n_l)
                     decodes.append((dp, moe, cap, tb))
                     rps = cap.requests_per_s(sc.output_tokens)
-                    dec_rows.append(np.concatenate([[rps], -tb.at(model, lengths)]))
-            d_keep = [c for c, d in zip(decodes, _dominated(dec_rows)) if not d]
+                    dec_rows.append(np.concatenate([[rps], -sc.grid.transfer_at_lengths(model, tb)]))
+            d_keep = [c for c, d in zip(decodes, dominated(dec_rows)) if not d]
             counts["local decode"][1] += len(d_keep)
             for r in r_keep:
                 for lp in lp_keep:
                     for d in d_keep:
-                        evaluate(model, r, n_l, lp, d)
+                        queue(model, r, n_l, lp, d)
+        first = len(ranked)
+        run(pending, 0.0)
+        pending.clear()
         # the remote candidates dropped as dominated, each with its site's best local configuration once:
         # never the optimum, but they can trade throughput for TTFT (the Pareto tables); not the expert-TP x
         # EP hybrids, which sit between TP and EP of their shape at both (`moe_split`)
         # (with ``latency`` every one dropped is beaten at both by one of its shape already planned)
         dropped = [] if latency else [c for c in r_cands if c[1] in ("tp", "ep") and not any(c is k for k in r_keep)]
+        # (with ``prune`` this model's best is still the exhaustive one: nothing evaluated before it can beat
+        # it and it was bounded against this model's candidates only)
         if dropped and ranked:
-            mine = [i for i, c in enumerate(ranked) if c.scenario.model is model]
+            mine = sorted(range(first, len(ranked)), key=lambda i: order[i])
             if mine:
                 b = max(mine, key=lambda i: ranked[i].lambda_max)
                 n_l = ranked[b].scenario.instance_chips
                 lp, d = evaluated[b][2], evaluated[b][3]
                 for r in dropped:
-                    evaluate(model, r, n_l, lp, d)
+                    queue(model, r, n_l, lp, d)
+                run(pending, max(c.lambda_max for c in ranked))
+                pending.clear()
     if not ranked:
         _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
     # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
     # former fixed shape (8 chips, TP, TP attention)
     top = max(c.lambda_max for c in ranked)
-    order = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), i))
+    by_rank = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), order[i]))
     out = []
-    for k, i in enumerate(order):
+    for k, i in enumerate(by_rank):
         c = ranked[i]
         if k < report:
             perf, best = evaluated[i][:2]
             c = replace(c, ttft_p90_s=ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s)
         out.append(c)
     return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
+
+
+def lambda_upper_bound(lay, grid, perf, mode: str) -> float:
+    """An upper bound on the ``Lambda_max`` (requests/s) `analytic.search.grid_search` finds for the single
+    PD-site layout ``lay``, at any threshold and split, from one routing evaluation per step of the
+    routing statistics (they change only where the threshold crosses a support point, so the steps cover
+    every threshold): at a step with remote seconds ``R``, link bytes ``B`` and local prefill seconds ``P``
+    per request, ``Lambda <= min(N_r / R, goodput / B, max over N_p of min(N_p / P, (N - N_p) d))`` for
+    ``N`` local instances of ``d`` requests/s of decode each, the split ``N_p`` being a whole number on
+    either side of where the two local bounds meet. It is the grid search's surface at every step, so it
+    is tight but for the threshold the search balances. Infinite (no bound) for a layout that cannot
+    offload."""
+    from ..analytic.throughput import _bound, offloads, routing_stats
+
+    site = lay.pd_sites[0]
+    sp = perf.sites[site.name]
+    if not offloads(lay, perf, site) or site.link is None:
+        return float("inf")
+    if mode == "exact":   # `routing_stats` at every step: the suffix sums themselves (cached per grid)
+        remote_s = grid.busy_suffix(perf.remote_prefill)
+        link_b = grid.transfer_suffix(perf.model, sp.transfer)
+        local_suffix = grid.busy_suffix(sp.prefill)
+        local_s = local_suffix[0] - local_suffix
+    else:
+        lengths = grid.lengths
+        ts = np.concatenate([[lengths[0] - 1.0], lengths])   # split_index 0, 1, ..., n: every step
+        r = routing_stats(grid, perf, ts, mode, site.name)
+        remote_s, link_b, local_s = r.remote_s_per_req, r.link_bytes_per_req, r.local_s_per_req
+    rps = float(sp.decode.requests_per_s(perf.output_tokens))
+    n = site.instances
+    local_s = np.asarray(local_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # min(N_p / P, (N - N_p) d) peaks where the two meet, so the best whole split is either side of it
+        meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
+        low = np.clip(np.floor(meet), 0, n)
+        local = np.maximum(*(np.minimum(_bound(k, local_s), (n - k) * rps) for k in (low, np.minimum(low + 1, n))))
+        ub = np.minimum(np.minimum(_bound(lay.remote.instances, remote_s),
+                                   _bound(site.link.goodput_bps / 8.0, np.asarray(link_b, dtype=float))), local)
+    return float(np.nanmax(ub)) if np.any(~np.isnan(ub)) else float("inf")
+
+
+def crossing_bound(grid, n_remote: int, goodput_bps: float, n_local: int, remote_prefill, local_prefill, model,
+                   transfer, decode_rps: float) -> float:
+    """`lambda_upper_bound` in exact mode (requests/s) by bisection instead of over every step: the remote
+    and link bounds only rise with the step (less is sent remote) and the local one only falls, so the
+    maximum of their minimum sits where they cross. Arguments: the remote and local instance counts, the
+    link's goodput (bit/s), the prefill models, the transfer policy and one local instance's decode
+    requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`, `transfer_suffix`)."""
+    remote_s = grid.busy_suffix(remote_prefill)
+    link_b = grid.transfer_suffix(model, transfer)
+    local_suffix = grid.busy_suffix(local_prefill)
+    total, byte_rate, inf = float(local_suffix[0]), goodput_bps / 8.0, float("inf")
+
+    def rising(k: int) -> float:
+        r, b = float(remote_s[k]), float(link_b[k])
+        return min(n_remote / r if r > 0 else inf, byte_rate / b if b > 0 else inf)
+
+    def falling(k: int) -> float:
+        p = total - float(local_suffix[k])
+        if p <= 0:
+            return n_local * decode_rps
+        meet = n_local * decode_rps * p / (1.0 + decode_rps * p)
+        low = min(max(math.floor(meet), 0), n_local)
+        return max(min(n / p, (n_local - n) * decode_rps) for n in (low, min(low + 1, n_local)))
+
+    lo, hi = 0, len(remote_s) - 1   # the first step where rising >= falling lies in [lo, hi + 1]
+    if rising(hi) < falling(hi):
+        return rising(hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rising(mid) >= falling(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return falling(lo) if lo == 0 else max(falling(lo), rising(lo - 1))
 
 
 def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, l_pool, l_shapes: list[int]) -> None:

@@ -38,8 +38,8 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout, PDSite
-from .configurations import (REL_TIE, RoleConfig, SearchSpec, _attention_modes, _dominated, _dtype_models, _ep,
-                             _moe_splits, _prefill_fits, _shapes, _split_label)
+from .configurations import (REL_TIE, RoleConfig, SearchSpec, attention_modes, dominated, dtype_models,
+                             expert_parallel_degree, instance_shapes, moe_split_label, moe_splits, prefill_fits)
 from .scenario import Scenario
 
 FINALISTS = 3          # distinct choices of the screen whose linear program is solved
@@ -140,7 +140,7 @@ def search_layout(lay: Layout, sc: Scenario, spec: SearchSpec = SearchSpec()) ->
     """Search every role's configuration of ``lay`` (see the module docstring); ``spec.transfer`` pins the
     bytes on the links (and the decode attention mode they name). The answer for the best model dtype the
     user allows (``--weight-dtype fp8,bf16``) wins."""
-    found = [_search_one(lay, sc, spec, model) for model in _dtype_models(sc)]
+    found = [_search_one(lay, sc, spec, model) for model in dtype_models(sc)]
     return max(found, key=lambda f: f.lambda_rps)  # max keeps the first of equals: the profile's own dtype
 
 
@@ -150,7 +150,7 @@ def _remote_candidates(lay: Layout, sc: Scenario, model, counts, infeasible) -> 
     if r is None or r.instances == 0:
         return []
     pool = r.instance.chips * r.instances
-    shapes = [r.instance.chips] if r.pin_chips else _shapes(pool, None, "`remote`")
+    shapes = [r.instance.chips] if r.pin_chips else instance_shapes(pool, None, "`remote`")
     return _prefill_candidates(model, sc, r.instance.chip, pool, shapes, r.stack or sc.stack, "remote", counts,
                                infeasible, "remote prefill")
 
@@ -164,16 +164,16 @@ def _prefill_candidates(model, sc, chip, pool: int, shapes, stack: str, site: st
     cands = []
     for n in shapes:
         inst = Instance(chip, n)
-        for moe in _moe_splits(model, n):
+        for moe in moe_splits(model, n):
             counts[role][0] += 1
-            why = _prefill_fits(model, inst, sc.context_tokens)
+            why = prefill_fits(model, inst, sc.context_tokens)
             if why:
-                infeasible.append(("prefill", site, n, f"{_split_label(moe, n)}: {why}"))
+                infeasible.append(("prefill", site, n, f"{moe_split_label(moe, n)}: {why}"))
                 continue
             pm = instance_prefill(model, inst, sc.inputs, stack, moe)
             cands.append(_Prefill(n, moe, pm, sc.grid.busy_at_lengths(pm)))
     rates = [(pool // c.chips) / np.maximum(c.busy, 1e-300) for c in cands]
-    keep = [c for c, d in zip(cands, _dominated(rates)) if not d]
+    keep = [c for c, d in zip(cands, dominated(rates)) if not d]
     counts[role][1] += len(keep)
     return keep
 
@@ -186,27 +186,28 @@ def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, i
 
     pool = site.instance.chips * site.instances
     stack = site.stack or sc.stack
-    shapes = [site.instance.chips] if site.pin_chips else _shapes(pool, None, f"site {site.name}")
+    shapes = [site.instance.chips] if site.pin_chips else instance_shapes(pool, None, f"site {site.name}")
     out = []
     for n in shapes:
         inst = Instance(site.instance.chip, n)
         prefills = _prefill_candidates(model, sc, site.instance.chip, pool, [n], stack, site.name, counts,
                                        infeasible, "local prefill")
         decodes, rows = [], []
-        for dp in _attention_modes(n, spec.transfer):
-            for moe in _moe_splits(model, n):
+        for dp in attention_modes(n, spec.transfer):
+            for moe in moe_splits(model, n):
                 counts["local decode"][0] += 1
                 cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=stack, dp_attention=dp)
                 if cap.batch <= 0:
                     infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "
-                                       f"{_split_label(moe, n)}: " + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
-                                                             else "no HBM for one request")))
+                                       f"{moe_split_label(moe, n)}: "
+                                       + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
+                                          else "no HBM for one request")))
                     continue
                 tb = TransferBytes(spec.transfer or ("dp-attention" if dp else "replicated"), n)
                 decodes.append(_Decode(dp, moe, cap, tb))
                 rows.append(np.concatenate([[cap.requests_per_s(sc.output_tokens)],
                                             -tb.at(model, sc.grid.lengths)]))
-        keep = [d for d, dom in zip(decodes, _dominated(rows)) if not dom]
+        keep = [d for d, dom in zip(decodes, dominated(rows)) if not dom]
         counts["local decode"][1] += len(keep)
         out += [SiteOption(n, p, d) for p in prefills for d in keep]
     return out
@@ -237,11 +238,11 @@ def roles_of(lay: Layout, perf) -> tuple[RoleConfig, ...]:
     out = []
     if lay.remote is not None and lay.remote.instances > 0:
         n = lay.remote.instance.chips
-        out.append(RoleConfig("prefill", "remote", n, n, _ep(lay.remote.moe, n), False, 0, wd, kd))
+        out.append(RoleConfig("prefill", "remote", n, n, expert_parallel_degree(lay.remote.moe, n), False, 0, wd, kd))
     for s in lay.pd_sites:
         n = s.instance.chips
-        out.append(RoleConfig("prefill", s.name, n, n, _ep(s.prefill_moe, n), False, 0, wd, kd))
-        out.append(RoleConfig("decode", s.name, n, n, _ep(s.decode_moe, n), s.dp_attention,
+        out.append(RoleConfig("prefill", s.name, n, n, expert_parallel_degree(s.prefill_moe, n), False, 0, wd, kd))
+        out.append(RoleConfig("decode", s.name, n, n, expert_parallel_degree(s.decode_moe, n), s.dp_attention,
                               int(perf.sites[s.name].decode.batch), wd, kd))
     return tuple(out)
 

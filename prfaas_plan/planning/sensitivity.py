@@ -202,7 +202,7 @@ class Research:
         if "transfer_bytes" in values:
             spec = replace(spec, transfer=values["transfer_bytes"])
         q = replace(q, **{k: v for k, v in values.items() if k != "transfer_bytes"})
-        best = search_configurations(q, spec, report=0).best
+        best = search_configurations(q, spec, report=0, prune=True).best
         base = basis_baseline(best.scenario, self.basis)
         hom = grid_search(base, q.grid, best.perf, best.scenario.mode).best.lambda_max
         return best.lambda_max / hom if hom > 0 else float("inf")

@@ -64,7 +64,7 @@ def role_records(layout: Layout, perf, shapes: SimShapes | None = None) -> list[
     (a one-site layout's site is ``local``, as in ``size``; several sites go by their names). ``shapes``
     None: a layout file's sites, each role tensor-parallel over its instance."""
     from .configurations import RoleConfig
-    from .configurations import _ep as ep
+    from .configurations import expert_parallel_degree as ep
 
     shapes = shapes or SimShapes(0, 0)
     model = perf.model

@@ -325,7 +325,7 @@ def search_space(v: dict) -> tuple | None:
     search's own count of candidates (a test checks it)."""
     from ..profiles import get_model
     from ..units import parse_chip_count
-    from .configurations import _attention_modes, _moe_splits, _shapes
+    from .configurations import attention_modes, moe_splits, instance_shapes
 
     spec = search_spec(v)
     if spec is None:
@@ -333,12 +333,12 @@ def search_space(v: dict) -> tuple | None:
     model = get_model(v["model"])
     r_pool, l_pool = (parse_chip_count(v[k], k).count for k in ("remote", "local"))
     out: list[tuple] = [("dtypes", model.weight_dtype, model.kv_dtype)]
-    out += [("prefill", "remote", n, moe) for n in _shapes(r_pool, spec.remote_chips, "remote")
-            for moe in _moe_splits(model, n)]
-    for n in _shapes(l_pool, spec.local_chips, "local"):
-        out += [("prefill", "local", n, moe) for moe in _moe_splits(model, n)]
-        out += [("decode", "local", n, "dp" if dp else "tp", moe) for dp in _attention_modes(n, spec.transfer)
-                for moe in _moe_splits(model, n)]
+    out += [("prefill", "remote", n, moe) for n in instance_shapes(r_pool, spec.remote_chips, "remote")
+            for moe in moe_splits(model, n)]
+    for n in instance_shapes(l_pool, spec.local_chips, "local"):
+        out += [("prefill", "local", n, moe) for moe in moe_splits(model, n)]
+        out += [("decode", "local", n, "dp" if dp else "tp", moe) for dp in attention_modes(n, spec.transfer)
+                for moe in moe_splits(model, n)]
     return tuple(out)
 
 
@@ -526,7 +526,7 @@ def searched_scenario(v: dict, q: Question):
         sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency))
         try:
             # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
-            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0))
+            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
         except PlanError as exc:
             hit = exc
         _SEARCHES[key] = hit
