@@ -457,7 +457,7 @@ def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
         lay, site = prfaas_layout(c.scenario), c.perf.sites["local"]
         ub = lambda_upper_bound(lay, sc.grid, c.perf, sc.mode)
         assert ub >= c.lambda_max * (1 - 1e-12)
-        fast = crossing_bound(sc.grid, lay.remote.instances, lay.pd_sites[0].link.goodput_bps,
+        fast = crossing_bound(sc.grid, lay.remote.instances, lay.pd_sites[0].link.planned_bps,
                               lay.pd_sites[0].instances, c.perf.remote_prefill, site.prefill, c.perf.model,
                               site.transfer, site.decode.requests_per_s(sc.output_tokens))
         assert fast == pytest.approx(ub, rel=1e-12)

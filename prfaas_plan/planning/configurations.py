@@ -385,7 +385,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         site = lay.pd_sites[0]
         if lay.remote is None or site.link is None:
             return float("inf")
-        return crossing_bound(sc.grid, lay.remote.instances, site.link.goodput_bps, site.instances, r_pm, l_pm,
+        return crossing_bound(sc.grid, lay.remote.instances, site.link.planned_bps, site.instances, r_pm, l_pm,
                               model, tb, float(cap.requests_per_s(sc.output_tokens)))
 
     def evaluate(seq, model, r, n_l, lp, d) -> float:
@@ -525,21 +525,21 @@ def lambda_upper_bound(lay, grid, perf, mode: str) -> float:
         low = np.clip(np.floor(meet), 0, n)
         local = np.maximum(*(np.minimum(_bound(k, local_s), (n - k) * rps) for k in (low, np.minimum(low + 1, n))))
         ub = np.minimum(np.minimum(_bound(lay.remote.instances, remote_s),
-                                   _bound(site.link.goodput_bps / 8.0, np.asarray(link_b, dtype=float))), local)
+                                   _bound(site.link.planned_bps / 8.0, np.asarray(link_b, dtype=float))), local)
     return float(np.nanmax(ub)) if np.any(~np.isnan(ub)) else float("inf")
 
 
-def crossing_bound(grid, n_remote: int, goodput_bps: float, n_local: int, remote_prefill, local_prefill, model,
+def crossing_bound(grid, n_remote: int, link_bps: float, n_local: int, remote_prefill, local_prefill, model,
                    transfer, decode_rps: float) -> float:
     """`lambda_upper_bound` in exact mode (requests/s) by bisection instead of over every step: the remote
     and link bounds only rise with the step (less is sent remote) and the local one only falls, so the
     maximum of their minimum sits where they cross. Arguments: the remote and local instance counts, the
-    link's goodput (bit/s), the prefill models, the transfer policy and one local instance's decode
-    requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`, `transfer_suffix`)."""
+    link's planned rate (`Link.planned_bps`, bit/s), the prefill models, the transfer policy and one local
+    instance's decode requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`, `transfer_suffix`)."""
     remote_s = grid.busy_suffix(remote_prefill)
     link_b = grid.transfer_suffix(model, transfer)
     local_suffix = grid.busy_suffix(local_prefill)
-    total, byte_rate, inf = float(local_suffix[0]), goodput_bps / 8.0, float("inf")
+    total, byte_rate, inf = float(local_suffix[0]), link_bps / 8.0, float("inf")
 
     def rising(k: int) -> float:
         r, b = float(remote_s[k]), float(link_b[k])
