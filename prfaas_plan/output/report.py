@@ -67,6 +67,7 @@ class Section:
     rows: list[dict]
     columns: list[Column] | None = None  # None: every key, headers = keys
     notes: list[str] = field(default_factory=list)
+    transpose: bool = True  # a few wide records may be shown one column each; False for long free-text cells
 
 
 @dataclass
@@ -218,7 +219,7 @@ def _table_blocks(report: Report, quiet: bool, width: int) -> list:
         if len(s.rows) == 1 and len(cols) > 6:  # one wide record reads better as quantity | value
             t.headers, t.fold_from = ["quantity", "value"], 1
             t.rows = [[c.header, _cell(s.rows[0].get(c.key), c.fmt)] for c in cols]
-        elif 1 < len(s.rows) <= TRANSPOSE_ROWS and len(cols) > TRANSPOSE_ROWS:
+        elif s.transpose and 1 < len(s.rows) <= TRANSPOSE_ROWS and len(cols) > TRANSPOSE_ROWS:
             # a few wide records (layouts side by side) read better with one column per record
             t.headers, t.fold_from = [cols[0].header] + [_cell(row.get(cols[0].key), cols[0].fmt) for row in s.rows], 1
             t.rows = [[c.header, *[_cell(row.get(c.key), c.fmt) for row in s.rows]] for c in cols[1:]]

@@ -106,7 +106,7 @@ def simulation_report(a) -> Report:
             Column("n_prefill", "N_p"), Column("n_decode", "N_d"), Column("threshold_tokens", "t (tokens)", ",.0f"),
             Column("local_waiting_mean", "local waiting mean", _3g), Column("local_waiting_min", "min", _3g),
             Column("decode_waiting_mean", "decode waiting", _3g), Column("decode_busy_mean", "decode busy", _3g),
-            Column("reason", "reason")]))
+            Column("reason", "reason")], transpose=False))
     if a.others:
         ref = a.reference().scheduler
         names = [r.scheduler for r in a.runs()]

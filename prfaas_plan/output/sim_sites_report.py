@@ -92,7 +92,7 @@ def _did(a) -> list[Section]:
             Column("change", "role change"), Column("n_prefill", "N_p"), Column("n_decode", "N_d"),
             Column("threshold_tokens", "t (tokens)", ",.0f"), Column("local_waiting_mean", "local waiting mean", _3g),
             Column("local_waiting_min", "min", _3g), Column("decode_waiting_mean", "decode waiting", _3g),
-            Column("decode_busy_mean", "decode busy", _3g), Column("reason", "reason")]))
+            Column("decode_busy_mean", "decode busy", _3g), Column("reason", "reason")], transpose=False))
     rows = []
     for r in runs:
         for k, (n, x) in enumerate(zip(names, r.sites)):
