@@ -31,6 +31,21 @@ def sharing(memo: dict):
         _ACTIVE[0] = previous
 
 
+def one_memo_per_call(fn):
+    """Run each call of ``fn`` (a question's whole answer) inside a `sharing` block, so the searches it runs
+    more than once (the plan, its link-headroom alternatives, its error bars' re-searches) build each
+    per-instance model once; inside an enclosing block (a sweep's) that block's memo is used."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _ACTIVE[0] is not None:
+            return fn(*args, **kwargs)
+        with sharing({}):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def shared(fn):
     """Mark a pure function of hashable arguments as answerable from the active `sharing` memo (an
     argument that cannot be hashed, or an exception, computes without it)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..errors import PlanError
 from ..layout import Layout
 from ..units import format_tokens
+from ..performance.sharing import one_memo_per_call
 from .confidence import degraded_link, mode_verdicts, plan_error_bars
 from .plans import (
     Plan,
@@ -160,6 +161,7 @@ def _variants(sc: Scenario, plan: Plan, ranked) -> tuple:
     return () if ranked is None else ranked.variants
 
 
+@one_memo_per_call
 def answer_size(question: Question, *, threshold: float | None = None, target_rate: float | None = None,
                 load: float | None = None, ttft_slo: tuple[float, float] | None = None, verify_lp: bool = False,
                 size_link: float | None = None, link_degraded_bps: float | None = None, samples: int = 400,
@@ -330,6 +332,7 @@ class CompareAnswer:
         return verdict_record(self.basis, self.error_bars)
 
 
+@one_memo_per_call
 def answer_compare(question: Question, load: float | None = None, rate: float | None = None,
                    samples: int = 400, seed: int = 0, sensitivity: tuple[str, ...] | None = None,
                    search: SearchSpec | None = None) -> CompareAnswer:
@@ -439,6 +442,7 @@ def _layout_notes(lay: Layout, path, plan: Plan, free: Plan) -> list[str]:
     return out
 
 
+@one_memo_per_call
 def answer_layout(question: Question, *, samples: int = 400, seed: int = 0, search: SearchSpec | None = None,
                   **questions) -> SizeAnswer | LayoutAnswer:
     """Plan the layout file of ``question`` (`Question.from_layout`). One PD site: the full `answer_size`
@@ -549,6 +553,7 @@ def _one_site_searched(question: Question, lay: Layout, search: SearchSpec, samp
     return replace(a, notes=[said, found.note()] + a.notes, layout_roles=found.roles)
 
 
+@one_memo_per_call
 def answer_compare_layout(question: Question, load: float | None = None, rate: float | None = None,
                           samples: int = 400, seed: int = 0, sensitivity: tuple[str, ...] | None = None,
                           search: SearchSpec | None = None) -> CompareAnswer | LayoutAnswer:
