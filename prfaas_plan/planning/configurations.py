@@ -24,8 +24,8 @@ prompt length than another is dropped (a remote prefill pool whose requests/s pe
 everywhere cannot raise the remote bound at any threshold; a decode configuration with fewer requests/s and
 at least as many bytes per request cannot raise the decode or the link bound); (2) every combination of the
 survivors is grid-searched (`analytic.search.grid_search`, threshold and split) and the best ``Lambda_max``
-wins, ties going to the earlier candidate in the order below (8-chip, TP, TP attention first: the
-planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
+wins; among equal ``Lambda_max`` (on the same pools, so at the same cost) the lower unloaded TTFT P90, then
+the earlier candidate in the order below (8-chip, TP, TP attention first: the planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
 A TTFT SLO needs more: a prefill pool that carries less may prefill each prompt sooner, so with
 ``latency`` (`planning.slo.slo_configurations`) a prefill candidate is dropped only for another of its
 shape that is no slower per request as well.
@@ -47,7 +47,7 @@ from ..performance.sharing import Same, shared
 from .scenario import Scenario, prfaas_layout, with_dtypes
 
 MAX_INSTANCE_CHIPS = 16
-SHAPE_ORDER = (8, 4, 16, 2, 1)  # ties go to the earlier shape (8 first: the former fixed shape)
+SHAPE_ORDER = (8, 4, 16, 2, 1)  # full ties go to the earlier shape (8 first: the former fixed shape)
 REL_TIE = 1e-9
 BOUND_SLACK = 1e-6  # relative margin on `lambda_upper_bound` for rounding (it divides in another order)
 
@@ -476,17 +476,22 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
                 pending.clear()
     if not ranked:
         _no_configuration(sc, infeasible, counts, l_pool, l_shapes)
-    # best first; candidates within REL_TIE of each other keep the search order, so a tie goes to the
-    # former fixed shape (8 chips, TP, TP attention)
-    top = max(c.lambda_max for c in ranked)
-    by_rank = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top), order[i]))
-    out = []
-    for k, i in enumerate(by_rank):
-        c = ranked[i]
-        if k < report:
+    p90: dict[int, float] = {}
+
+    def ttft_p90(i: int) -> float:
+        if i not in p90:
             perf, best = evaluated[i][:2]
-            c = replace(c, ttft_p90_s=ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s)
-        out.append(c)
+            p90[i] = ttft_summary(best.layout, sc.grid, perf, best.threshold).p90_s
+        return p90[i]
+
+    # best first; among those within REL_TIE of the best (the same throughput on the same pools, so the same
+    # cost) the lower unloaded TTFT P90, then the search order (8 chips, TP, TP attention first)
+    top = max(c.lambda_max for c in ranked)
+    tied = [i for i in range(len(ranked)) if _tie_level(ranked[i].lambda_max, top) == top]
+    by_rank = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top),
+                                                        ttft_p90(i) if len(tied) > 1 and i in tied else 0.0,
+                                                        order[i]))
+    out = [replace(ranked[i], ttft_p90_s=ttft_p90(i)) if k < report else ranked[i] for k, i in enumerate(by_rank)]
     return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
 
 
