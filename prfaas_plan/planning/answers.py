@@ -47,7 +47,7 @@ from .questions import (
 )
 from .question import Question
 from .scenario import Scenario, layout_perf
-from .warnings import PlanWarning, band_warnings, beaten_warning, plan_warnings
+from .warnings import PlanWarning, band_warnings, basis_warning, beaten_warning, plan_warnings
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analytic.degraded import DegradedLink
@@ -207,7 +207,7 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
                      + ("" if keep_split else ": the split is optimized for it"))
     if (why := non_unique_split(plan)) is not None:
         notes.append(why)
-    warnings = plan_warnings(plan, sc)
+    warnings = plan_warnings(plan, sc) + basis_warning(basis, plan)
     headroom = _link_headroom(question, plan, given_layout, search if found is not None else None, threshold,
                               keep_split)
     if headroom is not None:
@@ -365,7 +365,8 @@ def answer_compare(question: Question, load: float | None = None, rate: float | 
     if load is not None or rate is not None:
         offered = rate if rate is not None else load * base
         at = AtCommonRate(offered, load, {name: at_common_rate(p, sc, offered) for name, p in plans.items()})
-    warnings = beaten_warning({k: v for k, v in gains.items() if k != "prfaas-pd"}) + plan_warnings(prf, sc)
+    warnings = beaten_warning({k: v for k, v in gains.items() if k != "prfaas-pd"}) + plan_warnings(prf, sc) \
+        + basis_warning(basis, prf)
     if at is not None and (sat := [n for n, r in at.layouts.items() if r.saturated]):
         warnings.append(PlanWarning("saturated-at-rate", f"{', '.join(sat)} cannot carry {at.rate_rps:.3f} req/s "
                                                          "(offered rate at or above its Lambda_max)"))

@@ -715,7 +715,7 @@ def headline(plan) -> dict:
 def evaluate(point: Point) -> dict:
     """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
     from .plans import basis_baseline_name, compare, resolve_basis, size
-    from .warnings import beaten_warning, plan_warnings
+    from .warnings import basis_warning, beaten_warning, plan_warnings
 
     v = point.values
     if v["layout"]:
@@ -750,7 +750,8 @@ def evaluate(point: Point) -> dict:
                 row[f"{col}_throughput_rps"] = base
                 row[f"gain_vs_{col}"] = gains[name]
         # None, not "", when no warning fires: a CSV cell cannot tell the two apart, Parquet can
-        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc)) or None
+        row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc)
+                                   + basis_warning(basis, prf)) or None
     except PlanError as exc:
         row["error"] = str(exc)
     return {k: row.get(k) for k, _ in ROW_COLUMNS}

@@ -130,6 +130,25 @@ def beaten_warning(gains: dict[str, float | None]) -> list[PlanWarning]:
                                              "(PrfaaS gain < 1)")]
 
 
+def basis_warning(basis: str, plan) -> list[PlanWarning]:
+    """At ``basis`` instances, a warning when the `Plan`'s remote and local instances differ in chips per
+    instance: an equal instance count then holds another number of chips than the plan (the paper's
+    comparison counts 8-chip instances on both sides)."""
+    lay = plan.best.layout
+    remote, site = lay.remote, lay.pd_sites[0]
+    if basis != "instances" or remote is None or not remote.instances or \
+            remote.instance.chips == site.instance.chips:
+        return []
+    local_n = site.prefill + site.decode
+    n = remote.instances + local_n
+    plan_chips = remote.instances * remote.instance.chips + local_n * site.instance.chips
+    return [PlanWarning("basis-unequal-instances",
+                        f"equal instance count compares {n} x {site.instance} of homogeneous PD "
+                        f"({n * site.instance.chips} chips) with the plan's {remote.instances} x {remote.instance} "
+                        f"remote and {local_n} x {site.instance} local instances ({plan_chips} chips): its baseline "
+                        "moves with the remote instance size; --basis chips, capex or rental compare like with like")]
+
+
 def band_warnings(bars) -> list[PlanWarning]:
     """A warning when the point estimate's gain (``bars.point_gain``, x) lies outside its own sampled
     P10-P90 band (`analytic.uncertainty.ErrorBars`): the band then does not describe the plan shown."""
