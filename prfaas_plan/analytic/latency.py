@@ -244,7 +244,8 @@ def ttft_under_load(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshol
     tpot = sp.decode.step_s + decode.mean_wait_s / perf.output_tokens
 
     extra = tuple(float(q) for q in percentiles if q not in SUMMARY_PERCENTILES)
-    if all(p.utilization < 1.0 for p in pools):
+    # a saturated link makes remote requests' transfer unbounded (x_loaded inf) even with stable pools
+    if all(p.utilization < 1.0 for p in pools) and util.get("link", 0.0) < 1.0:
         values = _mixture_percentiles(service, w, pools, route, PERCENTILES + extra)
         p50, p90, p99 = values[:3]
         mean = float(np.dot(w, service)) + sum(p.arrival_rps * p.mean_wait_s for p in pools) / lam
