@@ -127,7 +127,6 @@ def test_the_search_uses_the_chosen_plan_everywhere(default_sc):
     assert any(n.startswith("transfer bytes: " + ans.scenario.transfer) for n in ans.notes)
 
 
-
 @pytest.mark.parametrize("prune", [False, True])
 def test_equal_throughputs_go_to_the_lower_ttft(default_sc, prune):
     """Among configurations of the same ``Lambda_max`` (the same pools, so the same cost) the search keeps the
@@ -142,6 +141,7 @@ def test_equal_throughputs_go_to_the_lower_ttft(default_sc, prune):
     assert len(tied) >= 2, "the default question no longer has tied configurations to tell apart"
     p90 = [ttft_summary(prfaas_layout(c.scenario), default_sc.grid, c.perf, c.threshold).p90_s for c in tied]
     assert found.best is tied[0] and p90[0] == min(p90) and max(p90) > p90[0]
+
 
 SHAPES = (1, 2, 4, 8, 16)
 

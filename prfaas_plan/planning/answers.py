@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import PlanError
 from ..layout import Layout
-from ..units import format_tokens
 from ..performance.sharing import one_memo_per_call
+from ..units import format_tokens
 from .confidence import degraded_link, mode_verdicts, plan_error_bars
 from .plans import (
     Plan,

@@ -25,7 +25,8 @@ everywhere cannot raise the remote bound at any threshold; a decode configuratio
 at least as many bytes per request cannot raise the decode or the link bound); (2) every combination of the
 survivors is grid-searched (`analytic.search.grid_search`, threshold and split) and the best ``Lambda_max``
 wins; among equal ``Lambda_max`` (on the same pools, so at the same cost) the lower unloaded TTFT P90, then
-the earlier candidate in the order below (8-chip, TP, TP attention first: the planner's former fixed shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
+the earlier candidate in the order below (8-chip, TP, TP attention first: the planner's former fixed
+shape). Pinned inputs (``instance_chips`` and friends) reduce a role to one shape.
 A TTFT SLO needs more: a prefill pool that carries less may prefill each prompt sooner, so with
 ``latency`` (`planning.slo.slo_configurations`) a prefill candidate is dropped only for another of its
 shape that is no slower per request as well.
@@ -487,9 +488,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     # best first; among those within REL_TIE of the best (the same throughput on the same pools, so the same
     # cost) the lower unloaded TTFT P90, then the search order (8 chips, TP, TP attention first)
     top = max(c.lambda_max for c in ranked)
-    tied = [i for i in range(len(ranked)) if _tie_level(ranked[i].lambda_max, top) == top]
-    by_rank = sorted(range(len(ranked)), key=lambda i: (-_tie_level(ranked[i].lambda_max, top),
-                                                        ttft_p90(i) if len(tied) > 1 and i in tied else 0.0,
+    level = [_tie_level(c.lambda_max, top) for c in ranked]
+    tied = {i for i, lam in enumerate(level) if lam == top}
+    by_rank = sorted(range(len(ranked)), key=lambda i: (-level[i], ttft_p90(i) if len(tied) > 1 and i in tied else 0.0,
                                                         order[i]))
     out = [replace(ranked[i], ttft_p90_s=ttft_p90(i)) if k < report else ranked[i] for k, i in enumerate(by_rank)]
     return ConfigSearch(out[0], out, infeasible, {k: (v[0], v[1]) for k, v in counts.items()}, report, spec)
@@ -540,7 +541,8 @@ def crossing_bound(grid, n_remote: int, link_bps: float, n_local: int, remote_pr
     and link bounds only rise with the step (less is sent remote) and the local one only falls, so the
     maximum of their minimum sits where they cross. Arguments: the remote and local instance counts, the
     link's planned rate (`Link.planned_bps`, bit/s), the prefill models, the transfer policy and one local
-    instance's decode requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`, `transfer_suffix`)."""
+    instance's decode requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`,
+    `transfer_suffix`)."""
     remote_s = grid.busy_suffix(remote_prefill)
     link_b = grid.transfer_suffix(model, transfer)
     local_suffix = grid.busy_suffix(local_prefill)

@@ -141,7 +141,7 @@ def basis_warning(basis: str, plan) -> list[PlanWarning]:
         return []
     local_n = site.prefill + site.decode
     n = remote.instances + local_n
-    plan_chips = remote.instances * remote.instance.chips + local_n * site.instance.chips
+    plan_chips = sum(lay.chips().values())
     return [PlanWarning("basis-unequal-instances",
                         f"equal instance count compares {n} x {site.instance} of homogeneous PD "
                         f"({n * site.instance.chips} chips) with the plan's {remote.instances} x {remote.instance} "
