@@ -65,3 +65,19 @@ def test_common_reports_take_the_plain_path_and_read_as_rich_draws_them(monkeypa
     with contextlib.redirect_stdout(io.StringIO()):
         assert run(args) == 0
     assert seen == [True]
+
+
+@pytest.mark.parametrize("private, block", [
+    ("rich._emoji_replace", "note: prefill:h20: kept"),   # ":h20:" reads as an emoji code, which rich keeps
+    ("rich._ratio", Table("A title wider than its columns", ["a"], [["1"]], 30)),
+])
+def test_a_rich_release_without_its_private_helpers_leaves_the_table_to_rich(monkeypatch, private, block):
+    """The two helpers borrowed from rich are private modules another release may move: without the one a
+    block needs the plain path declines (None) and rich draws it; the plain case needs neither."""
+    import sys
+
+    assert draw([block], 10_000) is not None
+    monkeypatch.setitem(sys.modules, private, None)   # `import` of it now raises ImportError
+    assert draw([block], 10_000) is None
+    assert report_module._rich_table([block], 10_000)
+    assert draw([Table("T", ["a"], [["1"]])], 10_000) is not None

@@ -39,8 +39,10 @@ def _no_emoji(text: str) -> bool:
     """No ``:name:`` in ``text`` that rich replaces by an emoji (":h20:" is none: rich keeps it)."""
     if not _EMOJI.search(text):
         return True
-    from rich._emoji_replace import _emoji_replace  # the emoji table, not rich's console
-
+    try:
+        from rich._emoji_replace import _emoji_replace  # the emoji table, not rich's console
+    except ImportError:   # a private module of rich: another release may move it, and rich then draws
+        return False
     return _emoji_replace(text) == text
 
 
@@ -55,14 +57,17 @@ def _plain(text: str, markup: bool = True) -> bool:
                and unicodedata.east_asian_width(c) not in "WF" for c in text)
 
 
-def _widths(t: Table) -> list[int]:
+def _widths(t: Table) -> list[int] | None:
     """Column widths with their padding, not the borders, as rich's ``_calculate_column_widths`` finds them
-    for a table that fits (not expanded, no column width or ratio of its own)."""
+    for a table that fits (not expanded, no column width or ratio of its own); None when rich's own rule
+    for widening a table to its minimum width cannot be imported (rich then draws it)."""
     widths = [max(len(c) for c in col) + 2 for col in zip(t.headers, *t.rows)]
     extra = len(widths) + 1  # the vertical borders
     if t.min_width is not None and sum(widths) < t.min_width - extra:
-        from rich._ratio import ratio_distribute   # a small module: not rich's console
-
+        try:
+            from rich._ratio import ratio_distribute   # a small module: not rich's console
+        except ImportError:   # private to rich: another release may move it
+            return None
         pads = ratio_distribute(t.min_width - extra - sum(widths), widths)
         widths = [w + p for w, p in zip(widths, pads)]
     return widths
@@ -74,6 +79,8 @@ def _draw_table(t: Table, width: int) -> str | None:
             or not all(_plain(x) for x in texts):
         return None
     widths = _widths(t)
+    if widths is None:
+        return None
     total = sum(widths) + len(widths) + 1
     if total > width or len(t.title) > total:
         return None
