@@ -207,7 +207,8 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
                      + ("" if keep_split else ": the split is optimized for it"))
     if (why := non_unique_split(plan)) is not None:
         notes.append(why)
-    warnings = plan_warnings(plan, sc) + basis_warning(basis, plan)
+    baseline = basis_baseline(sc, basis) if offloads else None   # the verdict's (`_confidence`)
+    warnings = plan_warnings(plan, sc) + (basis_warning(basis, plan, baseline) if offloads else [])
     headroom = _link_headroom(question, plan, given_layout, search if found is not None else None, threshold,
                               keep_split)
     if headroom is not None:
@@ -231,7 +232,7 @@ def answer_size(question: Question, *, threshold: float | None = None, target_ra
         searched = slo_search(plan, sc, slo) if found is None else \
             slo_configurations(question.scenario, search, plan, sc, slo, threshold)
         warnings.extend(slo_warnings(searched))
-    bars, ranked = _confidence(sc, plan, basis_baseline(sc, basis), samples, seed, warnings, sensitivity,
+    bars, ranked = _confidence(sc, plan, baseline, samples, seed, warnings, sensitivity,
                                _research(question, search, basis) if found is not None else None) \
         if offloads else (None, None)
     target = cheapest_for_rate(plan, sc, target_rate) if target_rate is not None else None
@@ -367,7 +368,7 @@ def answer_compare(question: Question, load: float | None = None, rate: float | 
         offered = rate if rate is not None else load * base
         at = AtCommonRate(offered, load, {name: at_common_rate(p, sc, offered) for name, p in plans.items()})
     warnings = beaten_warning({k: v for k, v in gains.items() if k != "prfaas-pd"}) + plan_warnings(prf, sc) \
-        + basis_warning(basis, prf)
+        + basis_warning(basis, prf, plans[basis_baseline_name(basis)].layout)
     if at is not None and (sat := [n for n, r in at.layouts.items() if r.saturated]):
         warnings.append(PlanWarning("saturated-at-rate", f"{', '.join(sat)} cannot carry {at.rate_rps:.3f} req/s "
                                                          "(offered rate at or above its Lambda_max)"))

@@ -751,7 +751,7 @@ def evaluate(point: Point) -> dict:
                 row[f"gain_vs_{col}"] = gains[name]
         # None, not "", when no warning fires: a CSV cell cannot tell the two apart, Parquet can
         row["warnings"] = ",".join(w.code for w in beaten_warning(gains) + plan_warnings(prf, sc)
-                                   + basis_warning(basis, prf)) or None
+                                   + (basis_warning(basis, prf, plans[hom].layout) if hom in plans else [])) or None
     except PlanError as exc:
         row["error"] = str(exc)
     return {k: row.get(k) for k, _ in ROW_COLUMNS}

@@ -130,22 +130,21 @@ def beaten_warning(gains: dict[str, float | None]) -> list[PlanWarning]:
                                              "(PrfaaS gain < 1)")]
 
 
-def basis_warning(basis: str, plan) -> list[PlanWarning]:
-    """At ``basis`` instances, a warning when the `Plan`'s remote and local instances differ in chips per
-    instance: an equal instance count then holds another number of chips than the plan (the paper's
-    comparison counts 8-chip instances on both sides)."""
+def basis_warning(basis: str, plan, baseline) -> list[PlanWarning]:
+    """At ``basis`` instances, a warning when ``baseline`` (the homogeneous PD `Layout` the verdict compares
+    the `Plan` with, `plans.basis_baseline`) holds another number of chips than the plan: its equal instance
+    count then counts instances of different sizes alike (the paper's comparison counts 8-chip instances
+    on both sides)."""
     lay = plan.best.layout
     remote, site = lay.remote, lay.pd_sites[0]
-    if basis != "instances" or remote is None or not remote.instances or \
-            remote.instance.chips == site.instance.chips:
+    plan_chips, base_chips = sum(lay.chips().values()), sum(baseline.chips().values())
+    if basis != "instances" or remote is None or not remote.instances or base_chips == plan_chips:
         return []
-    local_n = site.prefill + site.decode
-    n = remote.instances + local_n
-    plan_chips = sum(lay.chips().values())
+    base = baseline.pd_sites[0]
     return [PlanWarning("basis-unequal-instances",
-                        f"equal instance count compares {n} x {site.instance} of homogeneous PD "
-                        f"({n * site.instance.chips} chips) with the plan's {remote.instances} x {remote.instance} "
-                        f"remote and {local_n} x {site.instance} local instances ({plan_chips} chips): its baseline "
+                        f"equal instance count compares {base.instances} x {base.instance} of homogeneous PD "
+                        f"({base_chips} chips) with the plan's {remote.instances} x {remote.instance} remote and "
+                        f"{site.instances} x {site.instance} local instances ({plan_chips} chips): its baseline "
                         "moves with the remote instance size; --basis chips, capex or rental compare like with like")]
 
 
