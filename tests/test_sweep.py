@@ -62,6 +62,7 @@ def test_points_follow_the_spec_order_and_zip_moves_together():
 @pytest.mark.parametrize("pins, flags", [
     ("", ()),   # searched per role, as size without shape flags
     (", instance_chips: 8, transfer_bytes: replicated", ("--instance-chips", "8", "--transfer-bytes", "replicated")),
+    (", link_headroom: 20%", ("--link-headroom", "20%")),   # the search and the plan within 80% of goodput
 ])
 def test_a_row_is_what_size_and_compare_print(cli, tmp_path, pins, flags):
     out = tmp_path / "r.csv"
@@ -87,7 +88,7 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path, pins, flags):
     assert row["decode_dp_attention"] == roles["local", "decode"]["dp_attention"]
     assert row["decode_batch"] == roles["local", "decode"]["batch"]
     assert row["transfer_policy"] == ("dp-attention" if row["decode_dp_attention"] else "replicated")
-    if flags:
+    if "--instance-chips" in flags:
         assert (row["local_chips_per_instance"], row["transfer_policy"]) == (8, "replicated")
     # 1G: the remote cluster is underused, a warning the row must carry
     size_codes = {w["code"] for w in doc["warnings"]} - {"modes-disagree", "threshold-may-not-be-optimal",
@@ -102,6 +103,17 @@ def test_a_row_is_what_size_and_compare_print(cli, tmp_path, pins, flags):
                                                        rel=1e-12)
     assert row["cost_per_mtok_usd"] == pytest.approx(
         plan["cloud_usd_per_hour"] / (plan["output_tokens_per_s"] * 3600) * 1e6, rel=1e-12)
+
+
+def test_link_headroom_is_an_axis_whose_default_keeps_the_earlier_point_keys(tmp_path):
+    """``link_headroom`` plans within (1 - headroom) of the goodput, as ``size --link-headroom``: less
+    throughput at the same link, a link load within the cap; left at its default it is not in the point key,
+    so sweeps written before it was an input resume as they were."""
+    spec = S.parse_spec({"base": {"link": "100G"}, "grid": {"link_headroom": ["0%", "20%"]}})
+    free, kept = run_sweep(spec, tmp_path / "r.csv").rows
+    assert kept["throughput_rps"] < free["throughput_rps"]
+    assert kept["link_utilization"] <= 0.95 * 0.8 * (1 + 1e-9) < free["link_utilization"]
+    assert S.points(spec)[0].key != S.points(spec)[1].key   # the default's key: tests/test_sweep_layout.py
 
 
 def test_the_searched_configuration_differs_from_the_fixed_shape_where_it_pays(tmp_path):

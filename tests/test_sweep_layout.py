@@ -61,10 +61,11 @@ def test_bad_layout_points_are_refused_before_any_is_planned(base, needle):
 
 
 def test_points_without_a_layout_keep_their_keys():
-    """The three layout inputs at their defaults are not hashed: a point's key is what it was before they
-    existed, so earlier result files still resume."""
+    """The three layout inputs and ``link_headroom`` at their defaults are not hashed: a point's key is what
+    it was before they existed, so earlier result files still resume."""
     p, = S.points(S.parse_spec({"base": {"link": "40G"}}))
-    old = {k: v for k, v in p.values.items() if k not in S.LAYOUT_INPUTS}
+    assert set(S.LAYOUT_INPUTS) | {"link_headroom"} == set(S.KEYED_WHEN_SET)
+    old = {k: v for k, v in p.values.items() if k not in S.KEYED_WHEN_SET}
     text = json.dumps(old, sort_keys=True, separators=(",", ":"))
     assert p.key == hashlib.sha256(text.encode()).hexdigest()[:16]
     q, = S.points(S.parse_spec({"base": {"layout": THREE}}))

@@ -269,7 +269,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("link_headroom", "str", "0%", "none: a plan may fill the link's goodput (figures as without it)",
           "Share of the link's goodput a plan leaves free for bursts, e.g. 20% or 0.2: throughput, threshold and "
           "split are optimized with the link capped at (1 - headroom) x goodput. Default 0%.", _headroom,
-          sweep=False),
+          column="share of the link's goodput the plan leaves free for bursts, e.g. 20% (as --link-headroom)"),
 )}
 
 LAYOUT_FIELDS = ("remote", "local", "link", "instance_chips", "remote_instance_chips", "local_instance_chips", "rtt",

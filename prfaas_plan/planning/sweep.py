@@ -71,6 +71,9 @@ LAYOUT_INPUTS = ("layout", "link_scale", "remote_instances")
 of the question (`size`/`compare` take ``--layout`` as their own option), so they are not `FIELDS` and a
 point's `question` leaves them out. At their defaults they are left out of the point key, so the keys (and
 resumed rows) of specs without a layout are what they were."""
+KEYED_WHEN_SET = LAYOUT_INPUTS + ("link_headroom",)
+"""Inputs a point key leaves out at their defaults: those added after sweeps were first written, so the keys
+(and resumed rows) of specs that do not set them are what they were."""
 SPEC_KEYS = ("base", "grid", "zip", "description")
 
 
@@ -94,7 +97,7 @@ class Point:
 def point_key(values: dict) -> str:
     """16 hex digits of the SHA-256 of the inputs as canonical JSON."""
     text = json.dumps({k: values[k] for k in INPUTS
-                       if k not in LAYOUT_INPUTS or values[k] != INPUTS[k].default}, sort_keys=True,
+                       if k not in KEYED_WHEN_SET or values[k] != INPUTS[k].default}, sort_keys=True,
                       separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -358,7 +361,8 @@ def _scenario_without_link(*shared):
     return question(dict(zip(SHARED, shared)) | _NO_LINK).scenario
 
 
-_NO_LINK = {"link": "100G", "link_efficiency": 0.95, "rtt": "0ms", "link_price": 0.0, "basis": AUTO_BASIS}
+_NO_LINK = {"link": "100G", "link_efficiency": 0.95, "rtt": "0ms", "link_price": 0.0, "link_headroom": "0%",
+            "basis": AUTO_BASIS}
 
 
 def scenario(v: dict):
@@ -424,8 +428,10 @@ class MemoPrefill:
         return hit
 
 
-SHARED = tuple(k for k in INPUTS if k not in ("link", "link_efficiency", "rtt", "link_price", "basis")
-               + LAYOUT_INPUTS)
+LINK_INPUTS = ("link", "link_efficiency", "rtt", "link_price", "link_headroom")
+"""The inputs of a point's `layout.Link` (set per point on the scenario without its link)."""
+
+SHARED = tuple(k for k in INPUTS if k not in LINK_INPUTS + ("basis",) + LAYOUT_INPUTS)
 """The inputs a point's scenario (without its link) and per-instance performance depend on: every
 planning input but the link's, the basis and a layout base's (`LAYOUT_INPUTS`: a point on a layout file is
 planned by `sweep_layout`, outside these caches); an input added to `question.FIELDS` is shared unless named
@@ -508,8 +514,8 @@ _SEARCHES: dict = {}
 def searched_scenario(v: dict, q: Question):
     """The scenario ``size`` plans for a point: its configuration searched per role
     (`configurations.search_configurations` within `search_spec`, then `configurations.chosen_scenario`) on
-    the point's link, or as given with ``inputs: paper``. The search reads the link's rate and efficiency
-    only (not the round trip or price, which go into TTFT and costs), so it runs once per `search_group`; a
+    the point's link, or as given with ``inputs: paper``. The search reads the link's rate, efficiency and
+    headroom only (not the round trip or price, which go into TTFT and costs), so it runs once per `search_group`; a
     `PlanError` (no configuration fits) is raised, and remembered."""
     from ..layout import Link
     from .configurations import chosen_scenario, search_configurations
@@ -523,7 +529,9 @@ def searched_scenario(v: dict, q: Question):
     if hit is None:
         if len(_SEARCHES) >= MAX_PLANS:
             _SEARCHES.clear()
-        sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency))
+        # the search reads the rate the plan may fill (`Link.planned_bps`: the headroom's too), not the
+        # round trip or price
+        sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency, headroom=q.link.headroom))
         try:
             # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
             hit = chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
@@ -607,7 +615,7 @@ def prefill_group(v: dict) -> tuple:
 def search_group(v: dict) -> tuple:
     """Points with the same search group share all `plan_of` caches but the TTFT and costs of their
     round trip and price: batches cut between groups compute each search once (`sweep_run.balanced`)."""
-    return shared_inputs(v) + (v["link"], v["link_efficiency"])
+    return shared_inputs(v) + (v["link"], v["link_efficiency"], v["link_headroom"])
 
 
 def clear_caches() -> None:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ..errors import PlanError
 
-REPLACED = ("remote", "local", "link", "link_efficiency", "link_price", "rtt", "instance_chips")
+REPLACED = ("remote", "local", "link", "link_efficiency", "link_price", "rtt", "link_headroom", "instance_chips")
 """Inputs a layout file gives itself; a spec setting one beside ``layout`` is refused."""
 
 
