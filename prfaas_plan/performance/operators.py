@@ -14,10 +14,7 @@ Operator classes (`OpWork.name`):
 - ``attn_linear``: linear-attention cores (KDA, Gated DeltaNet, Lightning): chunked in prefill, recurrent
   in decode;
 - ``dense_ffn``, ``moe_routed``, ``moe_shared`` (shared experts, router, latent projections), ``lm_head``;
-- ``moe_dispatch``: the fused MoE's token permutation, gated activation and weighted combine around the
-  grouped GEMMs (memory-bound kernels of their own, `TOKEN_PASSES`);
-- ``elementwise``: norms, residual adds, the embedding lookup and the dense FFNs' and shared experts'
-  activation (memory-bound);
+- ``elementwise``: norms, residual adds and the embedding lookup (memory-bound);
 - ``comm_tp`` (tensor-parallel all-reduce) and ``comm_ep`` (expert-parallel all-to-all) on the scale-up link.
 
 Assumptions (each stated where it is used): activations in bf16; the attention core computes in bf16;
@@ -43,11 +40,6 @@ ACT_BYTES = 2            # bf16 activations
 CORE_DTYPE = "bf16"      # attention cores compute in bf16
 LINEAR_CHUNK = 64        # chunk of the chunked linear-attention kernels (flash-linear-attention default)
 ELEMENTWISE_PASSES = 10  # hidden-state reads+writes per layer: 2 RMSNorms (2 each), 2 residual adds (3 each)
-# Round 7 (issue 20): per-token memory-bound passes the GEMM rooflines do not hold, counted from the model's shape
-# (bytes per token per layer, separate kernels, so their time adds at HBM bandwidth x the chip's memory efficiency).
-# Switches for the measured variants (docs/methods.md, round 7).
-TOKEN_PASSES = {"moe_permute": True, "moe_activation": True, "moe_combine": True, "ffn_activation": True,
-                "fp8_quant": False, "attn_extra": False}
 MOE_MODES = values(MoeSplit)
 PHASES = ("prefill", "decode")
 
@@ -284,76 +276,11 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
                       shape=chip_assign / np.maximum(chip_experts, 1e-9)),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
-    # Token permutation, activation and combine of the fused MoE: separate memory-bound kernels around the
-    # grouped GEMMs (moe_routed holds only the GEMMs' own reads and writes). Per routed copy a chip processes:
-    # the gather into expert order reads and writes its hidden vector (2 width), the gated activation reads
-    # the gate and up halves and writes their product (3 x the chip's slice of the expert width); the combine
-    # reads every copy's down-projection output (width) and writes each token's weighted sum (width per token).
-    copies = T * m.top_k if e == 1 else chip_assign
-    home = T if e == 1 else T / tp
-    slice_ = m.expert_intermediate / (tp if e == 1 else tp // e)
-    per_copy = (2.0 * width * TOKEN_PASSES["moe_permute"] + 3.0 * slice_ * TOKEN_PASSES["moe_activation"]
-                + width * TOKEN_PASSES["moe_combine"])
-    dispatch = n * ab * (copies * per_copy + home * width * TOKEN_PASSES["moe_combine"])
-    if TOKEN_PASSES["fp8_quant"] and _w8a8(model.expert_dtype):
-        # W8A8 experts: the hidden state is quantized once per token before the gather, the activation's
-        # output once per copy (read 2 bytes, write 1)
-        dispatch = dispatch + n * QUANT_BYTES * (home * width + copies * slice_)
-    if np.any(dispatch):
-        ops.append(OpWork("moe_dispatch", 0.0, dispatch))
     p = A.param_counts(model)
     shared = (p.moe_shared + p.router) / n
     ops.insert(1, OpWork("moe_shared", T * (n * 2.0 * shared / tp),
                          n * shared * wb / tp + T * (n * ab * 4 * h), model.weight_dtype, shape=T))
     return ops
-
-
-QUANT_BYTES = 3.0  # quantizing a bf16 activation to fp8: read 2 bytes, write 1 (group scales: 4 bytes per 128)
-
-
-def _w8a8(dtype: str) -> bool:
-    """Whether GEMMs on ``dtype`` weights run with 8-bit activations, quantized by a kernel of their own."""
-    return dtype in ("fp8", "fp8_e4m3", "int8")
-
-
-def _ffn_pass_bytes(model: ModelProfile, par: Parallel) -> float:
-    """HBM bytes per token (all layers, per chip) of the FFNs' separate memory-bound kernels: the activation of
-    dense FFNs and shared experts (a gated one reads gate and up and writes their product: 3 x the chip's
-    width; squared ReLU reads and writes 2 x), and with 8-bit weights the quantization of each GEMM's input
-    (hidden in, intermediate in)."""
-    tp, h, ab = par.tp, model.hidden_size, ACT_BYTES
-    act = 3.0 if model.ffn_matrices == 3 else 2.0
-    widths = [(len(model.dense_layers), model.dense_intermediate / tp)] if model.dense_layers else []
-    if model.moe is not None and model.moe.shared_experts:
-        widths.append((len(model.moe_layers), model.moe.shared_experts * model.moe.shared_intermediate / tp))
-    out = 0.0
-    for layers, inter in widths:
-        out += layers * ab * act * inter * TOKEN_PASSES["ffn_activation"]
-        if TOKEN_PASSES["fp8_quant"] and _w8a8(model.weight_dtype):
-            out += layers * QUANT_BYTES * (h + inter)
-    return out
-
-
-def _attention_pass_bytes(model: ModelProfile, par: Parallel) -> float:
-    """HBM bytes per token (all layers, per attention rank) of attention's small kernels beyond the two
-    norms and residual adds of `ELEMENTWISE_PASSES`: the new K/V (or latent) read and stored into the cache,
-    MLA's latent norms (read and write q and kv latents), a gated output's sigmoid gate (gate and output
-    read, output written), and with 8-bit weights the quantization of the projections' inputs."""
-    tp, h, ab = par.attention_tp, model.hidden_size, ACT_BYTES
-    out = 0.0
-    for g in model.attention:
-        if not TOKEN_PASSES["attn_extra"] and not TOKEN_PASSES["fp8_quant"]:
-            break
-        n = g.count
-        if TOKEN_PASSES["attn_extra"]:
-            if g.rule.cache in ("growing", "window"):
-                out += n * 2.0 * kv_bytes_per_token_per_chip(model, g, tp)
-            out += n * ab * 2.0 * (g.q_lora_rank + g.kv_lora_rank)
-            if g.output_gate:
-                out += n * ab * 3.0 * g.num_heads / tp * (g.v_head_dim or g.head_dim)
-        if TOKEN_PASSES["fp8_quant"] and _w8a8(model.weight_dtype):
-            out += n * QUANT_BYTES * (h + g.q_lora_rank + g.kv_lora_rank + h / tp)
-    return out
 
 
 def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context, phase: str) -> list[OpWork]:
@@ -395,8 +322,7 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     head = float(model.vocab_size * h)
     ops.append(OpWork("lm_head", R * (2.0 * head / tp), head * wb / tp + R * (ab * (h + model.vocab_size / tp)),
                       model.weight_dtype, shape=R))
-    ops.append(OpWork("elementwise", 0.0, abases["T"] * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))
-                      + T * _ffn_pass_bytes(model, par) + abases["T"] * _attention_pass_bytes(model, par)))
+    ops.append(OpWork("elementwise", 0.0, abases["T"] * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
     if tp > 1 and par.dp_attention:
         # DP attention: no all-reduce after attention; the FFN's tokens are all-gathered before it and
         # reduce-scattered after it (together the bytes of one ring all-reduce), except where EP's all-to-all

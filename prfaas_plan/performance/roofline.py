@@ -34,7 +34,7 @@ from .operators import OpWork, Parallel, pass_work
 
 LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
 OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", "moe_routed", "moe_shared",
-              "moe_dispatch", "lm_head", "elementwise", "comm_tp", "comm_ep")
+              "lm_head", "elementwise", "comm_tp", "comm_ep")
 # Attention cores are not GEMMs: their kernels (flash attention, chunked linear attention) reach their own
 # fraction of the bf16 tensor-core peak, a chip constant of its own (`prfaas_plan.profiles.Calibration`).
 FOUR_BIT = ("int4", "fp4", "mxfp4")   # weights a chip without a 4-bit rate dequantizes in the GEMM (w4a16)
