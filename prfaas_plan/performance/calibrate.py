@@ -32,6 +32,7 @@ from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
 from .closed_queue import closed_queue
+from .collective_curves import reference_efficiency
 from .harness import HARNESSES, harness_name
 from .serving import wave_shape
 from .stack_versions import error_notes, fit_version_layer, with_entries
@@ -130,8 +131,10 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
                 c, w = measured, CURVE_PRIOR_WIDTH
             elif cls in KERNEL_DEFAULTS:
                 c, w = KERNEL_DEFAULTS[cls], KERNEL_PRIOR_WIDTH
+            elif kind == "comm":   # the collective curve's level: the fabric's measured large all-reduce
+                c = reference_efficiency(chip)
             elif c is None:
-                c = seed[cls or "comm"]
+                c = seed[cls]
             keys.append((chip, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
     # Chips on one scale-up fabric (the same link bandwidth: H200, H20 and H20-3e's 450 GB/s NVLink 4) share one
     # collective efficiency: NCCL's achieved share of the link belongs to the fabric, and fitted apart the

@@ -1,11 +1,14 @@
 """The chip constants in effect for one chip, and where they come from.
 
 A chip's constants (`prfaas_plan.profiles.Calibration`) are fractions of its own peaks: GEMM efficiency per
-tensor-core rate class, HBM efficiency and scale-up collective efficiency. They are the chip's own when
+tensor-core rate class, HBM efficiency and scale-up collective efficiency (the level of the collective curve,
+`prfaas_plan.performance.collective_curves`: the large 8-GPU all-reduce). They are the chip's own when
 its profile has a ``calibration:`` block (fitted by ``prfaas-plan calibrate``, seeded by the chip's
 micro-benchmarks). An uncalibrated chip gets principled defaults, never another chip's fit: its own
 micro-benchmark seeds where ``kernel_efficiency.csv`` has them, else the median over the benchmarked
-chips (`prfaas_plan.performance.kernel_seeds`), so two uncalibrated chips differ only by their peaks.
+chips (`prfaas_plan.performance.kernel_seeds`), and the collective level of their fabric's curve (the
+benchmarked chips' median where no benchmarked chip shares it), so two uncalibrated chips differ only by their
+peaks and their fabric's measured collectives.
 Fixed overheads are not chip constants: they belong to the serving stack (`prfaas_plan.profiles.stack`).
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..profiles import Calibration, HardwareProfile
+from .collective_curves import curve_note, reference_efficiency
 from .kernel_seeds import KERNEL_FILE, chip_seed, kernel_seeds
 
 
@@ -50,8 +54,9 @@ def default_calibration(chip: HardwareProfile) -> Calibration:
     own = chip.name in kernel_seeds()
     gemm = {k: seed[k] for k in ("bf16", "fp8", "fp4") if k in chip.peak_tflops or k == "bf16"}
     source = (f"assumed: {'its own micro-benchmarks in ' + KERNEL_FILE + ' where present, else ' if own else ''}"
-              f"the median of the chips micro-benchmarked in {KERNEL_FILE}; HBM {seed['memory']:.2f} assumed")
-    return Calibration(gemm=gemm, memory=seed["memory"], comm=seed["comm"], source=source)
+              f"the median of the chips micro-benchmarked in {KERNEL_FILE}; HBM {seed['memory']:.2f} assumed; "
+              f"scale-up: {curve_note(chip.name)}")
+    return Calibration(gemm=gemm, memory=seed["memory"], comm=reference_efficiency(chip.name), source=source)
 
 
 def chip_constants(chip: HardwareProfile) -> ChipConstants:

@@ -111,9 +111,10 @@ class OpWork:
     ``flops`` (FLOPs) run at the chip's peak for ``dtype``, the dtype the operator's weights are stored in
     (`HardwareProfile.flops` maps it to a tensor-core rate); ``hbm_bytes`` (bytes) move between HBM and the
     chip; ``link_bytes`` (bytes) leave the chip on the scale-up link (per direction) in ``link_calls``
-    collectives, each paying a latency. Values are floats or arrays shaped like the pass. ``shape`` is the
+    collectives over ``group`` chips. Values are floats or arrays shaped like the pass. ``shape`` is the
     variable its kernel's efficiency moves with (`prfaas_plan.performance.kernel_curves`: tokens per GEMM,
-    tokens per routed expert, keys attended), None when it has none.
+    tokens per routed expert, keys attended; `prfaas_plan.performance.collective_curves`: a collective's
+    message per rank in bytes), None when it has none.
     """
 
     name: str
@@ -123,6 +124,7 @@ class OpWork:
     link_bytes: object = 0.0
     link_calls: object = 0.0
     shape: object = None
+    group: int = 1
 
 
 def _weight_bytes(model: ModelProfile) -> float:
@@ -280,10 +282,11 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         # Dispatch: each chip sends its 1/tp share of the token copies to every one of the s chips of the
         # group that owns the expert (s/tp = 1/e per chip); combine: each chip returns its partial sums of
         # its group's 1/e share. (tp-1)/tp of the destinations are another chip.
+        # One all-to-all's message per rank (nccl-tests' size, self included): T * top_k / e token copies.
         link = T * m.top_k * (2.0 / e) * (n * (tp - 1) / tp * width * ab)
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
                       shape=chip_assign / np.maximum(chip_experts, 1e-9)),
-               OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
+               OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n, shape=T * (m.top_k / e * width * ab), group=tp)]
     # Token permutation, activation and combine of the fused MoE: separate memory-bound kernels around the
     # grouped GEMMs (moe_routed holds only the GEMMs' own reads and writes). Per routed copy a chip processes:
     # the gather into expert order reads and writes its hidden vector (2 width), the gated activation reads
@@ -403,12 +406,14 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
         # already carries them from and to their attention rank.
         calls = len(dense) + (1.0 if par.moe == "tp" else 0.0) * len(model.moe_layers)
         if calls:
-            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls,
+                              shape=T * (h * ab), group=tp))
     elif tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
         # all-reduce by its all-to-all.
         # Layers without an FFN (Nemotron-H mixers followed by a mixer) all-reduce once, after the mixer.
         calls = (2.0 * len(dense) + (2.0 if par.moe == "tp" else 1.0) * len(model.moe_layers)
                  + len(model.no_ffn_layers))
-        ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+        ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls,
+                          shape=T * (h * ab), group=tp))   # message per all-reduce: the tokens' hidden states
     return ops

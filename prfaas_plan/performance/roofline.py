@@ -1,10 +1,11 @@
 """Roofline time of a forward pass, and the prefill model of one instance on one serving stack.
 
 Each operator class takes ``max(FLOPs / achieved FLOP/s, HBM bytes / achieved HBM bandwidth)`` seconds on
-the busiest chip; collectives take ``bytes / achieved scale-up bandwidth + calls x latency``. Operators run
-one after another (no overlap). Achieved rates are the chip's peaks times its constants
-(`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency; on chips
-with kernel micro-benchmarks the compute rate also follows the operator's shape
+the busiest chip; collectives take ``bytes / achieved scale-up bandwidth``, the achieved bandwidth following the
+message size (`prfaas_plan.performance.collective_curves`: the measured curve carries the per-call latency).
+Operators run one after another (no overlap). Achieved rates are the chip's peaks times its constants
+(`prfaas_plan.performance.constants`): GEMM efficiency per rate class, HBM and scale-up efficiency (the level of
+the collective curve); on chips with kernel micro-benchmarks the compute rate also follows the operator's shape
 (`prfaas_plan.performance.kernel_curves`: tokens per GEMM, tokens per expert, keys attended).
 
 The serving stack (`prfaas_plan.profiles.stack`) adds what the chip does not: a fixed per-request latency
@@ -29,10 +30,10 @@ from ..profiles import (
 )
 from .base import Instance
 from .constants import ChipConstants, chip_constants
+from .collective_curves import relative_efficiency as link_efficiency
 from .kernel_curves import relative_efficiency
 from .operators import OpWork, Parallel, pass_work
 
-LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
 OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", "moe_routed", "moe_shared",
               "moe_dispatch", "lm_head", "elementwise", "comm_tp", "comm_ep")
 # Attention cores are not GEMMs: their kernels (flash attention, chunked linear attention) reach their own
@@ -53,8 +54,9 @@ def efficiency_class(chip: HardwareProfile, w: OpWork) -> str:
 class UnitTimes:
     """Seconds of every operator class (rows, in `OP_CLASSES` order) at 100% efficiency on one chip:
     ``compute`` (FLOPs / peak of the class's rate, ``rate_class`` per row), ``memory`` (bytes / HBM
-    bandwidth), ``link`` (bytes / scale-up bandwidth) and ``latency`` (collective calls x `LINK_LATENCY_S`).
-    Trailing axes are the pass shape."""
+    bandwidth), ``link`` (bytes / (scale-up bandwidth x the collective curve's ``r`` at the message size)) and
+    ``latency`` (seconds at any efficiency: zero, since the curve carries the collectives' latency; kept for
+    callers that add it). Trailing axes are the pass shape."""
 
     compute: np.ndarray
     memory: np.ndarray
@@ -94,8 +96,9 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
         arrays["compute"][i] = (np.asarray(w.flops) / chip.flops(w.dtype)
                                 / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
-        arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9)
-        arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
+        if np.any(w.link_calls):
+            arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9) / link_efficiency(
+                chip.name, w.name, w.group, w.shape)
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
@@ -114,7 +117,7 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
             rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if np.any(w.link_calls):
-            total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
+            total = total + w.link_bytes / (link * link_efficiency(chip.name, w.name, w.group, w.shape))
     return np.asarray(total, dtype=float)
 
 

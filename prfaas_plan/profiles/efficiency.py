@@ -5,7 +5,8 @@
     calibration:
       gemm_efficiency: {bf16: 0.72, fp8: 0.55, attention: 0.6, linear_attention: 0.3}
       memory_efficiency: 0.85                    # achieved / peak HBM bandwidth
-      comm_efficiency: 0.8                       # all-reduce bus bandwidth / scale-up bandwidth per direction
+      comm_efficiency: 0.8                       # large 8-GPU all-reduce bus bandwidth / scale-up bandwidth per
+                                                 # direction: the level of the collective curve (message size)
       loo_error: {ttft: 0.18, tpot: 0.09}        # optional: leave-one-out median |error| of the fit, per quantity
       lomo_error: {ttft: 0.36, tpot: 0.14}       # optional: leave-one-model-out median |error| (the error bars')
       source: "where the numbers come from"
