@@ -177,6 +177,21 @@ def test_dominance_and_pareto_helpers():
     rows = [np.array([1.0, 2.0]), np.array([2.0, 2.0]), np.array([2.0, 2.0]), np.array([3.0, 0.0])]
     assert dominated(rows) == [True, False, True, False]   # exact ties keep the first
     assert pareto_front([(1, 1), (2, 0), (0, 2), (1, 0)]) == [0, 1, 2]
+    # TPOTs a hair apart under the SLO (batch rounding) tie within the tolerance; 5% apart they do not
+    at_slo = [(1.0, -0.7, -25.0), (0.9, -1.2, -24.95)]
+    assert pareto_front(at_slo) == [0, 1]
+    assert pareto_front(at_slo, (0.0, 0.0, 0.01)) == [0]
+    assert pareto_front([(1.0, -0.7, -25.0), (0.9, -1.2, -23.75)], (0.0, 0.0, 0.01)) == [0, 1]
+
+
+def test_the_per_chip_front_holds_no_configuration_beaten_but_for_batch_rounding(default_sc):
+    """On the defaults every candidate decodes within a hair of the 25 ms SLO: the per-chip front is the
+    throughput-per-chip vs TTFT P90 trade alone, each member faster to first token than every one above it."""
+    found = search_configurations(default_sc)
+    front = [found.ranked[i] for i, f in found.fronts() if "per chip" in f]
+    assert len(front) >= 2
+    for better, other in zip(front, front[1:]):
+        assert better.rps_per_chip > other.rps_per_chip and better.ttft_p90_s > other.ttft_p90_s
 
 
 def test_weight_dtype_list_is_searched():

@@ -64,8 +64,7 @@ def config_sections(found, runner_ups: int = 5) -> list[Section]:
     fronts = found.fronts()
     pareto = [dict(_candidate_row(i + 1, found.ranked[i], best.lambda_max), front=" + ".join(f)) for i, f in fronts]
     sections.append(Section("pareto", "Pareto fronts among the reported configurations", pareto, PARETO_COLUMNS,
-                            ["per chip: no other has more req/s per chip and a lower TTFT P90 and TPOT; per dollar: "
-                             "none has more req/s per $1M capex and a lower TTFT P90"]))
+                            [found.front_rule]))
     if found.infeasible:
         sections.append(Section("infeasible", "Role candidates that do not fit", [
             {"site": i.site, "role": i.role, "chips_per_instance": i.chips_per_instance, "parallel": i.parallel,

@@ -159,12 +159,19 @@ class ConfigSearch:
     reported: int = 8
     pinned: SearchSpec = SearchSpec()
 
+    @property
+    def front_rule(self) -> str:
+        """What `fronts` keeps, in the words the Pareto table's note prints."""
+        return (f"per chip: no other has more req/s per chip and a lower TTFT P90 and TPOT (TPOTs within "
+                f"{TPOT_TIE:.0%} count as equal: each decodes the largest batch within the SLO); per dollar: none "
+                "has more req/s per $1M capex and a lower TTFT P90")
+
     def fronts(self) -> list[tuple[int, list[str]]]:
         """``(index into ranked, fronts it is on)`` over the reported candidates (those with a TTFT):
-        ``per chip`` = no other has more requests/s per chip and a lower TTFT P90 and TPOT; ``per dollar`` =
-        none has more requests/s per $1M of capex and a lower TTFT P90."""
+        ``per chip`` = no other has more requests/s per chip and a lower TTFT P90 and TPOT (TPOTs within
+        `TPOT_TIE` equal); ``per dollar`` = none has more requests/s per $1M of capex and a lower TTFT P90."""
         cands = [c for c in self.ranked[:self.reported] if c.ttft_p90_s is not None]
-        chip = set(pareto_front([(c.rps_per_chip, -c.ttft_p90_s, -c.tpot_s) for c in cands]))
+        chip = set(pareto_front([(c.rps_per_chip, -c.ttft_p90_s, -c.tpot_s) for c in cands], (0.0, 0.0, TPOT_TIE)))
         dollar = set(pareto_front([(c.rps_per_musd or 0.0, -c.ttft_p90_s) for c in cands])
                      if all(c.rps_per_musd is not None for c in cands) else [])
         return [(i, [n for n, f in (("per chip", chip), ("per dollar", dollar)) if i in f])
@@ -599,15 +606,24 @@ def _tie_level(lam: float, top: float) -> float:
     return top if lam >= top * (1 - REL_TIE) else lam
 
 
-def pareto_front(pts: list[tuple[float, ...]]) -> list[int]:
+def pareto_front(pts: list[tuple[float, ...]], rel_tol: tuple[float, ...] | None = None) -> list[int]:
     """Indices of the points (every coordinate: higher is better) that no other point beats on every
-    coordinate at once (at least as good on all, better on one)."""
-    keep = []
-    for i, a in enumerate(pts):
-        if not any(all(x >= y for x, y in zip(b, a)) and any(x > y for x, y in zip(b, a))
-                   for j, b in enumerate(pts) if j != i):
-            keep.append(i)
-    return keep
+    coordinate at once (at least as good on all, better on one). ``rel_tol`` (per coordinate, default 0)
+    counts values within that fraction of each other as equal."""
+    tol = rel_tol or (0.0,) * (len(pts[0]) if pts else 0)
+
+    def beats(b, a) -> bool:
+        slack = [t * max(abs(x), abs(y)) for t, x, y in zip(tol, b, a)]
+        return all(x >= y - d for x, y, d in zip(b, a, slack)) and any(x > y + d for x, y, d in zip(b, a, slack))
+
+    return [i for i, a in enumerate(pts) if not any(beats(b, a) for j, b in enumerate(pts) if j != i)]
+
+
+TPOT_TIE = 0.01
+"""TPOTs within this fraction of each other count as equal on the Pareto fronts: each candidate decodes the
+largest batch within the SLO, so its TPOT sits below the SLO by less than one request's share of the step (at
+the default 25 ms: 8-chip DP attention at batch 551 gives 24.99 ms, 4-chip at batch 217 24.95 ms), which says
+nothing about the configuration. A batch that HBM caps well below the SLO still counts."""
 
 
 def chosen_scenario(sc: Scenario, found: ConfigSearch) -> Scenario:
