@@ -28,7 +28,6 @@ from .operators import (
     Parallel,
     kv_bytes_per_token_per_chip,
     pass_work,
-    replicated_attention_weight_bytes,
     state_bytes_per_chip,
 )
 from .roofline import pass_seconds
@@ -78,9 +77,8 @@ def decode_memory(model: ModelProfile | str, instance: Instance | str, context_t
     """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request.
 
     Under TP attention a request's cache is split (or, for MLA latents and KV heads fewer than the chips,
-    replicated) over every chip, and every chip holds a whole copy of MLA's down-projections; under DP
-    attention (``dp_attention``) a request sits whole on one chip, which also holds a whole copy of the
-    attention weights (the rest stays split over the chips)."""
+    replicated) over every chip; under DP attention (``dp_attention``) a request sits whole on one chip,
+    which also holds a whole copy of the attention weights (the rest stays split over the chips)."""
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
     ranks = tp if dp_attention else 1
@@ -91,11 +89,8 @@ def decode_memory(model: ModelProfile | str, instance: Instance | str, context_t
     for g in model.cached_as("window"):
         per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, atp)
     weights = A.weight_bytes(model) / tp
-    if tp > 1:
-        # whole copies per chip: every attention weight under DP attention, else MLA's down-projections
-        # (the engines replicate them; `operators.replicated_attention_params`)
-        whole = attention_weight_bytes(model) if dp_attention else replicated_attention_weight_bytes(model)
-        weights += whole * (1 - 1 / tp)
+    if dp_attention and tp > 1:
+        weights += attention_weight_bytes(model) * (1 - 1 / tp)
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, weights, per_request, ranks)
 
 

@@ -8,9 +8,7 @@ shape, and hardware-free: `prfaas_plan.performance.roofline` turns work into tim
 
 Operator classes (`OpWork.name`):
 
-- ``attn_proj``: attention input projections and output projection of every layer (all kinds); split by
-  head over the attention's chips, except MLA's down-projections, which every chip runs whole
-  (`replicated_attention_params`);
+- ``attn_proj``: attention input projections and output projection of every layer (all kinds);
 - ``attn_full``: causal full attention cores (GQA, MLA), quadratic in length;
 - ``attn_swa``: sliding-window attention cores;
 - ``attn_linear``: linear-attention cores (KDA, Gated DeltaNet, Lightning): chunked in prefill, recurrent
@@ -44,10 +42,6 @@ LINEAR_CHUNK = 64        # chunk of the chunked linear-attention kernels (flash-
 ELEMENTWISE_PASSES = 10  # hidden-state reads+writes per layer: 2 RMSNorms (2 each), 2 residual adds (3 each)
 MOE_MODES = values(MoeSplit)
 PHASES = ("prefill", "decode")
-# Issue 20 round 8's switches: count MLA's down-projections replicated on every TP chip in the FLOPs, in the
-# weight bytes each chip reads per pass, or both (`replicated_attention_params`); a number scales the replicated
-# excess (1 = True; the sensitivity runs in docs/methods.md). The HBM fit (`decode.decode_memory`) always counts it.
-MLA_REPLICATED = {"flops": True, "weight_reads": True}
 
 
 @dataclass(frozen=True)
@@ -127,32 +121,6 @@ def _weight_bytes(model: ModelProfile) -> float:
     return dtype_bytes(model.weight_dtype, model.name)
 
 
-def replicated_attention_params(g: AttentionGroup, hidden: int) -> int:
-    """Weight elements of one layer's attention projections that every tensor-parallel chip holds and runs
-    whole (0 for kinds that split all of theirs by head).
-
-    MLA's down-projections, hidden -> query latent (``q_lora_rank``, when the query is compressed) and
-    hidden -> KV latent + shared rope key (``kv_lora_rank + qk_rope_head_dim``), have no head dimension to
-    split, and the engines run them replicated: SGLang's ``fused_qkv_a_proj_with_mqa`` (or
-    ``kv_a_proj_with_mqa`` without a query latent) is a ``ReplicatedLinear`` in ``models/deepseek_v2.py``;
-    vLLM's ``fused_qkv_a_proj`` is a ``MergedColumnParallelLinear(..., disable_tp=True)`` and its
-    ``kv_a_proj_with_mqa`` a ``ReplicatedLinear`` (``model_executor/models/deepseek_v2.py``; its Kimi path
-    can shard it behind the opt-in ``VLLM_KIMI_SHARD_QKV_A``); TensorRT-LLM's ``fused_a`` is a ``Linear``
-    with no tensor-parallel mode (``_torch/modules/attention.py``, ``MLA``). The up-projections
-    (``q_b_proj``, ``kv_b_proj``) and the output projection stay split by head.
-    """
-    if g.kind != "mla":
-        return 0
-    q_a = hidden * g.q_lora_rank if g.q_lora_rank else 0
-    return q_a + hidden * (g.kv_lora_rank + g.qk_rope_head_dim)
-
-
-def replicated_attention_weight_bytes(model: ModelProfile) -> float:
-    """Bytes of every layer's replicated attention projections (`replicated_attention_params`), one copy."""
-    h = model.hidden_size
-    return sum(g.count * replicated_attention_params(g, h) for g in model.attention) * _weight_bytes(model)
-
-
 def kv_bytes_per_token_per_chip(model: ModelProfile, g: AttentionGroup, tp: int) -> float:
     """Cache bytes one chip holds per token of one layer of group ``g`` under tensor parallelism ``tp``.
 
@@ -225,15 +193,9 @@ def _attention_terms(model: ModelProfile, par: Parallel, phase: str, bases: dict
     for g in model.attention:
         n = g.count
         params = A.attention_params(model, g)
-        # per chip: the replicated part (MLA's down-projections) whole, the rest split by head
-        rep = replicated_attention_params(g, h)
-        chip = (params - rep) / tp + rep
-        split = params / tp
-        run = split + float(MLA_REPLICATED["flops"]) * (chip - split)
-        read = split + float(MLA_REPLICATED["weight_reads"]) * (chip - split)
-        width = run / h  # summed output width of this chip's projections, per token
-        terms["attn_proj"].add("T", n * 2.0 * run, n * ab * (2 * h + 2 * width))
-        terms["attn_proj"].add("one", 0.0, n * read * wb)
+        width = params / h  # summed output width of the projections, per token
+        terms["attn_proj"].add("T", n * 2.0 * params / tp, n * ab * (2 * h + 2 * width / tp))
+        terms["attn_proj"].add("one", 0.0, n * params * wb / tp)
         cache = g.rule.cache
         if cache in ("growing", "window"):
             qo = g.num_heads / tp * g.rule.query_output_width(g) * ab
