@@ -515,8 +515,8 @@ def searched_scenario(v: dict, q: Question):
     """The scenario ``size`` plans for a point: its configuration searched per role
     (`configurations.search_configurations` within `search_spec`, then `configurations.chosen_scenario`) on
     the point's link, or as given with ``inputs: paper``. The search reads the link's rate, efficiency and
-    headroom only (not the round trip or price, which go into TTFT and costs), so it runs once per `search_group`; a
-    `PlanError` (no configuration fits) is raised, and remembered."""
+    headroom only (not the round trip or price, which go into TTFT and costs), so it runs once per
+    `search_group`; a `PlanError` (no configuration fits) is raised, and remembered."""
     from ..layout import Link
     from .configurations import chosen_scenario, search_configurations
 
