@@ -267,3 +267,22 @@ def test_serving_ttft_grows_smoothly_with_concurrency():
     ttft = [serving_at_concurrency("deepseek-v3", "8xB200", 1024, 1024, c, stack="sglang").ttft_s
             for c in (4, 8, 12, 16, 32)]
     assert all(b > a for a, b in zip(ttft, ttft[1:])), ttft
+
+
+def test_a_held_out_models_prediction_never_sees_its_own_rows():
+    """Leave-one-model-out predicts a model from a fit that never saw it: scaling the held-out model's measured
+    times changes the full fit (its rows are in it) but not one of its own leave-one-model-out predictions. A
+    fold that started from the full fit's optimum would carry them in (docs/methods.md, "LOMO and the
+    optimizer's starting point")."""
+    mooncake, _ = load_measurements(MOONCAKE)
+    internal, _ = load_measurements("paper_internal_1t_8xh200.csv")
+
+    def slower(m):
+        return dataclasses.replace(m, **{f"{q}_s": getattr(m, f"{q}_s") * 1.5 for q in ("ttft", "tpot", "busy")
+                                         if getattr(m, f"{q}_s") is not None})
+
+    base = fit_joint(mooncake + internal, loo=False)
+    moved = fit_joint([slower(m) for m in mooncake] + internal, loo=False)
+    held = [(a, b) for a, b in zip(base.points, moved.points) if a.measurement.model == mooncake[0].model]
+    assert held and all(a.lomo == b.lomo for a, b in held)
+    assert any(a.predicted != b.predicted for a, b in held)   # the full fit did see them
