@@ -137,14 +137,17 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | 
     return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
 
 
-def search_free(layout: Layout, rtt: bool = True) -> Layout:
-    """``layout`` with its links' price, and round trip unless ``rtt`` is False, set to 0: what
-    `optimize`'s search (the grid search and the link's binding threshold) reads of it is the same, since
-    the round trip goes only into the TTFT and the price only into the costs (`relink`)."""
-    def free(link: Link) -> Link:
-        return replace(link, rtt_s=0.0 if rtt else link.rtt_s, usd_per_gbps_month=0.0)
+def search_free_link(link: Link, rtt: bool = True) -> Link:
+    """``link`` with its price, and round trip unless ``rtt`` is False, set to 0: all a search reads of it
+    (line rate, efficiency, headroom) is kept."""
+    return replace(link, rtt_s=0.0 if rtt else link.rtt_s, usd_per_gbps_month=0.0)
 
-    return replace(layout, pd_sites=tuple(s if s.link is None else replace(s, link=free(s.link))
+
+def search_free(layout: Layout, rtt: bool = True) -> Layout:
+    """``layout`` with its links' price, and round trip unless ``rtt`` is False, set to 0 (`search_free_link`):
+    what `optimize`'s search (the grid search and the link's binding threshold) reads of it is the same, since
+    the round trip goes only into the TTFT and the price only into the costs (`relink`)."""
+    return replace(layout, pd_sites=tuple(s if s.link is None else replace(s, link=search_free_link(s.link, rtt))
                                           for s in layout.pd_sites))
 
 

@@ -361,8 +361,10 @@ def _scenario_without_link(*shared):
     return question(dict(zip(SHARED, shared)) | _NO_LINK).scenario
 
 
-_NO_LINK = {"link": "100G", "link_efficiency": 0.95, "rtt": "0ms", "link_price": 0.0, "link_headroom": "0%",
-            "basis": AUTO_BASIS}
+LINK_INPUTS = ("link", "link_efficiency", "rtt", "link_price", "link_headroom")
+"""The inputs of a point's `layout.Link` (set per point on the scenario without its link)."""
+
+_NO_LINK = {k: INPUTS[k].default for k in LINK_INPUTS + ("basis",)}
 
 
 def scenario(v: dict):
@@ -427,9 +429,6 @@ class MemoPrefill:
             self._memo[key] = hit
         return hit
 
-
-LINK_INPUTS = ("link", "link_efficiency", "rtt", "link_price", "link_headroom")
-"""The inputs of a point's `layout.Link` (set per point on the scenario without its link)."""
 
 SHARED = tuple(k for k in INPUTS if k not in LINK_INPUTS + ("basis",) + LAYOUT_INPUTS)
 """The inputs a point's scenario (without its link) and per-instance performance depend on: every
@@ -515,10 +514,10 @@ def searched_scenario(v: dict, q: Question):
     """The scenario ``size`` plans for a point: its configuration searched per role
     (`configurations.search_configurations` within `search_spec`, then `configurations.chosen_scenario`) on
     the point's link, or as given with ``inputs: paper``. The search reads the link's rate, efficiency and
-    headroom only (not the round trip or price, which go into TTFT and costs), so it runs once per
-    `search_group`; a `PlanError` (no configuration fits) is raised, and remembered."""
-    from ..layout import Link
+    headroom only (`plans.search_free_link`: not the round trip or price, which go into TTFT and costs), so
+    it runs once per `search_group`; a `PlanError` (no configuration fits) is raised, and remembered."""
     from .configurations import chosen_scenario, search_configurations
+    from .plans import search_free_link
 
     spec = search_spec(v)
     base = _scenario_without_link(*_shared(v))
@@ -529,9 +528,7 @@ def searched_scenario(v: dict, q: Question):
     if hit is None:
         if len(_SEARCHES) >= MAX_PLANS:
             _SEARCHES.clear()
-        # the search reads the rate the plan may fill (`Link.planned_bps`: the headroom's too), not the
-        # round trip or price
-        sc = replace(base, link=Link(q.link.bandwidth_bps, q.link.efficiency, headroom=q.link.headroom))
+        sc = replace(base, link=search_free_link(q.link))
         try:
             # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
             hit = chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
