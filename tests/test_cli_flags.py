@@ -92,14 +92,14 @@ def test_a_planning_input_has_one_flag_and_one_help_in_every_command():
     that field's flag with that field's help (and no source file declares it by hand)."""
     import typer.main
 
-    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli import full_app
     from prfaas_plan.cli.question_options import field_help, flag
     from prfaas_plan.planning.question import FIELDS
 
     by_flag = {flag(n): field_help(f) for n, f in FIELDS.items()}
     hand = {f for path in (PACKAGE / "cli").glob("*.py") for f in _declared_flags(path.read_text())}
     assert hand.isdisjoint(by_flag), hand & set(by_flag)
-    seen, stack = set(), [typer.main.get_command(app)]
+    seen, stack = set(), [typer.main.get_command(full_app())]
     while stack:
         command = stack.pop()
         stack += list(getattr(command, "commands", {}).values())

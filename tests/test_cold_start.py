@@ -2,7 +2,8 @@
 at start-up or while it plans, not numpy.ma (45 ms, pulled in by np.unique and np.percentile), neither
 pydantic nor the YAML library (the bundled profiles, stacks included, come from their validated snapshot,
 prfaas_plan/profiles/snapshot.py), and not rich's console: its tables fit, so prfaas_plan/output/plain_table.py
-draws them. A run builds only the command it names (`prfaas_plan.cli.app_for`).
+draws them. A run imports and builds only the command it names (`prfaas_plan.cli.app_for`), and the planning
+package loads its modules on first use.
 
 Each case runs the CLI in a fresh interpreter (imports are per process) and lists the heavy top-level
 packages left in ``sys.modules``. Speed itself is measured in benchmarks/bench_cli.py, not asserted here.
@@ -67,9 +68,10 @@ def test_a_run_builds_only_the_command_it_names():
     import click
     import typer.main
 
-    from prfaas_plan.cli import GLOBAL_VALUED, app, app_for
+    from prfaas_plan.cli import GLOBAL_VALUED, app_for, full_app
 
-    full = typer.main.get_command(app)
+    whole = full_app()
+    full = typer.main.get_command(whole)
     valued = {o for p in full.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
     assert valued == set(GLOBAL_VALUED)  # else app_for would take an option's value for the command name
     for name, command in full.commands.items():
@@ -79,4 +81,48 @@ def test_a_run_builds_only_the_command_it_names():
             assert [p.name for p in only.commands[name].params] == [p.name for p in command.params]
             assert [p.name for p in only.params] == [p.name for p in full.params]
     for args in ([], ["--help"], ["--version"], ["siz"], ["--profiles", "size"]):
-        assert app_for(args) is app
+        assert list(typer.main.get_command(app_for(args)).commands) == list(full.commands)
+
+
+def test_the_command_table_names_each_commands_own_module():
+    """`COMMAND_MODULES` is what a run imports for its command: every registered command and group is in it,
+    under the module that registers it, and it lists nothing else."""
+    from prfaas_plan.cli import COMMAND_MODULES, full_app
+
+    whole = full_app()
+    registered = {c.name or typer_name(c.callback.__name__): c.callback.__module__.rsplit(".", 1)[1]
+                  for c in whole.registered_commands}
+    groups = {g.name: {c.callback.__module__.rsplit(".", 1)[1] for c in g.typer_instance.registered_commands}
+              for g in whole.registered_groups}
+    assert all(len(modules) == 1 for modules in groups.values()), groups
+    registered.update({name: modules.pop() for name, modules in groups.items()})
+    assert registered == COMMAND_MODULES
+    assert [c for c in typer_command(whole).commands] == list(COMMAND_MODULES)  # the --help order
+
+
+def typer_name(function_name: str) -> str:
+    from typer.main import get_command_name
+
+    return get_command_name(function_name)
+
+
+def typer_command(app):
+    import typer.main
+
+    return typer.main.get_command(app)
+
+
+def test_a_run_imports_only_its_commands_module():
+    code = subprocess.run([sys.executable, "-c", MODULES_PROBE], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert code.returncode == 0, code.stderr
+    assert json.loads(code.stdout.strip().splitlines()[-1]) == ["prfaas_plan.cli.plan_cmds"]
+
+
+MODULES_PROBE = """
+import contextlib, io, json, sys
+from prfaas_plan.cli import run
+with contextlib.redirect_stdout(io.StringIO()):
+    assert run(["size", "--model", "kimi-linear"]) == 0
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("prfaas_plan.cli.") and m.endswith("_cmds"))))
+"""

@@ -193,9 +193,9 @@ def _leaf_commands():
     """(path, click command) of every command a user can run, walking the typer app."""
     import typer.main
 
-    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli import full_app
 
-    stack, out = [((), typer.main.get_command(app))], []
+    stack, out = [((), typer.main.get_command(full_app()))], []
     while stack:
         path, command = stack.pop()
         subs = getattr(command, "commands", None)

@@ -13,9 +13,9 @@ PAPER = ("--model", "prfaas-1t", "--inputs", "paper")
 def _size_flags() -> set[str]:
     import typer.main
 
-    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli import full_app
 
-    size = typer.main.get_command(app).commands["size"]
+    size = typer.main.get_command(full_app()).commands["size"]
     return {o for p in size.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
 
 

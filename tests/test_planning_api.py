@@ -70,9 +70,9 @@ def test_per_instance_commands_print_what_the_api_returns(cli):
 def test_every_command_defaults_to_the_same_model():
     import typer.main
 
-    from prfaas_plan.cli import app
+    from prfaas_plan.cli import full_app
 
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(full_app())
     defaults = {name: next(p.default for p in group.commands[name].params if p.name == "model")
                 for name in ("size", "compare", "simulate")}
     assert set(defaults.values()) == {planning.DEFAULTS.model}

@@ -7,29 +7,26 @@ failed internal check (`InternalError`) into one line and exit code 3.
 from __future__ import annotations
 
 import errno
+import importlib
 import io
 import os
 import sys
 
 from ..errors import InternalError, PlanError
 
-# Each module registers its commands on `app` when imported.
-from . import (
-    check_cmds,  # noqa: E402,F401
-    export_cmds,  # noqa: E402,F401
-    import_cmds,  # noqa: E402,F401
-    kv_cmds,  # noqa: E402,F401
-    perf_cmds,  # noqa: E402,F401
-    plan_cmds,  # noqa: E402,F401
-    profile_cmds,  # noqa: E402,F401
-    report_cmds,  # noqa: E402,F401
-    schema_cmds,  # noqa: E402,F401
-    sim_cmds,  # noqa: E402,F401
-    sweep_cmds,  # noqa: E402,F401
-    validate_cmds,  # noqa: E402,F401
-    workload_cmds,  # noqa: E402,F401
-)
 from .app import app
+
+# The module that registers each command and command group on `app`, in the order `--help` lists them. A run
+# imports only the module of the command it names, so `size` does not import the simulator's, the sweep's or
+# the profile tools' code (tests/test_cold_start.py checks this table against the registrations).
+COMMAND_MODULES = {
+    "check": "check_cmds", "export": "export_cmds", "kv": "kv_cmds",
+    "rates": "perf_cmds", "kv-throughput": "perf_cmds", "calibrate": "perf_cmds",
+    "size": "plan_cmds", "compare": "plan_cmds", "reproduce": "plan_cmds",
+    "models": "profile_cmds", "hardware": "profile_cmds", "show": "profile_cmds",
+    "report": "report_cmds", "schema": "schema_cmds", "simulate": "sim_cmds", "sweep": "sweep_cmds",
+    "validate": "validate_cmds", "model": "import_cmds", "workload": "workload_cmds",
+}
 
 
 # errno values that mean the output could not be written, not that an input could not be read
@@ -55,13 +52,32 @@ def _stdout_failed(why: str) -> int:
 GLOBAL_VALUED = ("--profiles",)   # the global options that take a value (tests/test_cli_flags.py checks)
 
 
-def app_for(args: list[str]):
-    """`app` holding only the command ``args`` name, after the global options: building the click object
-    of every command costs a cold ``size`` about 25 ms, and a run needs one. The whole app when ``args``
-    name none of its commands (no command, ``--help``, ``--version``, a typo that earns suggestions)."""
+def _command_name(command) -> str:
+    from typer.main import get_command_name
+
+    return command.name or get_command_name(command.callback.__name__)
+
+
+def full_app():
+    """`app` with every command and group registered, listed in `COMMAND_MODULES` order (whatever was
+    imported before): what ``--help`` shows and what tests walk."""
     import copy
 
-    from typer.main import get_command_name
+    for module in dict.fromkeys(COMMAND_MODULES.values()):
+        importlib.import_module(f"{__name__}.{module}")
+    order = list(COMMAND_MODULES)
+    whole = copy.copy(app)
+    whole.registered_commands = sorted(app.registered_commands, key=lambda c: order.index(_command_name(c)))
+    whole.registered_groups = sorted(app.registered_groups, key=lambda g: order.index(g.name))
+    return whole
+
+
+def app_for(args: list[str]):
+    """`app` holding only the command ``args`` name, after the global options, with only that command's
+    module imported: building the click object of every command costs a cold ``size`` about 25 ms and
+    importing every command module more, and a run needs one. The whole app (`full_app`) when ``args``
+    name none of its commands (no command, ``--help``, ``--version``, a typo that earns suggestions)."""
+    import copy
 
     name, i = None, 0
     while i < len(args) and name is None:
@@ -71,12 +87,12 @@ def app_for(args: list[str]):
             i += 1
         else:
             name = args[i]
-    commands = [c for c in app.registered_commands if (c.name or get_command_name(c.callback.__name__)) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
-        return app
+    if name not in COMMAND_MODULES:
+        return full_app()
+    importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
     only = copy.copy(app)
-    only.registered_commands, only.registered_groups = commands, groups
+    only.registered_commands = [c for c in app.registered_commands if _command_name(c) == name]
+    only.registered_groups = [g for g in app.registered_groups if g.name == name]
     return only
 
 

@@ -24,68 +24,48 @@ Example::
     [w.code for w in a.warnings]
 """
 
-from .answers import (
-    AtCommonRate,
-    CompareAnswer,
-    LayoutAnswer,
-    ReproduceAnswer,
-    SizeAnswer,
-    answer_compare,
-    answer_compare_layout,
-    answer_layout,
-    answer_reproduce,
-    answer_size,
-    perf_notes,
-)
-from .kv import KvBreakdown, kv_breakdown
-from .plans import Plan, compare, homogeneous_baseline, optimize, size, size_layout
-from .profiles import (
-    ModelsAnswer,
-    ShowAnswer,
-    answer_hardware,
-    answer_models,
-    answer_show,
-)
-from .questions import (
-    AtRate,
-    LinkSizing,
-    LoadedLatency,
-    SloRate,
-    TargetSizing,
-    Verification,
-    routing_screen,
-)
-from .configurations import ConfigSearch, SearchSpec, search_configurations
-from .layout_search import LayoutSearch, layout_configurations, search_layout
-from .rates import (
-    CalibrateAnswer,
-    KvThroughputAnswer,
-    RatesAnswer,
-    answer_calibrate,
-    answer_kv_throughput,
-    answer_rates,
-)
-from .question import DEFAULTS, FIELDS, Field, Question, follow_ups, scenario
-from .scenario import (
-    Scenario,
-    instance_decode,
-    instance_prefill,
-    layout_perf,
-    perf_inputs,
-    scenario_for,
-)
-from .simulate import SimulationAnswer, answer_simulate
-from .validate import ValidateAnswer, answer_validate
-from .warnings import PlanWarning
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULTS", "FIELDS", "Field", "Question", "follow_ups", "ConfigSearch", "SearchSpec", "search_configurations", "LayoutSearch",
-    "layout_configurations", "search_layout", "AtCommonRate", "AtRate", "CalibrateAnswer", "CompareAnswer", "KvBreakdown", "KvThroughputAnswer",
-    "LayoutAnswer", "LinkSizing", "LoadedLatency", "ModelsAnswer", "Plan", "PlanWarning", "RatesAnswer",
-    "ShowAnswer", "ValidateAnswer", "answer_calibrate", "answer_hardware", "answer_kv_throughput",
-    "answer_models", "answer_rates", "answer_show", "answer_validate",
-    "ReproduceAnswer", "Scenario", "SimulationAnswer", "SizeAnswer", "SloRate", "TargetSizing", "Verification",
-    "answer_compare", "answer_compare_layout", "answer_layout", "answer_reproduce", "answer_simulate", "answer_size", "compare",
-    "homogeneous_baseline", "instance_decode", "kv_breakdown", "instance_prefill", "layout_perf", "optimize", "perf_inputs",
-    "perf_notes", "routing_screen", "scenario", "scenario_for", "size", "size_layout",
-]
+import importlib
+
+# Every public name and the submodule that defines it. Names are imported on first use (PEP 562), so a
+# command loads only the planning modules it runs: a cold `size` does not import the simulator, the
+# validation, the KV tables or the profile listings (benchmarks/bench_cli.py).
+_SUBMODULE_NAMES = {
+    "answers": ("AtCommonRate", "CompareAnswer", "LayoutAnswer", "ReproduceAnswer", "SizeAnswer", "answer_compare",
+                "answer_compare_layout", "answer_layout", "answer_reproduce", "answer_size", "perf_notes"),
+    "configurations": ("ConfigSearch", "SearchSpec", "search_configurations"),
+    "kv": ("KvBreakdown", "kv_breakdown"),
+    "layout_search": ("LayoutSearch", "layout_configurations", "search_layout"),
+    "plans": ("Plan", "compare", "homogeneous_baseline", "optimize", "size", "size_layout"),
+    "profiles": ("ModelsAnswer", "ShowAnswer", "answer_hardware", "answer_models", "answer_show"),
+    "question": ("DEFAULTS", "FIELDS", "Field", "Question", "follow_ups", "scenario"),
+    "questions": ("AtRate", "LinkSizing", "LoadedLatency", "SloRate", "TargetSizing", "Verification",
+                  "routing_screen"),
+    "rates": ("CalibrateAnswer", "KvThroughputAnswer", "RatesAnswer", "answer_calibrate", "answer_kv_throughput",
+              "answer_rates"),
+    "scenario": ("Scenario", "instance_decode", "instance_prefill", "layout_perf", "perf_inputs", "scenario_for"),
+    "simulate": ("SimulationAnswer", "answer_simulate"),
+    "validate": ("ValidateAnswer", "answer_validate"),
+    "warnings": ("PlanWarning",),
+}
+_SOURCE = {name: module for module, names in _SUBMODULE_NAMES.items() for name in names}
+__all__ = sorted(_SOURCE)
+
+# `scenario` names both a submodule and the function `question.scenario`; importing the submodule would bind
+# the package attribute to the module, so it is imported here, before the function's name is bound for good.
+from . import scenario as _scenario_module  # noqa: E402,F401
+from .question import scenario  # noqa: E402
+
+
+def __getattr__(name: str):
+    module = _SOURCE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SOURCE))
