@@ -127,3 +127,20 @@ def test_readme_python_example_runs():
         exec(compile(block.replace("print(", "(lambda *a: a)("), "README.md", "exec"), scope)  # noqa: S102
     assert scope["a"].plan.best.lambda_max > 0 and scope["s"].requests > 0
     assert scope["r"].decode[0]["tokens_per_s"] > 0 and scope["kv"].has_paper and scope["fit"].by_chip
+
+
+def test_every_public_name_resolves_to_its_submodules_object():
+    """`planning`'s names load on first use (`planning/__init__.py`): each is the object its submodule
+    defines, `scenario` stays the function (not the submodule of that name), and an unknown name is an
+    AttributeError."""
+    import importlib
+
+    for module, names in planning._SUBMODULE_NAMES.items():
+        sub = importlib.import_module(f"prfaas_plan.planning.{module}")
+        for name in names:
+            assert getattr(planning, name) is getattr(sub, name), name
+    assert callable(planning.scenario) and planning.scenario is importlib.import_module(
+        "prfaas_plan.planning.question").scenario
+    assert set(planning.__all__) <= set(dir(planning))
+    with pytest.raises(AttributeError):
+        planning.no_such_name
