@@ -180,12 +180,19 @@ class Routing:
 def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "representative",
                   local_site: str | None = None) -> Routing:
     """Routing statistics for each threshold (vectorized over ``thresholds``)."""
+    t = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    return routing_at(grid, perf, grid.split_index(t), mode, local_site, t)
+
+
+def routing_at(grid: LengthGrid, perf: PerfInputs, idx: np.ndarray, mode: str = "representative",
+               local_site: str | None = None, thresholds: np.ndarray | None = None) -> Routing:
+    """`routing_stats` at the thresholds whose `LengthGrid.split_index` is ``idx`` (the statistics depend on
+    ``t`` only through it); ``thresholds`` fills `Routing.threshold` (NaN where only the step is given)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
-    t = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    t = np.full(len(idx), np.nan) if thresholds is None else thresholds
     site_name = local_site or next(iter(perf.sites))
     site = perf.sites[site_name]
-    idx = grid.split_index(t)
     l = grid.lengths
     w_suffix, l_suffix = grid.weight_suffix, grid.length_suffix
     total, l_all = w_suffix[0], l_suffix[0]
@@ -242,6 +249,18 @@ class StageBounds:
                                    for s in STAGES]), axis=0)
 
 
+def offload_bounds(layout: Layout, routing: Routing, perf: PerfInputs) -> tuple[np.ndarray, np.ndarray]:
+    """The remote prefill and link bounds (requests/s) of a single-PD-site layout at each of the routing's
+    thresholds (1-D): the stage bounds no local split changes."""
+    site = layout.pd_sites[0]
+    if not offloads(layout, perf, site):   # no remote site (or no link): nothing can be sent remote
+        blocked = np.where(np.asarray(routing.p_remote, dtype=float) > 0, 0.0, np.inf)
+        return blocked, blocked
+    goodput = site.link.planned_bps if site.link is not None else 0.0
+    return (_bound(layout.remote.instances, np.asarray(routing.remote_s_per_req, dtype=float)),
+            _bound(goodput / 8.0, np.asarray(routing.link_bytes_per_req, dtype=float)))
+
+
 def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=None) -> StageBounds:
     """Stage bounds for a single-PD-site layout over the routing's thresholds; ``n_prefill`` (array,
     optional) overrides the site's local prefill count, broadcasting as a second axis."""
@@ -254,13 +273,7 @@ def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=N
         n_p = np.asarray(n_prefill, dtype=float)
     n_d = n_total - n_p
     col = lambda a: np.asarray(a, dtype=float)[:, None]  # noqa: E731 - thresholds on axis 0
-    n_remote = layout.remote.instances if layout.remote is not None else 0
-    goodput = site.link.planned_bps if site.link is not None else 0.0
-    remote = _bound(n_remote, col(routing.remote_s_per_req))
-    link = _bound(goodput / 8.0, col(routing.link_bytes_per_req))
-    # a layout with no remote site (or no link) cannot send anything remote
-    if not offloads(layout, perf, site):
-        remote = link = np.where(col(routing.p_remote) > 0, 0.0, np.inf)
+    remote, link = (col(x) for x in offload_bounds(layout, routing, perf))
     local = _bound(n_p[None, :], col(routing.local_s_per_req))
     decode = np.broadcast_to(n_d[None, :] * sp.decode.requests_per_s(perf.output_tokens),
                              (len(routing.threshold), len(n_p)))

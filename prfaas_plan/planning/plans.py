@@ -14,13 +14,14 @@ import numpy as np
 from ..analytic.search import (
     GridResult,
     grid_search,
-    per_support_step,
+    stepwise,
     threshold_candidates,
 )
 from ..analytic.throughput import (
     Evaluation,
     LengthGrid,
     PerfInputs,
+    routing_at,
     routing_stats,
     stage_bounds,
 )
@@ -88,18 +89,17 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
         return None
     site = lay.pd_sites[0].name
 
-    def carries(ts) -> np.ndarray:
-        r = routing_stats(grid, perf, ts, best.mode, site)
+    def carries(r) -> np.ndarray:
         return stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0] >= best.lambda_max * (1 - 1e-9)
 
     ts = threshold_candidates(grid)
-    ok = np.flatnonzero(carries(ts))
+    ok = np.flatnonzero(carries(routing_stats(grid, perf, ts, best.mode, site)))
     if len(ok) == 0:
         return float("inf")
     if ok[0] == 0:
         return None
     lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
-    carries_at = per_support_step(grid, lambda t: bool(carries([t])[0]))
+    carries_at = stepwise(grid, lo, hi, lambda steps: carries(routing_at(grid, perf, steps, best.mode, site)))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if carries_at(mid) else (mid, hi)
