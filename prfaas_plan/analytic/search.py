@@ -72,12 +72,13 @@ class GridResult:
     """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``.
     ``bounds``: the stage bounds (requests/s) behind ``lam``, kept so that `balanced_threshold` at another
     split reuses them instead of recomputing the routing over every threshold. ``best`` is None on a
-    surface of a few splits only (`split_columns`)."""
+    surface of a few splits only (`split_columns`); ``lam`` and ``bounds`` are None on the optimum alone
+    (`grid_optimum`)."""
 
     best: Evaluation | None
     thresholds: np.ndarray
     splits: np.ndarray
-    lam: np.ndarray
+    lam: np.ndarray | None
     bounds: StageBounds | None = None
 
 
@@ -129,6 +130,13 @@ def search_best(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
         col = _split_column(remote, link, local_s, float(splits[j]), float(site.instances - splits[j]) * rps)
         t_best = _balanced_threshold(layout, grid, perf, mode, ts, col.lambda_max[:, 0], col, 0, n_p, best_lam)
     return evaluate(layout, grid, perf, t_best, n_p, mode)
+
+
+def grid_optimum(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative") -> GridResult:
+    """`grid_search`'s result (free or the layout's own threshold) without its surface: ``best`` is
+    `search_best`'s, ``lam`` and ``bounds`` are None (for callers that read the optimum only)."""
+    ts, splits, _ = _search_axes(layout, grid, None, None, False)
+    return GridResult(search_best(layout, grid, perf, mode), ts, splits, None, None)
 
 
 def _search_axes(layout: Layout, grid: LengthGrid, thresholds, fixed_threshold, keep_split: bool):
