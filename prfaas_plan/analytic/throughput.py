@@ -122,6 +122,33 @@ class LengthGrid:
         return self._once(("transfer", transfer), model,
                           lambda: self.suffix(self.transfer_at_lengths(model, transfer)))
 
+    def length_stats(self, idx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(P(L > t), E[L | L > t], E[L | L <= t])`` (tokens; NaN where the condition has no mass) at the
+        thresholds whose `split_index` is ``idx``, read-only and remembered per index array: a search asks
+        the same candidate thresholds of every configuration it grid-searches."""
+        idx = np.asarray(idx)
+        cache = self.__dict__.setdefault("_length_stats_memo", {})
+        key = (idx.dtype.str, idx.shape, idx.tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) >= MAX_GRID_ENTRIES:
+                cache.clear()
+            hit = cache[key] = self._length_stats(idx)
+        return hit
+
+    def _length_stats(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w_suffix, l_suffix = self.weight_suffix, self.length_suffix
+        total, l_all = w_suffix[0], l_suffix[0]
+        w_above = np.clip(w_suffix[idx], 0.0, total)
+        p = w_above / total
+        l_above = l_suffix[idx]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
+            l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
+        for a in (p, l_long, l_short):
+            a.setflags(write=False)
+        return p, l_long, l_short
+
     @cached_property
     def length_suffix(self) -> np.ndarray:
         """``suffix(lengths)``: partial first moment from each support point up (computed once per grid)."""
@@ -194,14 +221,7 @@ def routing_at(grid: LengthGrid, perf: PerfInputs, idx: np.ndarray, mode: str = 
     site_name = local_site or next(iter(perf.sites))
     site = perf.sites[site_name]
     l = grid.lengths
-    w_suffix, l_suffix = grid.weight_suffix, grid.length_suffix
-    total, l_all = w_suffix[0], l_suffix[0]
-    w_above = np.clip(w_suffix[idx], 0.0, total)
-    p = w_above / total
-    l_above = l_suffix[idx]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
-        l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
+    p, l_long, l_short = grid.length_stats(idx)
     if mode == "exact":
         remote = (grid.busy_suffix(perf.remote_prefill) if perf.remote_prefill is not None
                   else grid.suffix(np.full_like(l, np.inf)))[idx]
