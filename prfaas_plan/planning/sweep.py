@@ -392,7 +392,7 @@ def _forget_with_profiles() -> None:
 
     from ..profiles.store import forget_with_folders
 
-    dicts = (_MEMO, _QUESTIONS, _PERFS, _SEARCHES, _PLANS, _LAYOUTS, _PREFILLS, _INSTANCE_MODELS)
+    dicts = (_MEMO, _QUESTIONS, _PERFS, _SEARCHES, _PLANS, _LAYOUTS, _BASES, _PREFILLS, _INSTANCE_MODELS)
     for cached in (_scenario_without_link, *(SimpleNamespace(cache_clear=c.clear) for c in dicts)):
         forget_with_folders(cached)
 
@@ -619,6 +619,22 @@ def plan_of(v: dict, sc, perf):
     return plan
 
 
+_BASES: dict = {}
+
+
+def resolved_basis(v: dict, sc, basis: str | None) -> str:
+    """`plans.resolve_basis` of a point's searched scenario, once per shared inputs and `configuration`
+    (the default basis reads which chips the pools hold); a `PlanError` for a bad name, as it raises."""
+    from .plans import resolve_basis
+
+    key = (_shared(v), configuration(sc), basis)
+    if key not in _BASES:
+        if len(_BASES) >= MAX_PLANS:
+            _BASES.clear()
+        _BASES[key] = resolve_basis(sc, basis)
+    return _BASES[key]
+
+
 _LAYOUTS: dict = {}
 
 
@@ -679,6 +695,7 @@ def clear_caches() -> None:
     _SEARCHES.clear()
     _PLANS.clear()
     _LAYOUTS.clear()
+    _BASES.clear()
     _PREFILLS.clear()
 
 
@@ -775,7 +792,7 @@ def headline(plan) -> dict:
 
 def evaluate(point: Point) -> dict:
     """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
-    from .plans import basis_baseline_name, compare, resolve_basis, size
+    from .plans import basis_baseline_name, compare, size
     from .warnings import basis_warning, beaten_warning, plan_warnings
 
     v = point.values
@@ -791,7 +808,7 @@ def evaluate(point: Point) -> dict:
         perf = _perf_of(_shared(v), sc)
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
-        basis = resolve_basis(sc, q.basis)
+        basis = resolved_basis(v, sc, q.basis)
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
             plans = compare(sc, basis, perf=perf, equal_instances=False, plan_of=plan_of(v, sc, perf),
