@@ -167,3 +167,14 @@ def test_search_best_is_the_grid_searchs_best(remote, local, chips, gbps, mode, 
     for lay in (prfaas_pd(f"{8 * remote}xH200", f"{chips * local}xH20", Link(gbps * 1e9), chips),
                 homogeneous_pd(f"{chips * max(local, 2)}xH20", chips)):
         assert repr(search_best(lay, GRID, perf, mode)) == repr(grid_search(lay, GRID, perf, mode).best)
+
+
+@settings(max_examples=60, deadline=None)
+@given(t=st.floats(0.0, 200_000.0), width=st.integers(0, 40))
+def test_step_of_is_split_index(t, width):
+    # the bisections' lookup (Python's bisect over the support as floats) within a bracket of steps
+    k = int(GRID.split_index(t))
+    lo, hi = max(k - width, 0), min(k + width, len(GRID.lengths))
+    assert GRID.step_of(t, lo, hi) == k == GRID.step_of(t)
+    for length in GRID.lengths[:: 97]:
+        assert GRID.step_of(float(length)) == int(GRID.split_index(float(length)))

@@ -283,4 +283,4 @@ def stepwise(grid: LengthGrid, lo: float, hi: float, at_steps):
     that would evaluate one step at a time (`per_support_step`) to look up."""
     first, last = (int(k) for k in grid.split_index([lo, hi]))
     values = at_steps(np.arange(first, last + 1))
-    return lambda t: values[int(grid.split_index(t)) - first]
+    return lambda t: values[grid.step_of(t, first, last) - first]

@@ -22,6 +22,7 @@ number of thresholds at once (vectorized), which the optimizer's grid search use
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -76,6 +77,16 @@ class LengthGrid:
     def split_index(self, t) -> np.ndarray:
         """Index of the first support point strictly longer than ``t``."""
         return np.searchsorted(self.lengths, np.asarray(t, dtype=float), side="right")
+
+    def step_of(self, t: float, lo: int = 0, hi: int | None = None) -> int:
+        """`split_index` of one threshold ``t`` (tokens, not NaN) known to lie in ``[lo, hi]`` (split indices),
+        by Python's bisection over the support as floats: a bisection on ``t`` asks it at every step."""
+        return bisect.bisect_right(self.length_list, float(t), lo, len(self.lengths) if hi is None else hi)
+
+    @cached_property
+    def length_list(self) -> list[float]:
+        """``lengths`` as Python floats (the same doubles), for `step_of`."""
+        return self.lengths.tolist()
 
     @property
     def mean(self) -> float:
@@ -347,7 +358,7 @@ def evaluate(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: floa
     b = stage_bounds(layout, r, perf, [n_p])
     bounds = {s: float(getattr(b, s)[0, 0]) for s in STAGES}
     lam = float(b.lambda_max[0, 0])
-    binding = STAGES[int(b.binding()[0, 0])]
+    binding = STAGES[int(np.argmin([bounds[s] for s in STAGES]))]   # `StageBounds.binding` at the one point
     egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if offloads(layout, perf, site) else 0.0
     link = site.link
     evaluated = replace(layout, pd_sites=(site.with_split(int(n_p)),) + layout.pd_sites[1:], threshold=float(t))
