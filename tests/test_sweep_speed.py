@@ -47,6 +47,16 @@ def test_memoized_rows_are_the_rows_of_a_cold_evaluation(tmp_path):
     assert a["cloud_usd_per_hour"] < b["cloud_usd_per_hour"]
 
 
+def test_memoized_rows_at_the_rental_basis_are_the_rows_of_a_cold_evaluation(tmp_path):
+    # the rental baseline buys what the link's price leaves (`sweep.layouts_of` keys it by the link)
+    spec = S.parse_spec({"base": {"remote": "16xH200", "basis": "rental"},
+                         "grid": {"link": ["10G", "100G"], "link_price": [0, 400]}})
+    rows = run_sweep(spec, tmp_path / "r.csv").rows
+    for point, row in zip(S.points(spec), rows):
+        assert {k: row[k] for k in VALUES} == {k: _cold_row(point)[k] for k in VALUES}, point.values
+    assert len({r["homogeneous_throughput_rps"] for r in rows}) > 1
+
+
 @settings(max_examples=12, deadline=None)
 @given(rtt=st.sampled_from([0.0, 0.002, 0.04]), price=st.sampled_from([0.0, 5.0, 40.0]),
        rate=st.sampled_from([5e9, 40e9, 400e9]), efficiency=st.sampled_from([1.0, 0.8]),
@@ -190,7 +200,7 @@ def test_shared_instance_models_are_the_functions_own_answers():
     with sharing(memo):
         first = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
         assert decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang") is first
-    assert len(memo) == 1
+    assert [k[0] for k in memo] == ["decode_steps", "decode_capacity"]   # its step table is shared too
     fresh = decode_capacity(model, inst, 0.025, 9000.0, "tp", stack="sglang")
     assert fresh == first and fresh is not first
     calls = []

@@ -148,3 +148,33 @@ def test_refined_threshold_never_loses_to_the_grid(remote, local, gbps, mode):
     # 1024-point grid the loss reaches ~1% of Lambda_max; on the CLI's 8192-point grid ~1e-4.
     res = grid_search(prfaas_pd(f"{8 * remote}xH200", f"{8 * local}xH20", Link(gbps * 1e9)), GRID, PERF, mode)
     assert res.best.lambda_max >= res.lam.max() * (1 - 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(remote=st.integers(1, 8), local=st.integers(1, 40), chips=st.sampled_from([1, 2, 4, 8]),
+       gbps=st.sampled_from([0.5, 5.0, 20.0, 100.0, 800.0]), mode=st.sampled_from(["exact", "representative"]),
+       decode_scale=st.sampled_from([0.01, 0.3, 1.0, 7.0]))
+def test_search_best_is_the_grid_searchs_best(remote, local, chips, gbps, mode, decode_scale):
+    # the best split per threshold from where the local bounds meet, not from the whole surface: the same
+    # optimum to the bit (repr: l_long and l_short may be NaN)
+    from dataclasses import replace
+
+    from prfaas_plan.analytic.search import search_best
+
+    site = PERF.sites["local"]
+    decode = replace(site.decode, batch=site.decode.batch * decode_scale)
+    perf = replace(PERF, sites={"local": replace(site, decode=decode)})
+    for lay in (prfaas_pd(f"{8 * remote}xH200", f"{chips * local}xH20", Link(gbps * 1e9), chips),
+                homogeneous_pd(f"{chips * max(local, 2)}xH20", chips)):
+        assert repr(search_best(lay, GRID, perf, mode)) == repr(grid_search(lay, GRID, perf, mode).best)
+
+
+@settings(max_examples=60, deadline=None)
+@given(t=st.floats(0.0, 200_000.0), width=st.integers(0, 40))
+def test_step_of_is_split_index(t, width):
+    # the bisections' lookup (Python's bisect over the support as floats) within a bracket of steps
+    k = int(GRID.split_index(t))
+    lo, hi = max(k - width, 0), min(k + width, len(GRID.lengths))
+    assert GRID.step_of(t, lo, hi) == k == GRID.step_of(t)
+    for length in GRID.lengths[:: 97]:
+        assert GRID.step_of(float(length)) == int(GRID.split_index(float(length)))

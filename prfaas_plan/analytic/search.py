@@ -19,7 +19,10 @@ from .throughput import (
     LengthGrid,
     PerfInputs,
     StageBounds,
+    _bound,
     evaluate,
+    offload_bounds,
+    routing_at,
     routing_stats,
     stage_bounds,
 )
@@ -69,12 +72,13 @@ class GridResult:
     """The optimum and the whole surface, for plots: ``lam[i, j]`` at ``thresholds[i]``, N_p = ``splits[j]``.
     ``bounds``: the stage bounds (requests/s) behind ``lam``, kept so that `balanced_threshold` at another
     split reuses them instead of recomputing the routing over every threshold. ``best`` is None on a
-    surface of a few splits only (`split_columns`)."""
+    surface of a few splits only (`split_columns`); ``lam`` and ``bounds`` are None on the optimum alone
+    (`grid_optimum`)."""
 
     best: Evaluation | None
     thresholds: np.ndarray
     splits: np.ndarray
-    lam: np.ndarray
+    lam: np.ndarray | None
     bounds: StageBounds | None = None
 
 
@@ -87,15 +91,8 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     A layout without local prefill choice (naive heterogeneous: ``t = 0``), or ``keep_split``, keeps
     its own split.
     """
-    site = layout.pd_sites[0]
-    pinned = layout.threshold if fixed_threshold is None else fixed_threshold
-    if pinned is not None:
-        ts = np.array([pinned], dtype=float)
-    else:
-        ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
-    fixed = keep_split or pinned == 0.0
-    splits = np.array([site.prefill]) if fixed else np.arange(0, site.instances + 1)
-    r = routing_stats(grid, perf, ts, mode, site.name)
+    ts, splits, pinned = _search_axes(layout, grid, thresholds, fixed_threshold, keep_split)
+    r = routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name)
     b = stage_bounds(layout, r, perf, splits)
     lam = b.lambda_max
     best_lam = lam.max()
@@ -106,6 +103,97 @@ def grid_search(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
         t_best = _balanced_threshold(layout, grid, perf, mode, ts, lam[:, j], b, j, int(splits[j]), best_lam)
     best = evaluate(layout, grid, perf, t_best, int(splits[j]), mode)
     return GridResult(best, ts, splits, lam, b)
+
+
+def search_best(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative") -> Evaluation:
+    """``grid_search(layout, grid, perf, mode).best`` (free or the layout's own threshold), without the
+    surface: where every split is searched, the best split of each threshold is found from the two local
+    bounds' crossing (`_best_splits`), so the work grows with the thresholds, not with thresholds x splits.
+    The same figures are compared in the same way, so the answer is `grid_search`'s to the bit
+    (tests/test_throughput.py)."""
+    ts, splits, pinned = _search_axes(layout, grid, None, None, False)
+    site = layout.pd_sites[0]
+    rps = site_decode_rps(layout, perf)
+    if len(splits) < 2 or not np.isfinite(rps) or rps < 0:
+        return grid_search(layout, grid, perf, mode).best
+    r = routing_stats(grid, perf, ts, mode, site.name)
+    remote, link = offload_bounds(layout, r, perf)
+    local_s = np.asarray(r.local_s_per_req, dtype=float)
+    offload = np.minimum(remote, link)
+    if not (np.all(np.isfinite(local_s)) and not np.any(np.isnan(offload))):
+        return grid_search(layout, grid, perf, mode).best
+    best_lam, j = _best_splits(offload, local_s, splits, rps)
+    n_p = int(splits[j])
+    if pinned is not None:
+        t_best = float(pinned)
+    else:
+        col = _split_column(remote, link, local_s, float(splits[j]), float(site.instances - splits[j]) * rps)
+        t_best = _balanced_threshold(layout, grid, perf, mode, ts, col.lambda_max[:, 0], col, 0, n_p, best_lam)
+    return evaluate(layout, grid, perf, t_best, n_p, mode)
+
+
+def grid_optimum(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = "representative") -> GridResult:
+    """`grid_search`'s result (free or the layout's own threshold) without its surface: ``best`` is
+    `search_best`'s, ``lam`` and ``bounds`` are None (for callers that read the optimum only)."""
+    ts, splits, _ = _search_axes(layout, grid, None, None, False)
+    return GridResult(search_best(layout, grid, perf, mode), ts, splits, None, None)
+
+
+def _search_axes(layout: Layout, grid: LengthGrid, thresholds, fixed_threshold, keep_split: bool):
+    """The thresholds (tokens) and local splits `grid_search` tries, and the pinned threshold (or None)."""
+    site = layout.pd_sites[0]
+    pinned = layout.threshold if fixed_threshold is None else fixed_threshold
+    if pinned is not None:
+        ts = np.array([pinned], dtype=float)
+    else:
+        ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
+    fixed = keep_split or pinned == 0.0
+    splits = np.array([site.prefill]) if fixed else np.arange(0, site.instances + 1)
+    return ts, splits, pinned
+
+
+def site_decode_rps(layout: Layout, perf: PerfInputs) -> float:
+    """Requests/s one decode instance of the layout's first PD site sustains (as `stage_bounds` reads it)."""
+    return perf.sites[layout.pd_sites[0].name].decode.requests_per_s(perf.output_tokens)
+
+
+WINDOW = np.arange(-2, 4)
+"""Splits around where the local prefill and decode bounds meet that `_best_splits` compares: the meeting
+point is computed in floating point, so the best whole split may be one further off than its floor says."""
+
+
+def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, rps: float) -> tuple[float, int]:
+    """The best ``Lambda_max`` (requests/s) over every threshold and split ``0..N``, and the fewest prefill
+    instances reaching it within `REL_TIE`, as `grid_search` picks them from its surface. ``offload``: the
+    remote and link bound per threshold (requests/s, the smaller of the two); ``local_s``: local prefill
+    seconds per request; ``rps``: one decode instance's requests/s.
+
+    Per threshold, ``min(N_p / P, (N - N_p) d)`` rises then falls in ``N_p``, so its maximum lies beside
+    where the two meet (`WINDOW`); the other bound does not depend on the split. A split reaches a level
+    ``tau`` at some threshold exactly when its decode bound does and ``N_p / P >= tau`` at the threshold
+    with the least local prefill time among those whose offload bound reaches ``tau``."""
+    n = len(splits) - 1
+    prefill = splits.astype(float)
+    decode = (n - prefill) * rps
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
+    near = np.clip(np.floor(meet).astype(int)[:, None] + WINDOW, 0, n)
+    local = np.minimum(_bound(prefill[near], local_s[:, None]), decode[near]).max(axis=1)
+    best_lam = float(np.minimum(offload, local).max())
+    tau = best_lam * (1 - REL_TIE)
+    reach = offload >= tau
+    fastest = float(local_s[reach].min())
+    prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= tau
+    return best_lam, int(np.argmax(prefill_ok & (decode >= tau)))
+
+
+def _split_column(remote: np.ndarray, link: np.ndarray, local_s: np.ndarray, n_prefill: float,
+                  decode: float) -> StageBounds:
+    """`stage_bounds` at one split, from the remote and link bounds per threshold (requests/s), local prefill
+    seconds per request, ``n_prefill`` instances and the decode bound (requests/s)."""
+    col = lambda a: np.asarray(a, dtype=float)[:, None]  # noqa: E731 - thresholds on axis 0
+    local = _bound(np.array([[n_prefill]]), col(local_s))
+    return StageBounds(col(remote), col(link), local, np.full(local.shape, decode))
 
 
 def split_columns(layout: Layout, grid: LengthGrid, perf: PerfInputs, splits, mode: str = "exact") -> GridResult:
@@ -160,12 +248,7 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
     lo, hi = float(ts[lo_i]), float(ts[hi_i])
     sign_lo = np.sign(gap[lo_i])
     site = layout.pd_sites[0].name
-
-    def gap_sign(t: float) -> float:
-        bb = stage_bounds(layout, routing_stats(grid, perf, [t], mode, site), perf, [n_p])
-        return np.sign(np.log(min(bb.remote_prefill[0, 0], bb.link[0, 0])) - np.log(bb.local_prefill[0, 0]))
-
-    gap_sign = per_support_step(grid, gap_sign)
+    gap_sign = _gap_signs(layout, grid, perf, mode, n_p, lo, hi)
     for _ in range(40):
         mid = 0.5 * (lo + hi)
         if gap_sign(mid) == sign_lo:
@@ -178,3 +261,26 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
     cands = [0.5 * (lo + hi), lo, hi, float(ts[i])]
     lam = stage_bounds(layout, routing_stats(grid, perf, cands, mode, site), perf, [n_p]).lambda_max[:, 0]
     return cands[int(np.argmax(lam >= lam.max() * (1 - REL_TIE)))]
+
+
+def _gap_signs(layout, grid, perf, mode, n_p: int, lo: float, hi: float):
+    """``t -> sign(log(min(remote, link bound)) - log(local prefill bound))`` at ``n_p`` local prefill
+    instances, for thresholds ``t`` (tokens) in ``[lo, hi]`` (`stepwise`)."""
+    site = layout.pd_sites[0].name
+
+    def signs(steps: np.ndarray) -> np.ndarray:
+        b = stage_bounds(layout, routing_at(grid, perf, steps, mode, site), perf, [n_p])
+        with np.errstate(divide="ignore", invalid="ignore"):   # steps the bisection may never visit
+            return np.sign(np.log(np.minimum(b.remote_prefill[:, 0], b.link[:, 0])) - np.log(b.local_prefill[:, 0]))
+
+    return stepwise(grid, lo, hi, signs)
+
+
+def stepwise(grid: LengthGrid, lo: float, hi: float, at_steps):
+    """``t -> at_steps(steps)[the step of t]`` for thresholds ``t`` (tokens) in ``[lo, hi]``: ``at_steps``
+    maps an array of steps of the routing statistics (`LengthGrid.split_index` values, for `routing_at`) to
+    an array of figures, and is evaluated once, vectorized, at every step in the range, for a bisection
+    that would evaluate one step at a time (`per_support_step`) to look up."""
+    first, last = (int(k) for k in grid.split_index([lo, hi]))
+    values = at_steps(np.arange(first, last + 1))
+    return lambda t: values[grid.step_of(t, first, last) - first]

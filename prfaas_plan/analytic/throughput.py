@@ -22,6 +22,7 @@ number of thresholds at once (vectorized), which the optimizer's grid search use
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -77,6 +78,16 @@ class LengthGrid:
         """Index of the first support point strictly longer than ``t``."""
         return np.searchsorted(self.lengths, np.asarray(t, dtype=float), side="right")
 
+    def step_of(self, t: float, lo: int = 0, hi: int | None = None) -> int:
+        """`split_index` of one threshold ``t`` (tokens, not NaN) known to lie in ``[lo, hi]`` (split indices),
+        by Python's bisection over the support as floats: a bisection on ``t`` asks it at every step."""
+        return bisect.bisect_right(self.length_list, float(t), lo, len(self.lengths) if hi is None else hi)
+
+    @cached_property
+    def length_list(self) -> list[float]:
+        """``lengths`` as Python floats (the same doubles), for `step_of`."""
+        return self.lengths.tolist()
+
     @property
     def mean(self) -> float:
         return float(np.dot(self.lengths, self.weights))
@@ -121,6 +132,33 @@ class LengthGrid:
         """``suffix`` of `transfer_at_lengths` (bytes per request), computed once per grid, model and policy."""
         return self._once(("transfer", transfer), model,
                           lambda: self.suffix(self.transfer_at_lengths(model, transfer)))
+
+    def length_stats(self, idx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(P(L > t), E[L | L > t], E[L | L <= t])`` (tokens; NaN where the condition has no mass) at the
+        thresholds whose `split_index` is ``idx``, read-only and remembered per index array: a search asks
+        the same candidate thresholds of every configuration it grid-searches."""
+        idx = np.asarray(idx)
+        cache = self.__dict__.setdefault("_length_stats_memo", {})
+        key = (idx.dtype.str, idx.shape, idx.tobytes())
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) >= MAX_GRID_ENTRIES:
+                cache.clear()
+            hit = cache[key] = self._length_stats(idx)
+        return hit
+
+    def _length_stats(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w_suffix, l_suffix = self.weight_suffix, self.length_suffix
+        total, l_all = w_suffix[0], l_suffix[0]
+        w_above = np.clip(w_suffix[idx], 0.0, total)
+        p = w_above / total
+        l_above = l_suffix[idx]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
+            l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
+        for a in (p, l_long, l_short):
+            a.setflags(write=False)
+        return p, l_long, l_short
 
     @cached_property
     def length_suffix(self) -> np.ndarray:
@@ -180,21 +218,21 @@ class Routing:
 def routing_stats(grid: LengthGrid, perf: PerfInputs, thresholds, mode: str = "representative",
                   local_site: str | None = None) -> Routing:
     """Routing statistics for each threshold (vectorized over ``thresholds``)."""
+    t = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    return routing_at(grid, perf, grid.split_index(t), mode, local_site, t)
+
+
+def routing_at(grid: LengthGrid, perf: PerfInputs, idx: np.ndarray, mode: str = "representative",
+               local_site: str | None = None, thresholds: np.ndarray | None = None) -> Routing:
+    """`routing_stats` at the thresholds whose `LengthGrid.split_index` is ``idx`` (the statistics depend on
+    ``t`` only through it); ``thresholds`` fills `Routing.threshold` (NaN where only the step is given)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
-    t = np.atleast_1d(np.asarray(thresholds, dtype=float))
+    t = np.full(len(idx), np.nan) if thresholds is None else thresholds
     site_name = local_site or next(iter(perf.sites))
     site = perf.sites[site_name]
-    idx = grid.split_index(t)
     l = grid.lengths
-    w_suffix, l_suffix = grid.weight_suffix, grid.length_suffix
-    total, l_all = w_suffix[0], l_suffix[0]
-    w_above = np.clip(w_suffix[idx], 0.0, total)
-    p = w_above / total
-    l_above = l_suffix[idx]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        l_long = np.where(p > 0, l_above / np.where(w_above > 0, w_above, 1), np.nan)
-        l_short = np.where(p < 1, (l_all - l_above) / np.where(total - w_above > 0, total - w_above, 1), np.nan)
+    p, l_long, l_short = grid.length_stats(idx)
     if mode == "exact":
         remote = (grid.busy_suffix(perf.remote_prefill) if perf.remote_prefill is not None
                   else grid.suffix(np.full_like(l, np.inf)))[idx]
@@ -242,6 +280,18 @@ class StageBounds:
                                    for s in STAGES]), axis=0)
 
 
+def offload_bounds(layout: Layout, routing: Routing, perf: PerfInputs) -> tuple[np.ndarray, np.ndarray]:
+    """The remote prefill and link bounds (requests/s) of a single-PD-site layout at each of the routing's
+    thresholds (1-D): the stage bounds no local split changes."""
+    site = layout.pd_sites[0]
+    if not offloads(layout, perf, site):   # no remote site (or no link): nothing can be sent remote
+        blocked = np.where(np.asarray(routing.p_remote, dtype=float) > 0, 0.0, np.inf)
+        return blocked, blocked
+    goodput = site.link.planned_bps if site.link is not None else 0.0
+    return (_bound(layout.remote.instances, np.asarray(routing.remote_s_per_req, dtype=float)),
+            _bound(goodput / 8.0, np.asarray(routing.link_bytes_per_req, dtype=float)))
+
+
 def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=None) -> StageBounds:
     """Stage bounds for a single-PD-site layout over the routing's thresholds; ``n_prefill`` (array,
     optional) overrides the site's local prefill count, broadcasting as a second axis."""
@@ -254,13 +304,7 @@ def stage_bounds(layout: Layout, routing: Routing, perf: PerfInputs, n_prefill=N
         n_p = np.asarray(n_prefill, dtype=float)
     n_d = n_total - n_p
     col = lambda a: np.asarray(a, dtype=float)[:, None]  # noqa: E731 - thresholds on axis 0
-    n_remote = layout.remote.instances if layout.remote is not None else 0
-    goodput = site.link.planned_bps if site.link is not None else 0.0
-    remote = _bound(n_remote, col(routing.remote_s_per_req))
-    link = _bound(goodput / 8.0, col(routing.link_bytes_per_req))
-    # a layout with no remote site (or no link) cannot send anything remote
-    if not offloads(layout, perf, site):
-        remote = link = np.where(col(routing.p_remote) > 0, 0.0, np.inf)
+    remote, link = (col(x) for x in offload_bounds(layout, routing, perf))
     local = _bound(n_p[None, :], col(routing.local_s_per_req))
     decode = np.broadcast_to(n_d[None, :] * sp.decode.requests_per_s(perf.output_tokens),
                              (len(routing.threshold), len(n_p)))
@@ -314,7 +358,7 @@ def evaluate(layout: Layout, grid: LengthGrid, perf: PerfInputs, threshold: floa
     b = stage_bounds(layout, r, perf, [n_p])
     bounds = {s: float(getattr(b, s)[0, 0]) for s in STAGES}
     lam = float(b.lambda_max[0, 0])
-    binding = STAGES[int(b.binding()[0, 0])]
+    binding = STAGES[int(np.argmin([bounds[s] for s in STAGES]))]   # `StageBounds.binding` at the one point
     egress = lam * float(r.link_bytes_per_req[0]) * 8.0 if offloads(layout, perf, site) else 0.0
     link = site.link
     evaluated = replace(layout, pd_sites=(site.with_split(int(n_p)),) + layout.pd_sites[1:], threshold=float(t))

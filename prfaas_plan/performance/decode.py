@@ -135,6 +135,17 @@ def _ep_ratio(model: ModelProfile, instance: Instance, moe: str, stack: StackPro
 
 
 @shared
+def decode_steps(model: ModelProfile, instance: Instance, cap: int, context_tokens: float, moe: str,
+                 constants: ChipConstants, stack: StackProfile, dp_attention: bool) -> np.ndarray:
+    """`decode_step_s` (seconds) of every batch ``1..cap`` in one vectorized pass, read-only. `shared`: they do
+    not depend on the TPOT SLO, so a sweep over SLOs computes them once per instance, context and split."""
+    steps = np.asarray(decode_step_s(model, instance, np.arange(1, cap + 1), context_tokens, moe, constants, stack,
+                                     dp_attention), dtype=float)
+    steps.setflags(write=False)
+    return steps
+
+
+@shared
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None,
                     stack: StackProfile | str | None = None, dp_attention: bool = False) -> DecodeCapacity:
@@ -156,8 +167,7 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
 
     cap = mem.max_batch
     if 1 <= cap <= VECTOR_BATCHES:  # every batch's step in one vectorized pass, read by the same bisection
-        steps = np.asarray(decode_step_s(model, instance, np.arange(1, cap + 1), context_tokens, moe, constants,
-                                         stack, dp_attention), dtype=float)
+        steps = decode_steps(model, instance, cap, context_tokens, moe, constants, stack, dp_attention)
         step = lambda b: float(steps[b - 1])  # noqa: E731 - the same figures, looked up
     if cap >= 1 and step(1) <= tpot_s:
         lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO

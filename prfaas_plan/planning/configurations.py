@@ -321,7 +321,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     ``prune`` (branch and bound, for callers that read ``best`` only) grid-searches a joint configuration
     only while its `lambda_upper_bound` can still reach the best found: ``best`` is the exhaustive search's
     (tests/test_configurations.py), ``ranked`` holds only the candidates evaluated."""
-    from ..analytic.search import grid_search
+    from ..analytic.search import search_best
     from ..analytic.throughput import PerfInputs, SitePerf
     from ..analytic.transfer import TransferBytes
     from ..analytic.ttft import ttft_summary
@@ -402,7 +402,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
         wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc, perf, lay = joint(model, r, n_l, lp, d)
-        best = grid_search(lay, sc.grid, perf, sc.mode).best
+        best = search_best(lay, sc.grid, perf, sc.mode)
         ep = expert_parallel_degree
         roles = (RoleConfig("prefill", "remote", n_r, n_r, ep(r_moe, n_r), False, 0, wd, kd),
                  RoleConfig("prefill", "local", n_l, n_l, ep(l_moe, n_l), False, 0, wd, kd),

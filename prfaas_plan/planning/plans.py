@@ -13,14 +13,16 @@ import numpy as np
 
 from ..analytic.search import (
     GridResult,
+    grid_optimum,
     grid_search,
-    per_support_step,
+    stepwise,
     threshold_candidates,
 )
 from ..analytic.throughput import (
     Evaluation,
     LengthGrid,
     PerfInputs,
+    routing_at,
     routing_stats,
     stage_bounds,
 )
@@ -88,18 +90,17 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
         return None
     site = lay.pd_sites[0].name
 
-    def carries(ts) -> np.ndarray:
-        r = routing_stats(grid, perf, ts, best.mode, site)
+    def carries(r) -> np.ndarray:
         return stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0] >= best.lambda_max * (1 - 1e-9)
 
     ts = threshold_candidates(grid)
-    ok = np.flatnonzero(carries(ts))
+    ok = np.flatnonzero(carries(routing_stats(grid, perf, ts, best.mode, site)))
     if len(ok) == 0:
         return float("inf")
     if ok[0] == 0:
         return None
     lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
-    carries_at = per_support_step(grid, lambda t: bool(carries([t])[0]))
+    carries_at = stepwise(grid, lo, hi, lambda steps: carries(routing_at(grid, perf, steps, best.mode, site)))
     for _ in range(40):
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if carries_at(mid) else (mid, hi)
@@ -127,10 +128,15 @@ def _costs(layout: Layout) -> tuple[float, float]:
 
 
 def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | None = None,
-             keep_split: bool = False) -> Plan:
+             keep_split: bool = False, surface: bool = True) -> Plan:
     """Grid-search the layout (the split only when ``threshold``, in tokens, pins the routing; the
-    threshold only with ``keep_split``) and gather its report figures."""
-    surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold, keep_split=keep_split)
+    threshold only with ``keep_split``) and gather its report figures. ``surface=False`` keeps the optimum
+    only (`search.grid_optimum`: the plan's ``surface`` has no ``lam`` or ``bounds``; a sweep's rows read
+    neither)."""
+    if surface or threshold is not None or keep_split:
+        surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold, keep_split=keep_split)
+    else:
+        surface = grid_optimum(layout, sc.grid, perf, sc.mode)
     best = surface.best
     ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
     capex, hourly = _costs(layout)
@@ -260,7 +266,7 @@ def basis_baseline(sc: Scenario, basis: str) -> Layout:
 
 
 def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = None,
-            equal_instances: bool = True, plan_of=None) -> dict[str, Plan]:
+            equal_instances: bool = True, plan_of=None, layouts_of=None) -> dict[str, Plan]:
     """PrfaaS-PD, the local cluster alone, homogeneous PD at equal instances, homogeneous PD at equal
     ``basis`` (capex, rental or chips; none for ``instances``; None: `default_basis`) and naive
     heterogeneous; ``perf`` as in `size`. Keys: ``prfaas-pd``, ``local-alone``, ``homogeneous-pd``,
@@ -268,8 +274,19 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
     ``homogeneous-pd`` unless it is the basis's baseline (one basis per answer: the ``compare`` command;
     the paper's case study keeps both). ``plan_of(layout)``, when given, is used instead of
     ``optimize(layout, sc, perf)`` and must return the same plan (a sweep reuses the plans of layouts its
-    points share, `prfaas_plan.planning.sweep`)."""
+    points share, `prfaas_plan.planning.sweep`); ``layouts_of(basis)``, likewise, instead of
+    `compare_layouts` and must return ``compare_layouts(sc, basis, equal_instances)``."""
     basis = resolve_basis(sc, basis)
+    layouts = compare_layouts(sc, basis, equal_instances) if layouts_of is None else layouts_of(basis)
+    perf = perf_inputs(sc) if perf is None else perf
+    if plan_of is None:
+        return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
+    return {name: plan_of(lay) for name, lay in layouts.items()}
+
+
+def compare_layouts(sc: Scenario, basis: str, equal_instances: bool = True) -> dict[str, Layout]:
+    """The layouts `compare` plans, by its keys, at the resolved ``basis`` (`resolve_basis`); a `PlanError`
+    when a baseline cannot be built. Only ``prfaas-pd`` and ``naive-heterogeneous`` carry ``sc.link``."""
     layouts = {"prfaas-pd": prfaas_layout(sc), LOCAL_ALONE: local_alone(sc)}
     if equal_instances or basis == "instances":
         layouts["homogeneous-pd"] = homogeneous_baseline(sc.remote, sc.local, sc.instance_chips, "instances",
@@ -277,10 +294,7 @@ def compare(sc: Scenario, basis: str | None = None, perf: PerfInputs | None = No
     if basis != "instances":
         layouts[basis_baseline_name(basis)] = basis_baseline(sc, basis)
     layouts["naive-heterogeneous"] = naive_layout(sc)
-    perf = perf_inputs(sc) if perf is None else perf
-    if plan_of is None:
-        return {name: optimize(lay, sc, perf) for name, lay in layouts.items()}
-    return {name: plan_of(lay) for name, lay in layouts.items()}
+    return layouts
 
 
 def size_layout(layout: Layout, sc: Scenario):

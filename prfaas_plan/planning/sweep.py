@@ -292,15 +292,27 @@ def _spec_names(exc: PlanError) -> PlanError:
     return PlanError(INPUT_NAME.sub(r"\1", str(exc)))
 
 
+_QUESTIONS: dict = {}
+"""The `Question` of each point's inputs this process has parsed (`question`): `points` checks every point
+before any is planned, and `evaluate` asks again."""
+
+
 def question(v: dict) -> Question:
     """The `Question` of a point's inputs (every unit, name, enum and chip count parsed); a bad one is a
     `PlanError` naming the input as the spec does."""
+    key = tuple(v.items())
+    hit = _QUESTIONS.get(key)
+    if hit is not None:
+        return hit
     if len(_MEMO) > 4096:
         _MEMO.clear()
+    if len(_QUESTIONS) > 4096:
+        _QUESTIONS.clear()
     try:
-        return Question.from_point(planning_values(v), _MEMO)
+        hit = _QUESTIONS[key] = Question.from_point(planning_values(v), _MEMO)
     except PlanError as exc:
         raise _spec_names(exc) from None
+    return hit
 
 
 def planning_values(v: dict) -> dict:
@@ -380,8 +392,8 @@ def _forget_with_profiles() -> None:
 
     from ..profiles.store import forget_with_folders
 
-    for cached in (SimpleNamespace(cache_clear=_MEMO.clear), _scenario_without_link,
-                   *(SimpleNamespace(cache_clear=c.clear) for c in (_PERFS, _SEARCHES, _PLANS, _PREFILLS, _INSTANCE_MODELS))):
+    dicts = (_MEMO, _QUESTIONS, _PERFS, _SEARCHES, _PLANS, _LAYOUTS, _BASES, _PREFILLS, _INSTANCE_MODELS)
+    for cached in (_scenario_without_link, *(SimpleNamespace(cache_clear=c.clear) for c in dicts)):
         forget_with_folders(cached)
 
 
@@ -576,28 +588,86 @@ def _remembered(key, compute):
 
 
 def plan_of(v: dict, sc, perf):
-    """``layout -> plans.optimize(layout, sc, perf)`` for one point, reusing what earlier points with the
+    """``layout -> plans.optimize(layout, sc, perf)`` for one point (its optimum only: ``surface=False``, a
+    row reads no surface), reusing what earlier points with the
     same shared inputs (`_shared`) computed. A link-free layout (`link_free`: local alone, the
     homogeneous baselines) is planned once: the reused plan is the very object the first point computed.
     A layout with a link is searched once per `plans.search_free` form (points differing only in round
     trip or link price share the search) and `plans.relink`-ed to the point's link, which recomputes
     its costs, and its TTFT once per round trip. Either way the plan is `optimize`'s, so the rows are
-    the same with or without the memo (tests/test_sweep_speed.py)."""
-    from .plans import optimize, relink, search_free
+    the same with or without the memo (tests/test_sweep_speed.py). The layouts are `layouts_of`'s: one
+    with a link carries the point's, and its name with the shared inputs and configuration gives the rest."""
+    from .plans import optimize, relink, search_free_link
 
     shared = (_shared(v), configuration(sc))  # a searched point's plans depend on what its search chose
+    # the layouts with a link carry the point's (`layouts_of`): their `search_free` forms differ from point
+    # to point in the link only, so the layout's name and its search-free link stand for them
+    search_link, timed_link = search_free_link(sc.link), search_free_link(sc.link, rtt=False)
 
     def plan(layout):
         if link_free(layout):
-            return _remembered((shared, layout), lambda: optimize(layout, sc, perf))
-        searched = _remembered((shared, search_free(layout)), lambda: optimize(layout, sc, perf))
+            return _remembered((shared, layout), lambda: optimize(layout, sc, perf, surface=False))
+        if any(s.link != sc.link for s in layout.pd_sites):
+            raise ValueError(f"plan_of: layout {layout.name!r} does not carry the point's link")
+        searched = _remembered((shared, layout.name, search_link), lambda: optimize(layout, sc, perf, surface=False))
         if searched.layout == layout:
             return searched
         # one TTFT per round trip: points differing only in link price share it
-        timed = _remembered((shared, search_free(layout, rtt=False)), lambda: relink(searched, layout, sc))
+        timed = _remembered((shared, layout.name, timed_link), lambda: relink(searched, layout, sc))
         return timed if timed.layout == layout else relink(timed, layout, sc)
 
     return plan
+
+
+_BASES: dict = {}
+
+
+def resolved_basis(v: dict, sc, basis: str | None) -> str:
+    """`plans.resolve_basis` of a point's searched scenario, once per shared inputs and `configuration`
+    (the default basis reads which chips the pools hold); a `PlanError` for a bad name, as it raises."""
+    from .plans import resolve_basis
+
+    key = (_shared(v), configuration(sc), basis)
+    if key not in _BASES:
+        if len(_BASES) >= MAX_PLANS:
+            _BASES.clear()
+        _BASES[key] = resolve_basis(sc, basis)
+    return _BASES[key]
+
+
+_LAYOUTS: dict = {}
+
+
+def layouts_of(v: dict, sc):
+    """``basis -> plans.compare_layouts(sc, basis, equal_instances=False)`` for one point, from those of the
+    first point with the same shared inputs (`_shared`), `configuration` and basis: the layouts with a link
+    (PrfaaS-PD, naive heterogeneous) get this point's (`with_link`), the link-free ones are the very objects
+    built first. The rental basis's baseline reads the link's price: there the link is in the key too."""
+    from .plans import compare_layouts
+
+    def layouts(basis: str) -> dict:
+        key = (_shared(v), configuration(sc), basis, sc.link if basis == "rental" else None)
+        hit = _LAYOUTS.get(key)
+        if hit is None:
+            if len(_LAYOUTS) >= MAX_PLANS:
+                _LAYOUTS.clear()
+            try:
+                hit = compare_layouts(sc, basis, equal_instances=False)
+            except PlanError as exc:
+                hit = exc
+            _LAYOUTS[key] = hit
+        if isinstance(hit, PlanError):
+            raise PlanError(str(hit))  # a fresh error: the cached one must not collect tracebacks
+        return {name: with_link(lay, sc.link) for name, lay in hit.items()}
+
+    return layouts
+
+
+def with_link(layout, link):
+    """``layout`` with ``link`` on each of its sites that has one (the layout itself when none has)."""
+    if all(s.link is None or s.link == link for s in layout.pd_sites):
+        return layout
+    return replace(layout, pd_sites=tuple(s if s.link is None else replace(s, link=link) for s in layout.pd_sites))
 
 
 def prefill_group(v: dict) -> tuple:
@@ -618,11 +688,14 @@ def search_group(v: dict) -> tuple:
 def clear_caches() -> None:
     """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
     _MEMO.clear()
+    _QUESTIONS.clear()
     _scenario_without_link.cache_clear()
     _PERFS.clear()
     _INSTANCE_MODELS.clear()
     _SEARCHES.clear()
     _PLANS.clear()
+    _LAYOUTS.clear()
+    _BASES.clear()
     _PREFILLS.clear()
 
 
@@ -719,7 +792,7 @@ def headline(plan) -> dict:
 
 def evaluate(point: Point) -> dict:
     """The row of one point: inputs, headline figures and gains, or the reason it cannot be planned."""
-    from .plans import basis_baseline_name, compare, resolve_basis, size
+    from .plans import basis_baseline_name, compare, size
     from .warnings import basis_warning, beaten_warning, plan_warnings
 
     v = point.values
@@ -735,10 +808,11 @@ def evaluate(point: Point) -> dict:
         perf = _perf_of(_shared(v), sc)
         if isinstance(perf, PlanError):
             raise PlanError(str(perf))  # a fresh error: the cached one must not collect tracebacks
-        basis = resolve_basis(sc, q.basis)
+        basis = resolved_basis(v, sc, q.basis)
         row["basis"] = basis  # the basis the verdict used, never "auto"
         try:
-            plans = compare(sc, basis, perf=perf, equal_instances=False, plan_of=plan_of(v, sc, perf))
+            plans = compare(sc, basis, perf=perf, equal_instances=False, plan_of=plan_of(v, sc, perf),
+                            layouts_of=layouts_of(v, sc))
         except PlanError as exc:  # a baseline cannot be built; PrfaaS-PD itself may still plan
             row["baseline_error"] = str(exc)
             plans = {"prfaas-pd": size(sc, perf=perf)}
