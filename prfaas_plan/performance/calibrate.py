@@ -84,8 +84,9 @@ ENGINE_UPPER = {"latency_s": 0.06, "forward_overhead_s": 0.01, "request_overhead
 # - continuation: p-norm exponents (dimensionless) of the smoothed maxima (roofline max(compute, memory), the
 #   closed queue's branches) solved first, in order, each from the last; then the exact model is solved from
 #   there, and every prediction is the exact model's. () = exact model only;
-# - ftol: least_squares' relative cost tolerance (dimensionless) of every stage (scipy's default 1e-8).
-SMOOTHING = {"saturation": 0.0, "continuation": (), "ftol": 1e-8}
+# - ftol: least_squares' relative cost tolerance (dimensionless) of every stage (scipy's default 1e-8);
+# - x_scale: least_squares' variable scale, 1.0 (every log-constant alike) or "jac" (by the Jacobian's columns).
+SMOOTHING = {"saturation": 0.0, "continuation": (), "ftol": 1e-8, "x_scale": 1.0}
 
 
 def _saturate(z: np.ndarray, lower: np.ndarray, upper: np.ndarray, width: float) -> np.ndarray:
@@ -95,7 +96,8 @@ def _saturate(z: np.ndarray, lower: np.ndarray, upper: np.ndarray, width: float)
     derivative in (0, 1] everywhere (docs/methods.md, "A smooth objective")."""
     if width <= 0.0:
         return np.clip(z, lower, upper)
-    return lower + width * (np.logaddexp(0.0, (z - lower) / width) - np.logaddexp(0.0, (z - upper) / width))
+    smooth = lower + width * (np.logaddexp(0.0, (z - lower) / width) - np.logaddexp(0.0, (z - upper) / width))
+    return np.clip(smooth, lower, upper)   # against rounding only: the map is inside the bounds analytically
 
 
 def harness_of(m) -> str:
@@ -290,10 +292,16 @@ def _solve(problem: _Problem, params: _Params, keep: np.ndarray, x0: np.ndarray,
     x = np.clip(x0, params.lower + 1e-9, params.upper - 1e-9)
     stages = []
     for sharpness in (*SMOOTHING["continuation"], None):
-        res = least_squares(residuals, x, bounds=(params.lower, params.upper), x_scale=1.0, method="trf",
-                            loss=LOSS, f_scale=1.0, ftol=SMOOTHING["ftol"], kwargs={"sharpness": sharpness})
+        options = dict(bounds=(params.lower, params.upper), x_scale=SMOOTHING["x_scale"], method="trf", loss=LOSS,
+                       f_scale=1.0, ftol=SMOOTHING["ftol"], kwargs={"sharpness": sharpness})
+        try:
+            res, solver = least_squares(residuals, x, **options), "exact"
+        except np.linalg.LinAlgError:
+            # LAPACK's SVD of the trust-region step failed to converge on an ill-conditioned Jacobian (seen on a
+            # fold from one perturbed start): the same stage by the iterative trust-region solver instead
+            res, solver = least_squares(residuals, x, tr_solver="lsmr", **options), "lsmr"
         stages.append({"sharpness": sharpness, "cost": float(res.cost), "optimality": float(res.optimality),
-                       "status": int(res.status), "nfev": int(res.nfev)})
+                       "status": int(res.status), "nfev": int(res.nfev), "tr_solver": solver})
         x = res.x
     res.stages = stages
     return (res, owner) if full else res.x
