@@ -86,7 +86,7 @@ ENGINE_UPPER = {"latency_s": 0.06, "forward_overhead_s": 0.01, "request_overhead
 #   there, and every prediction is the exact model's. () = exact model only;
 # - ftol: least_squares' relative cost tolerance (dimensionless) of every stage (scipy's default 1e-8);
 # - x_scale: least_squares' variable scale, 1.0 (every log-constant alike) or "jac" (by the Jacobian's columns).
-SMOOTHING = {"saturation": 0.1, "continuation": (8.0,), "ftol": 1e-8, "x_scale": 1.0}
+SMOOTHING = {"saturation": 0.0, "continuation": (), "ftol": 1e-8, "x_scale": 1.0}
 
 
 def _saturate(z: np.ndarray, lower: np.ndarray, upper: np.ndarray, width: float) -> np.ndarray:
