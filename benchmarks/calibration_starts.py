@@ -9,7 +9,8 @@ width in log (numpy ``default_rng(--seed)``, clipped inside the bounds by ``_sol
 fit's final objective (least_squares ``cost``, soft_l1), its in-sample NVIDIA TTFT median per chip and Table 3
 (``paper-sglang`` TTFT in-sample); every LOMO fold re-run from the same start, each fold's ``cost`` and the LOMO
 TTFT/TPOT medians per chip (NVIDIA's distinct rows, as ``calibration_headline.py``); then ``best``: each fold keeps
-its lowest-cost start, and ``best without optimum`` the same among the starts that have not seen the held-out model. Also per fold: the spread of the held-out TTFT predictions across starts. Prints JSON.
+its lowest-cost start, and ``best without optimum`` the same among the starts that have not seen the held-out
+model. Also per fold: the spread of the held-out TTFT predictions across starts. Prints JSON.
 
 Run from the repository root after ``pip install -e .``: ``OPENBLAS_NUM_THREADS=1 python3
 benchmarks/calibration_starts.py`` (about 1.5-2 minutes, 90-105 s measured on the 2-core box it was written on,
@@ -153,10 +154,10 @@ def main() -> None:
                            lomo[s]["ttft"][out] / measured["ttft"][out] - 1.0)), 1) for s in starts},
                        "ttft prediction spread across starts (max/min - 1) median / max %":
                            [round(100 * float(np.median(spread)), 1), round(100 * float(spread.max()), 1)]}
+    opts = [o for d in fold_opt.values() for o in d.values()]
     result = {"points": n, "folds": len(folds), "seed": args.seed, "set": args.set, "table": rows,
               "fold fits by least_squares status": fold_status,
-              "fold optimality median / max": [float(f"{np.median([o for d in fold_opt.values() for o in d.values()]):.3g}"),
-                                               float(f"{max(o for d in fold_opt.values() for o in d.values()):.3g}")],
+              "fold optimality median / max": [float(f"{np.median(opts):.3g}"), float(f"{max(opts):.3g}")],
               "full fit by start": {
         k: {kk: vv for kk, vv in v.items() if kk != "x"} for k, v in full.items()}, "folds by model": per_fold,
         "run_s": round(time.perf_counter() - t0, 1)}

@@ -53,7 +53,8 @@ def smooth_max(a, b, p: float):
 
 
 def closed_queue(latency, alone, full, per_forward, busy, forwards_per_prompt, step, chunks, concurrency, osl,
-                 wave_fraction, request_overhead, iterations: int = ITERATIONS, sharpness: float | None = None) -> tuple:
+                 wave_fraction, request_overhead, iterations: int = ITERATIONS,
+                 sharpness: float | None = None) -> tuple:
     """Mean TTFT and TPOT (seconds) of the closed-loop benchmark (see the module docstring) from the times of
     its parts: ``latency`` = the stack's fixed latency (not GPU-busy); ``alone`` / ``full`` = the forward(s)
     holding the request's prompt with 1 or ``per_forward`` prompts; ``busy`` = busy seconds per prompt of a
