@@ -31,7 +31,7 @@ from .kernel_curves import plateau_efficiency
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
-from .closed_queue import closed_queue
+from .closed_queue import closed_queue, smooth_max
 from .harness import HARNESSES, harness_name
 from .serving import wave_shape
 from .stack_versions import error_notes, fit_version_layer, with_entries
@@ -76,6 +76,28 @@ ENGINE_STACKS = ("sglang", "vllm", "trtllm")
 RECORDED_DEVIATION_WIDTH = 2.0  # a recorded harness's stack (not an engine) deviates freely: it must not set the pool
 ENGINE_UPPER = {"latency_s": 0.06, "forward_overhead_s": 0.01, "request_overhead_s": 0.01,
                 "ep_forward_overhead_s": 0.01}
+# How the objective is made smooth (docs/methods.md section 2, "A smooth objective"); a dict so that a benchmark
+# can switch a part off (`benchmarks/calibration_starts.py --set calibrate.SMOOTHING='{...}'`):
+# - saturation: width (log units, 0.1 = a corner about 10% wide in value) of the softplus corners of the bounded
+#   map that holds a stack's term inside its pooled term's bounds (`_saturate`); 0 = the hard clip. A
+#   parameterisation, not a model: a term a factor e inside a bound is moved by under 5e-6 in log;
+# - continuation: p-norm exponents (dimensionless) of the smoothed maxima (roofline max(compute, memory), the
+#   closed queue's branches) solved first, in order, each from the last; then the exact model is solved from
+#   there, and every prediction is the exact model's. () = exact model only;
+# - ftol: least_squares' relative cost tolerance (dimensionless) of every stage (scipy's default 1e-8);
+# - x_scale: least_squares' variable scale, 1.0 (every log-constant alike) or "jac" (by the Jacobian's columns).
+SMOOTHING = {"saturation": 0.0, "continuation": (), "ftol": 1e-8, "x_scale": 1.0}
+
+
+def _saturate(z: np.ndarray, lower: np.ndarray, upper: np.ndarray, width: float) -> np.ndarray:
+    """``z`` held inside ``[lower, upper]`` (log values): ``np.clip`` when ``width`` is 0, else the smooth
+    saturation ``lower + w softplus((z - lower) / w) - w softplus((z - upper) / w)``, strictly inside the
+    bounds, equal to ``z`` to within ``w exp(-d / w)`` at a distance ``d`` from both bounds and with a
+    derivative in (0, 1] everywhere (docs/methods.md, "A smooth objective")."""
+    if width <= 0.0:
+        return np.clip(z, lower, upper)
+    smooth = lower + width * (np.logaddexp(0.0, (z - lower) / width) - np.logaddexp(0.0, (z - upper) / width))
+    return np.clip(smooth, lower, upper)   # against rounding only: the map is inside the bounds analytically
 
 
 def harness_of(m) -> str:
@@ -104,14 +126,14 @@ class _Params:
 
     def effective(self, x: np.ndarray) -> np.ndarray:
         """Log-values in effect: a stack's entry is the pooled term plus its deviation, held inside the
-        pooled term's bounds; chip and pooled entries as they are."""
+        pooled term's bounds (`_saturate`, ``SMOOTHING["saturation"]``); chip and pooled entries as they are."""
         if not hasattr(self, "_pool_of"):
             pool_of = np.array([self.keys.index((POOL, name)) for _, name in self.keys[self.pooled:]], dtype=int)
             object.__setattr__(self, "_pool_of", pool_of)
         out = x.copy()
         pool = self._pool_of
         upper = self.upper[pool] if self.cap is None else self.cap
-        out[self.pooled:] = np.clip(x[self.pooled:] + x[pool], self.lower[pool], upper)
+        out[self.pooled:] = _saturate(x[self.pooled:] + x[pool], self.lower[pool], upper, SMOOTHING["saturation"])
         for follower, leader in self.tied:
             out[follower] = x[leader]
         return out
@@ -226,18 +248,22 @@ class _Problem:
                                       for m in points]) for q in QUANTITIES}
         self.mask = {q: np.isfinite(self.measured[q]) for q in QUANTITIES}
 
-    def predict(self, x: np.ndarray) -> dict[str, np.ndarray]:
+    def predict(self, x: np.ndarray, sharpness: float | None = None) -> dict[str, np.ndarray]:
+        """Predicted TTFT, TPOT and busy time of every point; ``sharpness`` None = the model exactly, a number
+        p = its maxima as p-norms (the calibration's continuation stages only, `SMOOTHING`)."""
         v = np.append(np.exp(self.params.effective(x)), 0.0)
         gemm = v[self.term_chip[:, None] + self.cls]                   # terms x ops
         memory = v[self.term_chip + len(RATE_CLASSES)][:, None]
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
-        t = ((np.maximum(self.u["compute"] / gemm, self.u["memory"] / memory) + self.u["link"] / comm
+        compute, traffic = self.u["compute"] / gemm, self.u["memory"] / memory
+        roof = np.maximum(compute, traffic) if sharpness is None else smooth_max(compute, traffic, sharpness)
+        t = ((roof + self.u["link"] / comm
               + self.u["latency"]).sum(axis=1) + v[self.term_ovh].sum(axis=1)) * self.term_mult
         s, i = self.shape, self.idx
         client = v[i["harness"]] + v[i["stream"]] * (s["concurrency"] - 1.0)
         ttft, tpot = closed_queue(v[i["latency"]] + client, t[i["alone"]], t[i["full"]], s["per_forward"], t[i["busy"]],
                                  s["forwards_per_prompt"], t[i["decode"]], s["chunks"], s["concurrency"], s["osl"],
-                                 v[i["wave"]], v[i["request"]])
+                                 v[i["wave"]], v[i["request"]], sharpness=sharpness)
         return {"ttft": ttft, "tpot": tpot, "busy": t[i["busy"]]}
 
 
@@ -247,8 +273,8 @@ def _residual_fn(problem: _Problem, params: _Params, keep: np.ndarray):
     logs = {q: np.log(np.where(problem.mask[q], problem.measured[q], 1.0)) for q in QUANTITIES}
     owner = np.concatenate([np.flatnonzero(masks[q]) for q in QUANTITIES] + [np.full(len(params.keys), -1)])
 
-    def residuals(x):
-        pred = problem.predict(x)
+    def residuals(x, sharpness=None):
+        pred = problem.predict(x, sharpness)
         data = [(np.log(pred[q][masks[q]]) - logs[q][masks[q]]) / SIGMA_MEASUREMENT for q in QUANTITIES]
         return np.concatenate(data + [(x - params.centre) / params.width])
 
@@ -256,12 +282,28 @@ def _residual_fn(problem: _Problem, params: _Params, keep: np.ndarray):
 
 
 def _solve(problem: _Problem, params: _Params, keep: np.ndarray, x0: np.ndarray, full: bool = False):
+    """MAP fit of the rows ``keep`` from ``x0``: the continuation stages of ``SMOOTHING`` (smoothed maxima), each
+    from the last, then the exact model from there (docs/methods.md, "A smooth objective"). ``full``: also the
+    exact stage's least_squares result (with ``stages``: cost, optimality, status, evaluations per stage) and
+    the owner of each residual."""
     from scipy.optimize import least_squares
 
     residuals, owner = _residual_fn(problem, params, keep)
-    x0 = np.clip(x0, params.lower + 1e-9, params.upper - 1e-9)
-    res = least_squares(residuals, x0, bounds=(params.lower, params.upper), x_scale=1.0, method="trf",
-                        loss=LOSS, f_scale=1.0)
+    x = np.clip(x0, params.lower + 1e-9, params.upper - 1e-9)
+    stages = []
+    for sharpness in (*SMOOTHING["continuation"], None):
+        options = dict(bounds=(params.lower, params.upper), x_scale=SMOOTHING["x_scale"], method="trf", loss=LOSS,
+                       f_scale=1.0, ftol=SMOOTHING["ftol"], kwargs={"sharpness": sharpness})
+        try:
+            res, solver = least_squares(residuals, x, **options), "exact"
+        except np.linalg.LinAlgError:
+            # LAPACK's SVD of the trust-region step failed to converge on an ill-conditioned Jacobian (seen on a
+            # fold from one perturbed start): the same stage by the iterative trust-region solver instead
+            res, solver = least_squares(residuals, x, tr_solver="lsmr", **options), "lsmr"
+        stages.append({"sharpness": sharpness, "cost": float(res.cost), "optimality": float(res.optimality),
+                       "status": int(res.status), "nfev": int(res.nfev), "tr_solver": solver})
+        x = res.x
+    res.stages = stages
     return (res, owner) if full else res.x
 
 

@@ -28,6 +28,11 @@ GPU seconds the throughput pays.
 At ``C = 1`` every waiting term is zero: TTFT is the unloaded latency (`RooflinePrefill.latency_s`) and TPOT
 the bare step, which is what Phi_kv and the planner use. Every argument may be an array (the calibration
 evaluates all measured points at once); ``iterations`` numpy passes, no Python loop over points.
+
+``sharpness`` (the calibration's continuation only, docs/methods.md, "A smooth objective"): None (the default,
+the planner's and every prediction's path) is the model above exactly; a number ``p`` replaces its three
+parameter-dependent branches (``min(W, k)``, ``max(0, W - k)``, ``min(rho, MAX_PREFILL_SHARE)``) by the p-norm
+`smooth_max`, so the calibration's objective has no kink while it solves its first stages.
 """
 
 from __future__ import annotations
@@ -38,8 +43,18 @@ ITERATIONS = 8        # substitutions of the steady-queue fixed point (converged
 MAX_PREFILL_SHARE = 0.95  # rho is held below 1: a closed loop never offers more work than the GPU serves
 
 
+def smooth_max(a, b, p: float):
+    """p-norm ``(a^p + b^p)^(1/p)`` of non-negative ``a``, ``b``: a smooth upper bound of ``max(a, b)``, at most
+    ``2^(1/p)`` times it (where ``a = b``), exact as ``p`` grows (docs/methods.md, "A smooth objective")."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    top, low = np.maximum(a, b), np.minimum(a, b)
+    ratio = np.divide(low, top, out=np.zeros_like(top), where=top > 0.0)
+    return top * (1.0 + ratio ** p) ** (1.0 / p)
+
+
 def closed_queue(latency, alone, full, per_forward, busy, forwards_per_prompt, step, chunks, concurrency, osl,
-                 wave_fraction, request_overhead, iterations: int = ITERATIONS) -> tuple:
+                 wave_fraction, request_overhead, iterations: int = ITERATIONS,
+                 sharpness: float | None = None) -> tuple:
     """Mean TTFT and TPOT (seconds) of the closed-loop benchmark (see the module docstring) from the times of
     its parts: ``latency`` = the stack's fixed latency (not GPU-busy); ``alone`` / ``full`` = the forward(s)
     holding the request's prompt with 1 or ``per_forward`` prompts; ``busy`` = busy seconds per prompt of a
@@ -49,10 +64,15 @@ def closed_queue(latency, alone, full, per_forward, busy, forwards_per_prompt, s
     C = np.asarray(concurrency, dtype=float)
     multi = C > 1.0
     clump = 1.0 + np.asarray(wave_fraction, dtype=float) * (C - 1.0)
-    together = np.minimum(clump, per_forward)
+    if sharpness is None:
+        together = np.minimum(clump, per_forward)
+        ahead = np.maximum(0.0, clump - per_forward) / 2.0
+    else:   # min(W, k) = W + k - max(W, k), max(0, W - k) = max(W, k) - k, both through one smooth max
+        top = smooth_max(clump, per_forward, sharpness)
+        together = clump + per_forward - top
+        ahead = (top - per_forward) / 2.0
     span = np.maximum(np.asarray(per_forward, dtype=float) - 1.0, 1.0)
     own = alone + (full - alone) * (together - 1.0) / span
-    ahead = np.maximum(0.0, clump - per_forward) / 2.0
     gaps = ahead * forwards_per_prompt + np.where(multi, np.asarray(chunks, dtype=float) - 1.0, 0.0)
     waves = latency + own + ahead * busy + gaps * step + request_overhead * (clump - 1.0) / 2.0
     inside = (C - 1.0 - (clump - 1.0) / 2.0) / np.maximum(np.asarray(osl, dtype=float) - 1.0, 1.0)
@@ -61,7 +81,9 @@ def closed_queue(latency, alone, full, per_forward, busy, forwards_per_prompt, s
     ttft = waves
     for _ in range(iterations):
         throughput = C / (ttft + cycle_decode)
-        rho = np.minimum(throughput * busy, MAX_PREFILL_SHARE)
+        offered = throughput * busy
+        rho = (np.minimum(offered, MAX_PREFILL_SHARE) if sharpness is None else   # smooth min(a, b) = ab / max(a, b)
+               offered * MAX_PREFILL_SHARE / smooth_max(offered, MAX_PREFILL_SHARE, sharpness))
         queued = np.where(multi, rho * busy / (2.0 * (1.0 - rho)) + (1.0 - rho) * step / 2.0, 0.0)
         ttft = waves + queued
     return ttft, tpot
