@@ -313,3 +313,25 @@ def test_kernel_curves_cover_benchmarked_chips_and_only_those():
         assert np.all((gemm > 0) & (gemm <= 1)) and gemm[-1] >= 0.95
     assert relative_efficiency("h20", "dense_ffn", "bf16", x) == 1.0
     assert relative_efficiency("h200", "elementwise", "bf16", x) == 1.0
+
+
+def test_prefill_works_shared_across_chips_and_equal_to_fresh_work():
+    """`prefill_works` hands the remote and local pools one computation of the hardware-free work; the
+    seconds match those of work computed afresh."""
+    from prfaas_plan.performance.operators import Parallel
+    from prfaas_plan.performance.roofline import prefill_shape, prefill_works
+    from prfaas_plan.profiles import get_model, get_stack
+
+    model, stack, par = get_model("kimi-linear"), get_stack(None), Parallel(8, "ep")
+    l = np.array([100.0, 3000.0, 40000.0])
+    first = prefill_works(model, par, l, stack, True)
+    assert prefill_works(model, par, l.copy(), stack, True)[0] is first[0]
+    assert prefill_works(model, par, l, stack, False)[0] is not first[0]
+    requests, q, context, chunks = prefill_shape(l, stack, True)
+    fresh = pass_work(model, par, requests, q, context, "prefill")
+    for chip in ("h200", "h20"):
+        hw = get_hardware(chip)
+        cal = chip_constants(hw).calibration
+        np.testing.assert_array_equal(pass_seconds(first[0], hw, cal), pass_seconds(fresh, hw, cal))
+    np.testing.assert_array_equal(first[1], chunks)
+    np.testing.assert_array_equal(first[2], requests)
