@@ -101,6 +101,11 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
+def _nonzero(x) -> bool:
+    """``np.any(x)`` of a float or an array, without `np.any`'s dispatch (a few per operator per pass)."""
+    return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
+
+
 def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -> np.ndarray:
     """Total seconds of the operators of one pass (no overheads).
 
@@ -111,11 +116,11 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     link = chip.scaleup_gb_s * 1e9 * cal.comm
     total = 0.0
     for w in works:
-        if np.any(w.flops) or np.any(w.hbm_bytes):
+        if _nonzero(w.flops) or _nonzero(w.hbm_bytes):
             cls = efficiency_class(chip, w)
             rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
-        if np.any(w.link_calls):
+        if _nonzero(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
     return np.asarray(total, dtype=float)
 
