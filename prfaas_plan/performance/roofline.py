@@ -101,6 +101,21 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
+_PEAKS: dict = {}
+
+
+def _class_and_peak(chip: HardwareProfile, w: OpWork) -> tuple[str, float]:
+    """``(efficiency_class(chip, w), chip.flops(w.dtype))`` (FLOP/s), looked up once per chip, operator class
+    and dtype: every operator of every pass asks."""
+    key = (id(chip), w.name, w.dtype)
+    hit = _PEAKS.get(key)
+    if hit is None or hit[0] is not chip:
+        if len(_PEAKS) >= MAX_WORKS_ENTRIES:
+            _PEAKS.clear()
+        hit = _PEAKS[key] = (chip, efficiency_class(chip, w), chip.flops(w.dtype))
+    return hit[1], hit[2]
+
+
 def _nonzero(x) -> bool:
     """``np.any(x)`` of a float or an array, without `np.any`'s dispatch (a few per operator per pass)."""
     return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
@@ -117,8 +132,8 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     total = 0.0
     for w in works:
         if _nonzero(w.flops) or _nonzero(w.hbm_bytes):
-            cls = efficiency_class(chip, w)
-            rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
+            cls, peak = _class_and_peak(chip, w)
+            rate = peak * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if _nonzero(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
