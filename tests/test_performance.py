@@ -313,3 +313,61 @@ def test_kernel_curves_cover_benchmarked_chips_and_only_those():
         assert np.all((gemm > 0) & (gemm <= 1)) and gemm[-1] >= 0.95
     assert relative_efficiency("h20", "dense_ffn", "bf16", x) == 1.0
     assert relative_efficiency("h200", "elementwise", "bf16", x) == 1.0
+
+
+def test_prefill_works_shared_across_chips_and_equal_to_fresh_work():
+    """`prefill_works` hands the remote and local pools one computation of the hardware-free work; the
+    seconds match those of work computed afresh."""
+    from prfaas_plan.performance.operators import Parallel
+    from prfaas_plan.performance.roofline import prefill_shape, prefill_works
+    from prfaas_plan.profiles import get_model, get_stack
+
+    model, stack, par = get_model("kimi-linear"), get_stack(None), Parallel(8, "ep")
+    l = np.array([100.0, 3000.0, 40000.0])
+    first = prefill_works(model, par, l, stack, True)
+    assert prefill_works(model, par, l.copy(), stack, True)[0] is first[0]
+    assert prefill_works(model, par, l, stack, False)[0] is not first[0]
+    requests, q, context, chunks = prefill_shape(l, stack, True)
+    fresh = pass_work(model, par, requests, q, context, "prefill")
+    for chip in ("h200", "h20"):
+        hw = get_hardware(chip)
+        cal = chip_constants(hw).calibration
+        np.testing.assert_array_equal(pass_seconds(first[0], hw, cal), pass_seconds(fresh, hw, cal))
+    np.testing.assert_array_equal(first[1], chunks)
+    np.testing.assert_array_equal(first[2], requests)
+
+
+def test_bisect_last_within_matches_the_scalar_bisection():
+    """`bisect_last_within` probes the same batches and decides the same way as one probe per level, also for
+    a step that is not monotone (the decisions, not monotonicity, make the answer)."""
+    from prfaas_plan.performance.decode import bisect_last_within
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        lo = int(rng.integers(1, 50))
+        hi = lo + int(rng.integers(0, 20000))
+        noise = rng.random(hi + 2)
+
+        def step(b):
+            return noise[np.asarray(b, dtype=int)]
+
+        a, b = lo, hi
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (mid, b) if step(mid) <= 0.5 else (a, mid)
+        assert bisect_last_within(step, lo, hi, 0.5, levels=int(rng.integers(1, 8))) == a
+
+
+def test_decode_capacity_beyond_the_tabulated_batches_matches_scalar_steps():
+    """Above `VECTOR_BATCHES` the bisection's steps come in vectorized batches: the batch is still the
+    largest whose scalar step meets the SLO."""
+    from prfaas_plan.performance.decode import VECTOR_BATCHES, decode_memory
+
+    model = get_model("kimi-linear")
+    cap = decode_memory(model, parse_instance("16xh20"), 3000.0, True).max_batch
+    assert cap > VECTOR_BATCHES
+    c = decode_capacity(model, "16xh20", 0.05, 3000.0, "ep", dp_attention=True)
+    b = int(c.batch)
+    step = lambda n: float(decode_step_s(model, "16xh20", n, 3000.0, "ep", dp_attention=True))  # noqa: E731
+    assert step(b) <= 0.05 and (b == cap or step(b + 1) > 0.05)
+    assert c.step_s == step(b)

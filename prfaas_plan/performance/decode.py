@@ -145,6 +145,35 @@ def decode_steps(model: ModelProfile, instance: Instance, cap: int, context_toke
     return steps
 
 
+BISECT_LEVELS = 6  # bisection levels `bisect_last_within` evaluates per vectorized call (63 batches)
+
+
+def _probes(lo: int, hi: int, levels: int) -> list[int]:
+    """Every midpoint the bisection of ``(lo, hi)`` may probe in its next ``levels`` steps, sorted."""
+    out, frontier = [], [(lo, hi)]
+    for _ in range(levels):
+        frontier = [half for a, b in frontier if b - a > 1
+                    for half in ((a, (a + b) // 2), ((a + b) // 2, b))]
+        out += [a for a, b in frontier[1::2]]
+    return sorted(set(out))
+
+
+def bisect_last_within(steps_at, lo: int, hi: int, tpot_s: float, levels: int = BISECT_LEVELS) -> int:
+    """The bisection ``while hi - lo > 1: mid = (lo + hi) // 2; keep (mid, hi) if step(mid) <= tpot_s else
+    (lo, mid)``, returning ``lo``, with the steps of the next ``levels`` levels' possible midpoints from one
+    call of ``steps_at`` (batches array -> step seconds array): the same probes and decisions, a few
+    vectorized passes instead of one scalar pass per level."""
+    while hi - lo > 1:
+        batches = _probes(lo, hi, levels)
+        table = dict(zip(batches, np.asarray(steps_at(np.array(batches, dtype=float)), dtype=float).tolist()))
+        for _ in range(levels):
+            if hi - lo <= 1:
+                break
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if table[mid] <= tpot_s else (lo, mid)
+    return lo
+
+
 @shared
 def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s: float, context_tokens: float,
                     moe: str = "tp", constants: ChipConstants | None = None,
@@ -173,9 +202,15 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
         lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO
         if step(hi) <= tpot_s:
             lo = hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if step(mid) <= tpot_s else (lo, mid)
+        if cap > VECTOR_BATCHES:  # too many batches to tabulate: the bisection's probes a few levels at once
+            def steps_at(b: np.ndarray) -> np.ndarray:
+                return decode_step_s(model, instance, b, context_tokens, moe, constants, stack, dp_attention)
+
+            lo = bisect_last_within(steps_at, lo, hi, tpot_s)
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if step(mid) <= tpot_s else (lo, mid)
         batch, binding = lo, ("memory" if lo == cap else "slo")
     else:
         batch, binding = 0, ("memory" if cap < 1 else "slo")

@@ -65,11 +65,13 @@ def plateau_efficiency(chip: str, op: str, cls: str) -> float | None:
     return _plateaus().get((chip, op, cls))
 
 
+@lru_cache(maxsize=1)
 def curve_chips() -> frozenset[str]:
-    """Chips the curve file covers."""
+    """Chips the curve file covers (read once: every operator of every pass asks)."""
     return frozenset(k[0] for k in _curves())
 
 
+@lru_cache(maxsize=None)
 def _curve(chip: str, op: str, cls: str):
     curves = _curves()
     for key in ((chip, op, cls), (chip, "gemm", cls), (chip, op, "bf16"), (chip, "gemm", "bf16")):

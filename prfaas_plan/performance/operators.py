@@ -136,6 +136,33 @@ def state_bytes_per_chip(model: ModelProfile, tp: int) -> float:
     return A.fixed_state_bytes(model) / tp
 
 
+@dataclass(frozen=True)
+class _ModelFacts:
+    """What every pass of one model reads off its profile: its dense-FFN layers, the windows of its SWA
+    groups and its parameter counts (`arithmetic.param_counts`)."""
+
+    dense_layers: tuple[int, ...]
+    windows: tuple[int, ...]
+    params: A.ParamCounts
+
+
+_FACTS: dict[int, tuple[ModelProfile, _ModelFacts]] = {}
+MAX_FACTS = 256  # models kept by `_model_facts` (a long-lived process must not keep every one it saw)
+
+
+def _model_facts(model: ModelProfile) -> _ModelFacts:
+    """`_ModelFacts` of ``model``, derived once per model object: a cold size runs ~150 passes of a few
+    models, and these are loops over its layers and groups."""
+    hit = _FACTS.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(_FACTS) >= MAX_FACTS:
+            _FACTS.clear()
+        facts = _ModelFacts(model.dense_layers, tuple(g.window for g in model.attention if g.rule.cache == "window"),
+                            A.param_counts(model))
+        hit = _FACTS[id(model)] = (model, facts)
+    return hit[1]
+
+
 class _Terms:
     """FLOPs and HBM bytes of one operator class as scalar coefficients of shared base arrays (tokens,
     requests, attention pairs, ...), so a pass over 10^5 lengths costs a handful of array operations."""
@@ -276,7 +303,7 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
                       shape=chip_assign / np.maximum(chip_experts, 1e-9)),
                OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
-    p = A.param_counts(model)
+    p = _model_facts(model).params
     shared = (p.moe_shared + p.router) / n
     ops.insert(1, OpWork("moe_shared", T * (n * 2.0 * shared / tp),
                          n * shared * wb / tp + T * (n * ab * 4 * h), model.weight_dtype, shape=T))
@@ -305,12 +332,13 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     # DP attention: each chip runs attention for 1/dp of the requests (every request-proportional base)
     abases = bases if dp == 1 else {k: (v if k in ("one", "q", "c") else v / dp) for k, v in bases.items()}
     terms = _attention_terms(model, par, phase, abases)
-    windows = [g.window for g in model.attention if g.rule.cache == "window"]
+    facts = _model_facts(model)
+    windows = facts.windows
     shapes = {"attn_proj": abases["T"], "attn_full": c + q, "attn_linear": abases["T"],
               "attn_swa": np.minimum(c + q, max(windows)) if windows else None}
     ops = [t.work(name, abases, model.weight_dtype if name == "attn_proj" else CORE_DTYPE, shapes[name])
            for name, t in terms.items() if t.flops or t.bytes]
-    dense = model.dense_layers
+    dense = facts.dense_layers
     if dense:
         mats = float(model.ffn_matrices)  # gate, up, down (2 for an ungated FFN: Nemotron-H)
         p = mats * h * model.dense_intermediate

@@ -39,6 +39,8 @@ OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", 
 # fraction of the bf16 tensor-core peak, a chip constant of its own (`prfaas_plan.profiles.Calibration`).
 FOUR_BIT = ("int4", "fp4", "mxfp4")   # weights a chip without a 4-bit rate dequantizes in the GEMM (w4a16)
 KERNEL_CLASS = {"attn_full": "attention", "attn_swa": "attention", "attn_linear": "linear_attention"}
+MAX_WORKS_ENTRIES = 256  # prefill works kept by `prefill_works` (a long-lived process must not keep them all)
+_WORKS: dict = {}
 
 
 def efficiency_class(chip: HardwareProfile, w: OpWork) -> str:
@@ -99,6 +101,26 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
+_PEAKS: dict = {}
+
+
+def _class_and_peak(chip: HardwareProfile, w: OpWork) -> tuple[str, float]:
+    """``(efficiency_class(chip, w), chip.flops(w.dtype))`` (FLOP/s), looked up once per chip, operator class
+    and dtype: every operator of every pass asks."""
+    key = (id(chip), w.name, w.dtype)
+    hit = _PEAKS.get(key)
+    if hit is None or hit[0] is not chip:
+        if len(_PEAKS) >= MAX_WORKS_ENTRIES:
+            _PEAKS.clear()
+        hit = _PEAKS[key] = (chip, efficiency_class(chip, w), chip.flops(w.dtype))
+    return hit[1], hit[2]
+
+
+def _nonzero(x) -> bool:
+    """``np.any(x)`` of a float or an array, without `np.any`'s dispatch (a few per operator per pass)."""
+    return bool(x.any()) if isinstance(x, np.ndarray) else bool(x)
+
+
 def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -> np.ndarray:
     """Total seconds of the operators of one pass (no overheads).
 
@@ -109,11 +131,11 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     link = chip.scaleup_gb_s * 1e9 * cal.comm
     total = 0.0
     for w in works:
-        if np.any(w.flops) or np.any(w.hbm_bytes):
-            cls = efficiency_class(chip, w)
-            rate = chip.flops(w.dtype) * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
+        if _nonzero(w.flops) or _nonzero(w.hbm_bytes):
+            cls, peak = _class_and_peak(chip, w)
+            rate = peak * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
-        if np.any(w.link_calls):
+        if _nonzero(w.link_calls):
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
     return np.asarray(total, dtype=float)
 
@@ -148,6 +170,25 @@ def prefill_shape(l, stack: StackProfile, batched: bool):
     return requests, q, (l - q) / 2.0, chunks
 
 
+def prefill_works(model: ModelProfile, par: Parallel, l: np.ndarray, stack: StackProfile,
+                  batched: bool) -> tuple[list[OpWork], np.ndarray, np.ndarray]:
+    """``(works, chunks, requests)`` of prefilling prompts of ``l`` tokens (array) packed as `prefill_shape`
+    says: the operator work of one forward and how many forwards per request.
+
+    Operator work is hardware-free, so the remote and local pools' candidates of one shape and split (and a
+    sweep's points) share one computation: it is kept per model object, split, packing and length values.
+    The works are shared read-only."""
+    key = (id(model), par, float(stack.prefill_token_budget), bool(stack.chunked_prefill), batched,
+           l.dtype.str, l.shape, l.tobytes())
+    hit = _WORKS.get(key)
+    if hit is None or hit[0] is not model:
+        requests, q, context, chunks = prefill_shape(l, stack, batched)
+        if len(_WORKS) >= MAX_WORKS_ENTRIES:
+            _WORKS.clear()
+        hit = _WORKS[key] = (model, pass_work(model, par, requests, q, context, "prefill"), chunks, requests)
+    return hit[1], hit[2], hit[3]
+
+
 @dataclass(frozen=True)
 class RooflinePrefill:
     """Prefill of one request on one instance: the calibrated per-operator roofline plus the stack.
@@ -180,8 +221,8 @@ class RooflinePrefill:
         return pass_work(self.model, self.parallel, 1.0, np.asarray(l, dtype=float), 0.0, "prefill")
 
     def _forwards_s(self, l, batched: bool) -> np.ndarray:
-        requests, q, context, chunks = prefill_shape(l, self.stack, batched)
-        works = pass_work(self.model, self.parallel, requests, q, context, "prefill")
+        works, chunks, requests = prefill_works(self.model, self.parallel, np.asarray(l, dtype=float), self.stack,
+                                                batched)
         forward = (pass_seconds(works, self.instance.chip, self.constants.calibration)
                    + forward_overhead_s(self.stack, self.model, self.parallel))
         return forward * chunks / requests

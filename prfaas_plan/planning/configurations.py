@@ -229,9 +229,10 @@ def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
     length), whether another row is at least as good everywhere (``higher_better``: larger is better) and
     better somewhere, or equal and earlier: exact ties keep the first. A dominated candidate cannot raise
     the optimum, so the search drops it."""
+    rows = [np.asarray(r) for r in rows]  # the array methods spare np.all's dispatch on every pair
     out = []
     for i, a in enumerate(rows):
-        out.append(any((np.all(b >= a) if higher_better else np.all(b <= a)) and (np.any(b != a) or j < i)
+        out.append(any(((b >= a) if higher_better else (b <= a)).all() and ((b != a).any() or j < i)
                        for j, b in enumerate(rows) if j != i))
     return out
 
