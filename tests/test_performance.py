@@ -337,6 +337,23 @@ def test_prefill_works_shared_across_chips_and_equal_to_fresh_work():
     np.testing.assert_array_equal(first[2], requests)
 
 
+def test_prefill_works_keeps_no_long_length_arrays():
+    """Length arrays beyond `MAX_WORKS_LENGTHS` (`rates` on 10^5 lengths) are computed, not kept: the same
+    work as a kept call, and a second call computes it again."""
+    from prfaas_plan.performance.operators import Parallel
+    from prfaas_plan.performance.roofline import MAX_WORKS_LENGTHS, prefill_works
+    from prfaas_plan.profiles import get_model, get_stack
+
+    model, stack, par = get_model("kimi-linear"), get_stack(None), Parallel(8, "tp")
+    long = np.linspace(128.0, 131072.0, MAX_WORKS_LENGTHS + 1)
+    once, again = prefill_works(model, par, long, stack, True), prefill_works(model, par, long, stack, True)
+    assert once[0] is not again[0]
+    kept = prefill_works(model, par, long[:MAX_WORKS_LENGTHS], stack, True)
+    hw = get_hardware("h200")
+    cal = chip_constants(hw).calibration
+    np.testing.assert_array_equal(pass_seconds(once[0], hw, cal)[:MAX_WORKS_LENGTHS], pass_seconds(kept[0], hw, cal))
+
+
 def test_bisect_last_within_matches_the_scalar_bisection():
     """`bisect_last_within` probes the same batches and decides the same way as one probe per level, also for
     a step that is not monotone (the decisions, not monotonicity, make the answer)."""

@@ -40,6 +40,8 @@ OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", 
 FOUR_BIT = ("int4", "fp4", "mxfp4")   # weights a chip without a 4-bit rate dequantizes in the GEMM (w4a16)
 KERNEL_CLASS = {"attn_full": "attention", "attn_swa": "attention", "attn_linear": "linear_attention"}
 MAX_WORKS_ENTRIES = 256  # prefill works kept by `prefill_works` (a long-lived process must not keep them all)
+MAX_WORKS_LENGTHS = 16_384  # longer length arrays (`rates` on 10^5 lengths) are not kept: their works and their
+                            # key (the lengths' bytes) would hold megabytes each, and such a call is made once
 _WORKS: dict = {}
 
 
@@ -176,8 +178,11 @@ def prefill_works(model: ModelProfile, par: Parallel, l: np.ndarray, stack: Stac
     says: the operator work of one forward and how many forwards per request.
 
     Operator work is hardware-free, so the remote and local pools' candidates of one shape and split (and a
-    sweep's points) share one computation: it is kept per model object, split, packing and length values.
-    The works are shared read-only."""
+    sweep's points) share one computation: it is kept per model object, split, packing and length values (up to
+    `MAX_WORKS_LENGTHS` lengths). The works are shared read-only."""
+    if l.size > MAX_WORKS_LENGTHS:
+        requests, q, context, chunks = prefill_shape(l, stack, batched)
+        return pass_work(model, par, requests, q, context, "prefill"), chunks, requests
     key = (id(model), par, float(stack.prefill_token_budget), bool(stack.chunked_prefill), batched,
            l.dtype.str, l.shape, l.tobytes())
     hit = _WORKS.get(key)
