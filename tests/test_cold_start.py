@@ -126,3 +126,28 @@ with contextlib.redirect_stdout(io.StringIO()):
     assert run(["size", "--model", "kimi-linear"]) == 0
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("prfaas_plan.cli.") and m.endswith("_cmds"))))
 """
+
+
+def test_messages_name_the_flags_of_every_command_whatever_a_run_imported():
+    """`flags.as_flags` turns an input's name into its flag from every command's options, also in a process
+    that imported one command's module only (a run's): the table is built from `full_app`."""
+    probe = """
+import json
+from prfaas_plan.cli import app_for
+from prfaas_plan.cli.flags import _flags
+app_for(["kv"])
+print(json.dumps(_flags()))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import typer.main
+
+    from prfaas_plan.cli import full_app
+
+    stack, want = [typer.main.get_command(full_app())], set()
+    while stack:
+        command = stack.pop()
+        stack += list(getattr(command, "commands", {}).values())
+        want |= {o for p in command.params for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))
+                 if o.startswith("--")}
+    assert set(json.loads(out.stdout.strip().splitlines()[-1]).values()) == want

@@ -18,6 +18,7 @@ from prfaas_plan.analytic.multisite import best_split, share_remote
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 THREE = EXAMPLES / "three-sites.yaml"
+HIGHS_FEASIBILITY = 1e-7   # HiGHS's default primal_feasibility_tolerance (absolute, in the constraint's units)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -40,7 +41,11 @@ def test_share_remote_is_the_linear_programs_optimum(sites, capacity):
     assert rho @ lam <= capacity * (1 + 1e-9) + 1e-9
     ref = linprog(-np.ones(len(caps)), A_ub=rho[None, :], b_ub=[capacity], bounds=list(zip([0] * len(caps), caps)),
                   method="highs")
-    assert lam.sum() == pytest.approx(-ref.fun, rel=1e-7, abs=1e-9)
+    # HiGHS meets the capacity only to its primal feasibility tolerance, so its rates may exceed the exact
+    # optimum by that tolerance over the smallest cost (at a zero capacity it keeps a 6e-8 rate the greedy rightly
+    # refuses)
+    slack = HIGHS_FEASIBILITY / rho[rho > 0].min() if np.any(rho > 0) else 0.0
+    assert lam.sum() == pytest.approx(-ref.fun, rel=1e-7, abs=max(1e-9, slack))
 
 
 def test_share_remote_broadcasts_over_samples():

@@ -14,13 +14,14 @@ from ..errors import INPUT_NAME
 
 @cache
 def _flags() -> dict[str, str]:
-    """``{input name: --flag}`` over every option of every command (a flag's name with ``_`` for ``-``)."""
+    """``{input name: --flag}`` over every option of every command (a flag's name with ``_`` for ``-``),
+    whichever command modules the run has imported (`full_app`: an error path, paid once)."""
     import typer.main
 
-    from .app import app
+    from . import full_app
 
     out: dict[str, str] = {}
-    stack = [typer.main.get_command(app)]
+    stack = [typer.main.get_command(full_app())]
     while stack:
         command = stack.pop()
         stack += list(getattr(command, "commands", {}).values())
