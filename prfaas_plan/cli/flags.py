@@ -18,7 +18,7 @@ def _flags() -> dict[str, str]:
     whichever command modules the run has imported (`full_app`: an error path, paid once)."""
     import typer.main
 
-    from . import full_app
+    from .commands import full_app
 
     out: dict[str, str] = {}
     stack = [typer.main.get_command(full_app())]
