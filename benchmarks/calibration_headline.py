@@ -14,30 +14,21 @@ benchmarks/calibration_headline.py`` (about 12 s). ``--set MODULE.NAME=JSON`` up
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import time
 
 import numpy as np
+from calibration_inputs import apply_settings, bundled_points  # benchmarks/, beside this script
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=JSON")
     args = ap.parse_args()
-    for item in args.set:
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        getattr(importlib.import_module(f"prfaas_plan.performance.{module}"), name).update(json.loads(value))
+    apply_settings(args.set)
     from prfaas_plan.performance.calibrate import fit_joint
-    from prfaas_plan.performance.measurements import BUNDLED_FILES, load_measurements, merge_repeats
 
-    points, excluded = [], []
-    for name in BUNDLED_FILES:
-        got, dropped = load_measurements(name)
-        points += got
-        excluded += dropped
-    points, _ = merge_repeats(points)
+    points, excluded = bundled_points()
     start = time.perf_counter()
     fit = fit_joint(points, excluded, data_name="the bundled sets")
     out = {"fit_s": round(time.perf_counter() - start, 1)}

@@ -24,11 +24,11 @@ optimality and status, and the folds how many ended on each status.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import time
 
 import numpy as np
+from calibration_inputs import apply_settings, bundled_points  # benchmarks/, beside this script
 
 
 def main() -> None:
@@ -37,19 +37,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=JSON")
     args = ap.parse_args()
-    for item in args.set:
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        getattr(importlib.import_module(f"prfaas_plan.performance.{module}"), name).update(json.loads(value))
+    apply_settings(args.set)
     from prfaas_plan.performance import calibrate as cal
     from prfaas_plan.profiles import get_stack
-    from prfaas_plan.performance.measurements import BUNDLED_FILES, load_measurements, merge_repeats
 
     t0 = time.perf_counter()
-    points = []
-    for name in BUNDLED_FILES:
-        points += load_measurements(name)[0]
-    points, _ = merge_repeats(points)
+    points, _ = bundled_points()
     # as fit_joint sets the problem up
     points = [cal._engine_level(m) for m in points]
     chips = sorted({m.chip for m in points})
