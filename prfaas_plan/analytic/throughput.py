@@ -30,6 +30,7 @@ import numpy as np
 
 from ..layout import Layout
 from ..performance.base import DecodeCapacity, PrefillModel, busy_s  # noqa: F401 (busy_s re-exported)
+from ..performance.sharing import Same, remembered
 from ..profiles import ModelProfile
 from ..vocabulary import Mode, values
 from .transfer import LOGICAL, TransferBytes
@@ -99,15 +100,9 @@ class LengthGrid:
 
     def _once(self, key, owner, compute) -> np.ndarray:
         """``compute()``, evaluated once per grid, ``key`` and ``owner`` object: the search and the plan's
-        checks evaluate the same grid many times. The cache keeps ``owner`` beside its result, so an
-        identity match cannot be a recycled object."""
-        cache = self.__dict__.setdefault("_cache", {})
-        hit = cache.get((key, id(owner)))
-        if hit is None or hit[0] is not owner:
-            if len(cache) >= MAX_GRID_ENTRIES:   # a long-lived grid must not keep every model it saw
-                cache.clear()
-            hit = cache[(key, id(owner))] = (owner, compute())
-        return hit[1]
+        checks evaluate the same grid many times. The key holds ``owner`` (`Same`), so an identity match cannot
+        be a recycled object; a long-lived grid keeps at most `MAX_GRID_ENTRIES` figures."""
+        return remembered(self.__dict__.setdefault("_cache", {}), (key, Same(owner)), compute, MAX_GRID_ENTRIES)
 
     def busy_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
         """`busy_s` of ``prefill`` at every support point (seconds per request), computed once per grid
@@ -138,14 +133,8 @@ class LengthGrid:
         thresholds whose `split_index` is ``idx``, read-only and remembered per index array: a search asks
         the same candidate thresholds of every configuration it grid-searches."""
         idx = np.asarray(idx)
-        cache = self.__dict__.setdefault("_length_stats_memo", {})
-        key = (idx.dtype.str, idx.shape, idx.tobytes())
-        hit = cache.get(key)
-        if hit is None:
-            if len(cache) >= MAX_GRID_ENTRIES:
-                cache.clear()
-            hit = cache[key] = self._length_stats(idx)
-        return hit
+        return remembered(self.__dict__.setdefault("_length_stats_memo", {}), (idx.dtype.str, idx.shape, idx.tobytes()),
+                          lambda: self._length_stats(idx), MAX_GRID_ENTRIES)
 
     def _length_stats(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         w_suffix, l_suffix = self.weight_suffix, self.length_suffix

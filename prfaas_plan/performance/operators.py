@@ -35,6 +35,7 @@ import numpy as np
 from .. import arithmetic as A
 from ..profiles import AttentionGroup, ModelProfile, dtype_bytes
 from ..vocabulary import MoeSplit, values
+from .sharing import Same, remembered
 
 ACT_BYTES = 2            # bf16 activations
 CORE_DTYPE = "bf16"      # attention cores compute in bf16
@@ -146,21 +147,16 @@ class _ModelFacts:
     params: A.ParamCounts
 
 
-_FACTS: dict[int, tuple[ModelProfile, _ModelFacts]] = {}
+_FACTS: dict = {}   # `Same`(model) -> `_ModelFacts`
 MAX_FACTS = 256  # models kept by `_model_facts` (a long-lived process must not keep every one it saw)
 
 
 def _model_facts(model: ModelProfile) -> _ModelFacts:
     """`_ModelFacts` of ``model``, derived once per model object: a cold size runs ~150 passes of a few
     models, and these are loops over its layers and groups."""
-    hit = _FACTS.get(id(model))
-    if hit is None or hit[0] is not model:
-        if len(_FACTS) >= MAX_FACTS:
-            _FACTS.clear()
-        facts = _ModelFacts(model.dense_layers, tuple(g.window for g in model.attention if g.rule.cache == "window"),
-                            A.param_counts(model))
-        hit = _FACTS[id(model)] = (model, facts)
-    return hit[1]
+    return remembered(_FACTS, Same(model), lambda: _ModelFacts(
+        model.dense_layers, tuple(g.window for g in model.attention if g.rule.cache == "window"),
+        A.param_counts(model)), MAX_FACTS)
 
 
 class _Terms:

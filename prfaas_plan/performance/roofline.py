@@ -31,6 +31,7 @@ from .base import Instance
 from .constants import ChipConstants, chip_constants
 from .kernel_curves import relative_efficiency
 from .operators import OpWork, Parallel, pass_work
+from .sharing import Same, remembered
 
 LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
 OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", "moe_routed", "moe_shared",
@@ -103,19 +104,14 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
-_PEAKS: dict = {}
+_PEAKS: dict = {}   # (`Same`(chip), operator class, dtype) -> (efficiency class, FLOP/s)
 
 
 def _class_and_peak(chip: HardwareProfile, w: OpWork) -> tuple[str, float]:
     """``(efficiency_class(chip, w), chip.flops(w.dtype))`` (FLOP/s), looked up once per chip, operator class
     and dtype: every operator of every pass asks."""
-    key = (id(chip), w.name, w.dtype)
-    hit = _PEAKS.get(key)
-    if hit is None or hit[0] is not chip:
-        if len(_PEAKS) >= MAX_WORKS_ENTRIES:
-            _PEAKS.clear()
-        hit = _PEAKS[key] = (chip, efficiency_class(chip, w), chip.flops(w.dtype))
-    return hit[1], hit[2]
+    return remembered(_PEAKS, (Same(chip), w.name, w.dtype),
+                      lambda: (efficiency_class(chip, w), chip.flops(w.dtype)), MAX_WORKS_ENTRIES)
 
 
 def _nonzero(x) -> bool:
@@ -181,17 +177,15 @@ def prefill_works(model: ModelProfile, par: Parallel, l: np.ndarray, stack: Stac
     sweep's points) share one computation: it is kept per model object, split, packing and length values (up to
     `MAX_WORKS_LENGTHS` lengths). The works are shared read-only."""
     if l.size > MAX_WORKS_LENGTHS:
-        requests, q, context, chunks = prefill_shape(l, stack, batched)
-        return pass_work(model, par, requests, q, context, "prefill"), chunks, requests
-    key = (id(model), par, float(stack.prefill_token_budget), bool(stack.chunked_prefill), batched,
+        return _works(model, par, l, stack, batched)
+    key = (Same(model), par, float(stack.prefill_token_budget), bool(stack.chunked_prefill), batched,
            l.dtype.str, l.shape, l.tobytes())
-    hit = _WORKS.get(key)
-    if hit is None or hit[0] is not model:
-        requests, q, context, chunks = prefill_shape(l, stack, batched)
-        if len(_WORKS) >= MAX_WORKS_ENTRIES:
-            _WORKS.clear()
-        hit = _WORKS[key] = (model, pass_work(model, par, requests, q, context, "prefill"), chunks, requests)
-    return hit[1], hit[2], hit[3]
+    return remembered(_WORKS, key, lambda: _works(model, par, l, stack, batched), MAX_WORKS_ENTRIES)
+
+
+def _works(model: ModelProfile, par: Parallel, l: np.ndarray, stack: StackProfile, batched: bool):
+    requests, q, context, chunks = prefill_shape(l, stack, batched)
+    return pass_work(model, par, requests, q, context, "prefill"), chunks, requests
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,17 @@ def shared(fn):
     return wrapper
 
 
+def remembered(cache: dict, key, compute, limit: int):
+    """``cache[key]``, from ``compute()`` on a miss; a cache already holding ``limit`` answers is emptied first
+    (a long-lived process must not keep every answer it gave). Key an object by identity with `Same`."""
+    hit = cache.get(key, _MISSING)
+    if hit is _MISSING:
+        if len(cache) >= limit:
+            cache.clear()
+        hit = cache[key] = compute()
+    return hit
+
+
 class Same:
     """A memo key that matches only the very object it wraps (by identity, not value): for an argument
     that cannot be hashed, such as a length grid of arrays. The memo keeps the key, and with it the object,
