@@ -24,6 +24,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from ..errors import INPUT_NAME, PlanError, closest_names
+from ..performance.sharing import remembered
 from ..profiles.stack import DEFAULT_STACK
 from .plans import check_servable
 from .question import AUTO as AUTO_BASIS
@@ -295,24 +296,22 @@ def _spec_names(exc: PlanError) -> PlanError:
 _QUESTIONS: dict = {}
 """The `Question` of each point's inputs this process has parsed (`question`): `points` checks every point
 before any is planned, and `evaluate` asks again."""
+MAX_QUESTIONS = 4096
 
 
 def question(v: dict) -> Question:
     """The `Question` of a point's inputs (every unit, name, enum and chip count parsed); a bad one is a
-    `PlanError` naming the input as the spec does."""
-    key = tuple(v.items())
-    hit = _QUESTIONS.get(key)
-    if hit is not None:
-        return hit
+    `PlanError` naming the input as the spec does (and is not remembered)."""
+    return remembered(_QUESTIONS, tuple(v.items()), lambda: _parsed_question(v), MAX_QUESTIONS)
+
+
+def _parsed_question(v: dict) -> Question:
     if len(_MEMO) > 4096:
         _MEMO.clear()
-    if len(_QUESTIONS) > 4096:
-        _QUESTIONS.clear()
     try:
-        hit = _QUESTIONS[key] = Question.from_point(planning_values(v), _MEMO)
+        return Question.from_point(planning_values(v), _MEMO)
     except PlanError as exc:
         raise _spec_names(exc) from None
-    return hit
 
 
 def planning_values(v: dict) -> dict:
@@ -579,12 +578,7 @@ MAX_PLANS = 1024
 
 
 def _remembered(key, compute):
-    hit = _PLANS.get(key)
-    if hit is None:
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        hit = _PLANS[key] = compute()
-    return hit
+    return remembered(_PLANS, key, compute, MAX_PLANS)
 
 
 def plan_of(v: dict, sc, perf):
@@ -627,12 +621,7 @@ def resolved_basis(v: dict, sc, basis: str | None) -> str:
     (the default basis reads which chips the pools hold); a `PlanError` for a bad name, as it raises."""
     from .plans import resolve_basis
 
-    key = (_shared(v), configuration(sc), basis)
-    if key not in _BASES:
-        if len(_BASES) >= MAX_PLANS:
-            _BASES.clear()
-        _BASES[key] = resolve_basis(sc, basis)
-    return _BASES[key]
+    return remembered(_BASES, (_shared(v), configuration(sc), basis), lambda: resolve_basis(sc, basis), MAX_PLANS)
 
 
 _LAYOUTS: dict = {}
@@ -645,17 +634,15 @@ def layouts_of(v: dict, sc):
     built first. The rental basis's baseline reads the link's price: there the link is in the key too."""
     from .plans import compare_layouts
 
+    def build(basis: str):
+        try:
+            return compare_layouts(sc, basis, equal_instances=False)
+        except PlanError as exc:
+            return exc   # remembered too: every point of the key would fail the same way
+
     def layouts(basis: str) -> dict:
         key = (_shared(v), configuration(sc), basis, sc.link if basis == "rental" else None)
-        hit = _LAYOUTS.get(key)
-        if hit is None:
-            if len(_LAYOUTS) >= MAX_PLANS:
-                _LAYOUTS.clear()
-            try:
-                hit = compare_layouts(sc, basis, equal_instances=False)
-            except PlanError as exc:
-                hit = exc
-            _LAYOUTS[key] = hit
+        hit = remembered(_LAYOUTS, key, lambda: build(basis), MAX_PLANS)
         if isinstance(hit, PlanError):
             raise PlanError(str(hit))  # a fresh error: the cached one must not collect tracebacks
         return {name: with_link(lay, sc.link) for name, lay in hit.items()}
