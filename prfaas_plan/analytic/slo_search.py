@@ -16,7 +16,9 @@ Search (branch and bound; exact on the thresholds it visits, `tests/test_slo_sea
 saturation), so candidates are taken in decreasing order of that bound and the search stops when the next
 bound is below the best rate found; a candidate is first tested at the best rate so far (one CDF
 evaluation) and bisected only when it beats it. Thresholds: every `COARSE`-th of the caller's candidates,
-then all of them around the best.
+then all of them around the best. With a ``floor`` the answer is the search without it whenever that beats
+the floor: when no coarse threshold does, the best coarse one is found without the floor and its
+neighbourhood searched above it.
 """
 
 from __future__ import annotations
@@ -105,7 +107,16 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
 
     coarse = sorted_unique(np.append(np.arange(0, len(ts), COARSE), len(ts) - 1))
     run(coarse)
-    if found and len(ts) > 1:
+    if not found and floor > 0 and seed is None and len(ts) > 1:
+        # no coarse threshold beats the floor, but the thresholds around the best of them may: find that one
+        # without the floor, then search its neighbourhood above the floor, as the search without one would
+        best_rate = 0.0
+        run(coarse)
+        if found:
+            best_rate, found = float(floor), False
+            i = int(np.argmin(np.abs(ts - best_t)))
+            run(np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts))))
+    elif found and len(ts) > 1:
         i = int(np.argmin(np.abs(ts - best_t)))
         run(np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts))))
     # why, when nothing meets it: the best unloaded value over the candidate thresholds
