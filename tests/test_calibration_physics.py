@@ -47,17 +47,17 @@ def test_engine_terms_within_physical_bounds(stack):
 
 
 def test_harness_time_is_recorded_apart_and_not_planned():
-    # the NVIDIA harness's client time is in the profile's harness section: `check` adds it to a recorded
-    # TTFT, the server's own TTFT (what plans use) does not hold it
+    # the NVIDIA harness's client time, per campaign (its runs on one system), is in the profile's harness
+    # section: `check` adds it to a recorded TTFT, the server's own TTFT (what plans use) does not hold it
     s = get_stack("sglang")
-    assert "aiconfigurator" in s.harness
-    h = s.harness["aiconfigurator"]
-    assert s.client_s("aiconfigurator", 1) == pytest.approx(h.latency_s)
-    assert s.client_s("aiconfigurator", 9) == pytest.approx(h.latency_s + 8 * h.stream_s)
-    assert s.client_s("another-harness", 9) == 0.0
+    assert {"aiconfigurator@b200", "aiconfigurator@h200"} <= set(s.harness)
+    h = s.harness["aiconfigurator@b200"]
+    assert s.client_s("aiconfigurator@b200", 1) == pytest.approx(h.latency_s)
+    assert s.client_s("aiconfigurator@b200", 9) == pytest.approx(h.latency_s + 8 * h.stream_s)
+    assert s.client_s("another-harness@b200", 9) == 0.0
     server = serving_at_concurrency("deepseek-v3", "8xB200", 1024, 1024, 1, stack=s)
     recorded = serving_at_concurrency("deepseek-v3", "8xB200", 1024, 1024, 1, stack=s,
-                                      client_s=s.client_s("aiconfigurator", 1))
+                                      client_s=s.client_s("aiconfigurator@b200", 1))
     assert recorded.ttft_s == pytest.approx(server.ttft_s + h.latency_s)
 
 
@@ -92,3 +92,59 @@ def test_ttft_at_concurrency_at_least_at_one(model, chip, stack, isl, osl, concu
     one = serving_at_concurrency(model, f"8x{chip}", isl, osl, 1, stack=stack)
     many = serving_at_concurrency(model, f"8x{chip}", isl, osl, concurrency, stack=stack)
     assert many.ttft_s >= one.ttft_s * (1 - 1e-12) and many.tpot_s >= one.tpot_s * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("value, message", [("fancy", "batching must be one of mixed, prefill_first"),
+                                            ("mixed", "sources.batching missing")])
+def test_bad_batching_is_one_clear_error(value, message):
+    import yaml
+
+    data = yaml.safe_load(open(get_stack("vllm").path, encoding="utf-8"))
+    data["batching"] = value
+    if value == "mixed":
+        del data["sources"]["batching"]
+    with pytest.raises(PlanError, match=message):
+        stack_from_dict(data, "x.yaml")
+
+
+def test_batching_follows_the_engine_when_a_profile_leaves_it_out():
+    import yaml
+
+    for name, expected in (("sglang", "prefill_first"), ("vllm", "mixed"), ("trtllm", "mixed")):
+        data = yaml.safe_load(open(get_stack(name).path, encoding="utf-8"))
+        assert get_stack(name).batching == data["batching"] == expected
+        del data["batching"], data["sources"]["batching"]
+        derived = stack_from_dict(data, "x.yaml")
+        assert derived.batching == expected and derived.sources["batching"].startswith("assumed from engine")
+
+
+def test_stack_terms_pool_by_batching_class_then_over_the_engines():
+    """Each stack's term deviates from its batching class's, which deviates from the engines' pooled term
+    (`calibrate._params`): a stack with no data of its own takes its class's value, not the other class's."""
+    from prfaas_plan.performance import calibrate as cal
+
+    stacks = ["sglang", "trtllm", "vllm"]
+    params = cal._params(["h200"], stacks)
+    for stack in stacks:
+        for name in cal.STACK_PRIORS:
+            j = params.index(stack, name)
+            cls = params.keys[params.parent_of(j)]
+            assert cls == (f"{cal.POOL}:{get_stack(stack).batching}", name)
+            assert params.keys[params.parent_of(params.index(*cls))] == (cal.POOL, name)
+    # a class deviation moves every stack of that class and no other
+    x = params.centre.copy()
+    x[params.index(f"{cal.POOL}:mixed", "wave_fraction")] += 0.5
+    moved = params.effective(x) - params.effective(params.centre)
+    for stack in stacks:
+        shift = moved[params.index(stack, "wave_fraction")]
+        assert shift == pytest.approx(0.5 if get_stack(stack).batching == "mixed" else 0.0)
+
+
+def test_harness_terms_are_per_campaign():
+    from prfaas_plan.performance import calibrate as cal
+    from prfaas_plan.performance.measurements import load_measurements
+
+    rows = [m for m in load_measurements("nvidia_silicon_sample_subset.csv")[0]]
+    owners = {(m.chip, m.stack.partition("@")[0]): cal.harness_of(m) for m in rows}
+    assert owners[("b200", "sglang")] == "aiconfigurator@b200/sglang"
+    assert owners[("h200", "sglang")] == "aiconfigurator@h200/sglang"

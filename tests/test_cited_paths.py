@@ -84,8 +84,9 @@ COMMANDS = [
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_printed_notes_cite_paths_that_exist(cli, args):
     code, out, err = cli(*args, "--format", "json")
-    assert code == 0, err
     doc = json.loads(out)
+    # reproduce exits 1 on an unexplained miss (its answer is complete; tests/test_reproduce.py lists the misses)
+    assert code == 0 or (args[0] == "reproduce" and code == 1 and doc["meta"]["verdict"] == "fail"), err
     text = " ".join(doc["notes"] + [w["message"] for w in doc["warnings"]]
                     + [v for rows in doc["sections"].values() for r in rows for v in r.values() if isinstance(v, str)])
     assert missing(path_tokens(text)) == []

@@ -82,7 +82,8 @@ def three():
 
 def test_site_figures_agree_with_the_program(three):
     f, res = three.figures, three.result
-    assert sum(s.lambda_rps for s in f.sites) == pytest.approx(res.lambda_rps, rel=1e-9)
+    # the total is its own variable of the program: it equals the sites' sum to HiGHS's feasibility tolerance (1e-7)
+    assert sum(s.lambda_rps for s in f.sites) == pytest.approx(res.lambda_rps, rel=1e-7)
     for s, r in zip(f.sites, res.sites):
         assert s.lambda_rps == pytest.approx(r.lambda_rps, rel=1e-12)
         assert s.n_prefill + s.n_decode == 8

@@ -32,7 +32,7 @@ from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
 from .closed_queue import closed_queue, smooth_max
-from .harness import HARNESSES, harness_name
+from .harness import campaign
 from .serving import wave_shape
 from .stack_versions import error_notes, fit_version_layer, with_entries
 
@@ -51,6 +51,7 @@ MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible
 # name: (prior centre or None = the chip's seed, log-width, lower bound, upper bound)
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
 POOL = "engines"          # owner of the pooled stack terms every stack deviates from
+CLASS_DEVIATION_WIDTH = 1.0  # log-width of a batching class's deviation from the pooled term (a factor e), assumed
 STACK_DEVIATION_WIDTH = 1.0  # log-width of one stack's deviation from the pooled term (a factor e), assumed
 # name: (prior centre, log-width, lower bound, upper bound) of the pooled term every stack deviates from. The
 # centres are what an engine itself costs, so that concurrency effects are left to the closed-queue model
@@ -101,9 +102,9 @@ def _saturate(z: np.ndarray, lower: np.ndarray, upper: np.ndarray, width: float)
 
 
 def harness_of(m) -> str:
-    """The fitted harness term's owner for row ``m``: ``HARNESS/stack`` (each engine's runs use that engine's
-    benchmark client), or "" (none modelled)."""
-    name = harness_name(m.source)
+    """The fitted harness term's owner for row ``m``: ``HARNESS@chip/stack`` (one campaign: each engine's runs
+    use that engine's benchmark client on the system's host, `harness`), or "" (none modelled)."""
+    name = campaign(m.source, m.chip)
     return f"{name}/{split_stack(m.stack)[0]}" if name else ""
 
 
@@ -117,12 +118,21 @@ class _Params:
     width: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    pooled: int = 0   # index of the first stack deviation (entries before it are chip and pooled terms)
+    pooled: int = 0   # index of the first deviation (entries before it are chip and pooled terms)
     cap: np.ndarray | None = None   # log upper bound in effect of each stack entry (`ENGINE_UPPER` for engines)
     tied: tuple[tuple[int, int], ...] = ()   # (entry, entry it takes its value from): one scale-up fabric
+    stacks_from: int = 0   # index of the first stack deviation (entries from `pooled` are batching classes')
+    parent: tuple[int, ...] = ()   # per stack entry: the batching-class entry it deviates from
 
     def index(self, owner: str, name: str) -> int:
         return self.keys.index((owner, name))
+
+    def parent_of(self, j: int) -> int:
+        """The entry deviation ``j`` deviates from: the pooled term for a batching class's, the class's for a
+        stack's."""
+        if j < self.stacks_from:
+            return self.keys.index((POOL, self.keys[j][1]))
+        return self.parent[j - self.stacks_from]
 
     def effective(self, x: np.ndarray) -> np.ndarray:
         """Log-values in effect: a stack's entry is the pooled term plus its deviation, held inside the
@@ -132,8 +142,14 @@ class _Params:
             object.__setattr__(self, "_pool_of", pool_of)
         out = x.copy()
         pool = self._pool_of
-        upper = self.upper[pool] if self.cap is None else self.cap
-        out[self.pooled:] = _saturate(x[self.pooled:] + x[pool], self.lower[pool], upper, SMOOTHING["saturation"])
+        classes = self.stacks_from - self.pooled
+        # a batching class's term: the pooled term times its deviation, inside the pooled term's bounds
+        out[self.pooled:self.stacks_from] = np.clip(x[self.pooled:self.stacks_from] + x[pool[:classes]],
+                                                    self.lower[pool[:classes]], self.upper[pool[:classes]])
+        parent = np.asarray(self.parent, dtype=int)
+        upper = self.upper[pool[classes:]] if self.cap is None else self.cap
+        out[self.stacks_from:] = _saturate(x[self.stacks_from:] + out[parent], self.lower[pool[classes:]], upper,
+                                           SMOOTHING["saturation"])
         for follower, leader in self.tied:
             out[follower] = x[leader]
         return out
@@ -172,18 +188,25 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
     for name, (c, w, l, h) in STACK_PRIORS.items():
         keys.append((POOL, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
     pooled = len(keys)
-    # Each stack's term is the pooled term times exp(deviation); the deviation's prior is centred on 0 (a
-    # factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say.
-    cap = []
+    classes = sorted({get_stack(s).batching for s in stacks})
+    for cls in classes:
+        for name in STACK_PRIORS:
+            keys.append((f"{POOL}:{cls}", name)), centre.append(1.0), width.append(CLASS_DEVIATION_WIDTH)
+            lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
+    stacks_from = len(keys)
+    # Each stack's term is its batching class's term times exp(deviation); the deviation's prior is centred on
+    # 0 (a factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say.
+    cap, parent = [], []
     for stack in stacks:
         for name, (_, _, _, upper) in STACK_PRIORS.items():
+            parent.append(keys.index((f"{POOL}:{get_stack(stack).batching}", name)))
             keys.append((stack, name)), centre.append(1.0)
             width.append(STACK_DEVIATION_WIDTH if stack in ENGINE_STACKS else RECORDED_DEVIATION_WIDTH)
             lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
             cap.append(min(upper, ENGINE_UPPER.get(name, upper)) if stack in ENGINE_STACKS else upper)
     arr = lambda v: np.log(np.asarray(v, dtype=float))  # noqa: E731 - log of a list of constants
     return _Params(tuple(keys), arr(centre), np.asarray(width, dtype=float), arr(lo), arr(hi), pooled, arr(cap),
-                   tuple(tied))
+                   tuple(tied), stacks_from, tuple(parent))
 
 
 class _Problem:
@@ -353,8 +376,7 @@ def _term_reports(res, owner: np.ndarray, params: _Params, points: list) -> tupl
         if who == POOL or name in HARNESS_PRIORS:
             prior, shift = float(np.exp(params.centre[j])), float((res.x[j] - params.centre[j]) / params.width[j])
         else:
-            pool = params.index(POOL, name)
-            prior, shift = float(np.exp(x_eff[pool])), float(res.x[j] / params.width[j])
+            prior, shift = float(np.exp(x_eff[params.parent_of(j)])), float(res.x[j] / params.width[j])
         out.append(TermReport(who, name, float(np.exp(x_eff[j])), prior, n, shift))
     return tuple(out)
 
@@ -525,14 +547,15 @@ def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:
     """``stack`` with the fitted client time of each harness that drove it (`HARNESSES`): written into the
     profile's ``harness:`` section for `check` and the reports, never used by a plan."""
     harness = {}
-    for name in HARNESSES:
-        owner = f"{name}/{stack.name}"
-        if (owner, "harness_latency_s") in v:
+    for owner, term in sorted(v):
+        name, _, of_stack = owner.rpartition("/")
+        if term == "harness_latency_s" and of_stack == stack.name:
             harness[name] = HarnessEntry(latency_s=float(f"{v[(owner, 'harness_latency_s')]:.4g}"),
                              stream_s=float(f"{v[(owner, 'harness_stream_s')]:.4g}"),
-                             source=f"fitted by prfaas-plan calibrate on {data_name}: client time the {name} "
-                                       "harness adds to the TTFT it records (latency_s + stream_s per other "
-                                       "in-flight request), apart from the engine's terms; not used by plans")
+                             source=f"fitted by prfaas-plan calibrate on {data_name}: client time the "
+                                       f"{name.partition('@')[0]} harness adds to the TTFT it records on "
+                                       f"{name.partition('@')[2]} (latency_s + stream_s per other in-flight "
+                                       "request), apart from the engine's terms; not used by plans")
     return dataclasses.replace(stack, harness=harness)
 
 

@@ -15,6 +15,11 @@ A stack profile (``kind: stack``) holds, each number with its source (or ``assum
   lacks);
 - ``prefill_token_budget``: tokens one prefill forward carries: short prompts are batched up to it, and with
   ``chunked_prefill: true`` longer prompts are split into chunks of it;
+- ``batching`` (optional): how the scheduler forms a forward, ``mixed`` (prefill chunks ride in the decode
+  step's batch: vLLM's V1 scheduler, TensorRT-LLM's in-flight batching) or ``prefill_first`` (prefill batches
+  run apart from decode, first: SGLang without ``--enable-mixed-chunk``). When absent it follows ``engine``
+  (SGLang -> ``prefill_first``, any other -> ``mixed``); calibration pools the stack terms of one batching
+  class before the engines' common term (docs/methods.md, "Calibration");
 - ``wave_fraction``: in a closed-loop benchmark at fixed concurrency, the share of the other in-flight
   requests whose prompts arrive together with one (1 = lockstep waves, 0 = evenly staggered); it describes
   the measuring harness and is used only to predict such benchmarks (`prfaas_plan.performance.serving`);
@@ -55,12 +60,14 @@ LIMITS = {
     "wave_fraction": (1.0, "it is a share of the in-flight requests"),
 }
 MAX_PREFILL_TOKEN_BUDGET = 2**30   # the planner's token cap (`prfaas_plan.units.MAX_TOKENS`)
-KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "sources", "by_version", "harness") \
+KEYS = ("kind", "name", "engine", "versions", "description", "chunked_prefill", "batching", "sources", "by_version",
+        "harness") \
     + NUMBERS + OPTIONAL_NUMBERS
 FITTED_NUMBERS = ("latency_s", "forward_overhead_s", "step_overhead_s", "wave_fraction", "request_overhead_s",
                   "ep_forward_overhead_s")   # the terms calibrate fits (the budget is the engine's setting)
 VERSION_KEYS = ("sources", "spread", "chunked_prefill") + NUMBERS + OPTIONAL_NUMBERS
 HARNESS_KEYS = ("latency_s", "stream_s", "source")   # one benchmark harness's client time (`harness:` section)
+BATCHING = ("mixed", "prefill_first")   # `StackProfile.batching`
 MAX_SPREAD = 5.0   # log-width; e^5 = a factor 150: beyond that the entry says nothing
 
 
@@ -106,14 +113,16 @@ class StackProfile:
     ep_forward_overhead_s: float = 0.0
     by_version: dict = field(default_factory=dict, hash=False, compare=False)   # version -> `VersionEntry`
     engine_stack: str = ""   # for a profile selected as NAME@VERSION: NAME (the pooled profile); else ""
-    # benchmark harness -> `HarnessEntry`: client time a harness's recorded TTFT holds that
+    # benchmark harness campaign (HARNESS@chip) -> `HarnessEntry`: client time a campaign's recorded TTFT holds that
     # the server does not spend (docs/methods.md, "Benchmark harness"); only `check` and calibration reports
     # use it, never a plan
     harness: dict = field(default_factory=dict, hash=False, compare=False)
+    batching: str = "mixed"   # one of `BATCHING` (module docstring)
 
     def client_s(self, harness: str, concurrency) -> float:
-        """Seconds harness ``harness`` adds to a recorded TTFT at ``concurrency`` clients (0 for a harness this
-        profile has no entry for): ``latency_s + stream_s * (C - 1)``."""
+        """Seconds harness campaign ``harness`` (``HARNESS@chip``, `prfaas_plan.performance.harness`) adds to a
+        recorded TTFT at ``concurrency`` clients (0 for one this profile has no entry for):
+        ``latency_s + stream_s * (C - 1)``."""
         h = self.harness.get(harness)
         return 0.0 if h is None else h.latency_s + h.stream_s * (float(concurrency) - 1.0)
 
@@ -184,6 +193,14 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
     chunked = data.get("chunked_prefill", True)
     if not isinstance(chunked, bool):
         raise PlanError(f"{path}: chunked_prefill must be true or false")
+    batching = data.get("batching", "prefill_first" if str(data["engine"]).lower().startswith("sglang") else "mixed")
+    if batching not in BATCHING:
+        raise PlanError(f"{path}: batching must be one of {', '.join(BATCHING)}, not {batching!r}")
+    if "batching" in data and not str(sources.get("batching", "")).strip():
+        raise PlanError(f"{path}: sources.batching missing (say where the engine's batching policy is documented)")
+    if "batching" not in data:
+        sources = {**sources, "batching": f"assumed from engine {data['engine']}: SGLang runs prefill batches apart "
+                   "(prefill_first), other engines mix prefill chunks into the decode batch"}
     by_version = _by_version(data.get("by_version"), path)
     harness = _harness(data.get("harness"), path)
     return StackProfile(name=str(data["name"]).lower(), engine=str(data["engine"]), versions=str(data["versions"]),
@@ -193,7 +210,7 @@ def stack_from_dict(data, path: str = "<dict>") -> StackProfile:
                         wave_fraction=values["wave_fraction"], request_overhead_s=values["request_overhead_s"],
                         ep_forward_overhead_s=values["ep_forward_overhead_s"],
                         sources={str(k): str(v) for k, v in sources.items()}, path=path, by_version=by_version,
-                        harness=harness)
+                        harness=harness, batching=batching)
 
 
 def _section(section, path: str, what: str) -> dict:
@@ -472,14 +489,16 @@ def stack_json_schema() -> dict:
     props = {"kind": {"const": "stack"}, "name": {"type": "string"}, "engine": {"type": "string"},
              "versions": {"type": "string", "description": "the engine version range the numbers describe"},
              "description": {"type": "string"}, "chunked_prefill": {"type": "boolean"},
+             "batching": {"enum": list(BATCHING), "description": "mixed: prefill chunks ride in the decode batch; "
+                          "prefill_first: prefill batches run apart, first (default: from engine)"},
              "sources": {**text_map, "description": "where each number comes from, or 'assumed: why' "
                          "(required for every number)"},
              "by_version": {"type": "object", "description": "per engine version (a quoted string key, "
                             "'0.5.6'): selected with --stack NAME@VERSION",
                             "propertyNames": {"pattern": "^[^@\\s]+$"}, "additionalProperties": version},
-             "harness": {"type": "object", "description": "per benchmark harness: the client time it adds to the "
-                         "TTFT it records (latency_s + stream_s per other in-flight request, seconds); used by "
-                         "check and calibration reports, never by plans",
+             "harness": {"type": "object", "description": "per benchmark harness campaign (HARNESS@chip): the "
+                         "client time it adds to the TTFT it records (latency_s + stream_s per other in-flight "
+                         "request, seconds); used by check and calibration reports, never by plans",
                          "additionalProperties": {
                              "type": "object", "additionalProperties": False, "required": list(HARNESS_KEYS),
                              "properties": {"latency_s": {"type": "number", "minimum": 0,
