@@ -147,18 +147,18 @@ def test_a_role_below_60_percent_busy_warns(cli):
 
 
 def test_equal_instances_across_instance_sizes_warns(cli):
-    """`--basis instances` with 2-chip remote and 8-chip local instances (the searched default) counts
-    instances of different sizes alike: the warning gives both sides' chips; the same shape (pinned 8-chip
-    instances, the paper's comparison) and the default basis do not warn."""
+    """`--basis instances` with remote and local instances of different sizes (the searched default: 2-chip
+    H200 and 4-chip H20 instances on the shipped fit) counts them alike: the warning gives both sides' chips;
+    the same shape (pinned 8-chip instances, the paper's comparison) and the default basis do not warn."""
     codes = lambda d: {w["code"]: w["message"] for w in d["warnings"]}  # noqa: E731
     for command in ("size", "compare"):
         doc = _json(cli, command, "--samples", "0", "--basis", "instances")
         message = codes(doc)["basis-unequal-instances"]
-        m = re.search(r"compares (\d+) x 8xH20 of homogeneous PD \((\d+) chips\) with the plan's (\d+) x (\d+)xH200 "
-                      r"remote and (\d+) x 8xH20 local instances \((\d+) chips\)", message)
-        n, hom_chips, r_n, r_chips, l_n, plan_chips = map(int, m.groups())
-        assert n == r_n + l_n and hom_chips == 8 * n and plan_chips == r_n * r_chips + 8 * l_n
-        assert r_chips != 8 and plan_chips == 96      # 32 H200 + 64 H20
+        m = re.search(r"compares (\d+) x (\d+)xH20 of homogeneous PD \((\d+) chips\) with the plan's (\d+) x "
+                      r"(\d+)xH200 remote and (\d+) x (\d+)xH20 local instances \((\d+) chips\)", message)
+        n, h_chips, hom_chips, r_n, r_chips, l_n, l_chips, plan_chips = map(int, m.groups())
+        assert n == r_n + l_n and hom_chips == h_chips * n and plan_chips == r_n * r_chips + l_n * l_chips
+        assert r_chips != l_chips and plan_chips == 96      # 32 H200 + 64 H20
     assert "basis-unequal-instances" not in codes(_json(cli, "size", "--samples", "0", "--basis", "instances",
                                                         *FIXED))
     assert "basis-unequal-instances" not in codes(_json(cli, "size", "--samples", "0"))

@@ -287,8 +287,9 @@ def test_methods_quotes_the_aiconfigurator_comparison_as_computed():
 # ---- the SLO search over configurations (issue 21 item 6) ------------------------------------------
 
 
-# p95 target (s) the throughput optimum's own shapes miss on the defaults but larger instances meet
-SLO_S = 1.0
+# p95 target (s) the throughput optimum's own shapes miss on the defaults but larger instances meet (on the
+# shipped fit: 0 req/s at the plan's own 2-chip remote and 4-chip local shapes, 33.5 req/s on 8-chip instances)
+SLO_S = 0.6
 
 
 def _slo_answer(spec: SearchSpec, pct: float = 95, target: float = SLO_S, **q):
@@ -302,8 +303,8 @@ def slo_searched():
 
 
 def test_a_ttft_slo_re_searches_the_configurations(slo_searched):
-    """On the defaults the throughput optimum (1-chip remote instances) cannot meet p95 < 1 s at any
-    threshold or split: each long prompt takes too long on one H200. Instances of more chips prefill a prompt
+    """On the defaults the throughput optimum (2-chip remote instances) cannot meet p95 < 0.6 s at any
+    threshold or split: each long prompt takes too long on two H200s. Instances of more chips prefill a prompt
     sooner, so the search over configurations finds a rate within the SLO the plan's own shape cannot."""
     s = slo_searched
     assert s.configurations is not None and s.configuration is not None

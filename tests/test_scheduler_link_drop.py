@@ -50,8 +50,8 @@ def layer_wait_s() -> float:
     return float(busy) / model.num_layers
 
 
-# P90 slack per profile; P50's is one layer's wait (`layer_wait_s`: measured +0.21 ms under the staircase,
-# -1.5 ms under the README's drop). Spilled runs prefill in 2,048-token forwards that yield to a planned
+# P90 slack per profile; P50's is one layer's wait (`layer_wait_s`: measured +0.12 ms under the staircase,
+# -1.3 ms under the README's drop). Spilled runs prefill in 2,048-token forwards that yield to a planned
 # arrival between layers (`policies.AdaptiveConfig`), so a planned request that finds every instance busy waits for
 # one layer of a spilled forward (1-2 ms here) instead of the rest of an 8,192-token forward (up to ~80 ms, which
 # put the median +0.7% / +1.3% above static's). Under the staircase that layer still delays 835 planned requests
@@ -73,7 +73,7 @@ def test_adaptive_not_worse_at_p50_p90_and_better_at_p99(drop, request):
 
 def test_spilled_requests_leave_the_planned_ones_alone(drop):
     """The requests static serves locally (at or below the plan's threshold) keep their median under adaptive to
-    within one layer's wait (measured -1.4 ms / +0.13 ms): the planned class preempts a spilled run, which only
+    within one layer's wait (measured -1.3 ms / +0.02 ms): the planned class preempts a spilled run, which only
     takes idle instances, at its next layer (spilling lasts 900 s under the staircase)."""
     runs, a = drop
     ad, st = runs["adaptive"], runs["static"]

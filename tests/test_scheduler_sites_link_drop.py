@@ -5,15 +5,16 @@
 fastest link and the drop to a tenth of it is the largest loss of line rate, so it is the site a drop hurts. Adaptive against static, per site and in total, measured on the run:
 
 - near (the dropped site): P90 and P99 TTFT below static's and P50 not above it by more than one layer's wait
-  (measured 0.2922 vs 0.2921 s, 284 vs 308 s, 548 vs 572 s): the link's overflow is spilled onto near's idle local instances at low priority, in 2,048-token forwards
-  that yield to a planned arrival between layers (`policies.AdaptiveConfig`).
+  (measured 0.4580 vs 0.4581 s, 171 vs 194 s, 423 vs 443 s): the link's overflow is spilled onto near's idle
+  local instances at low priority, in 2,048-token forwards that yield to a planned arrival between layers
+  (`policies.AdaptiveConfig`).
 - metro and far (links untouched): P50, P90 and P99 not above static's by more than one layer's wait
-  (`layer_wait_s`; measured metro 0.0%, -0.2%, +0.02% = +0.56 ms; far 0.0%, -0.2%, -23%). A planned request
-  there that finds every local instance busy waits for one layer of a spilled forward (0.69 ms on 8xH20): that is
-  what is left of metro's P99. With preemption at the stack's 8,192-token chunk boundaries only the medians were
+  (`layer_wait_s`; measured metro 0.0%, -1.4%, -1.7%; far 0.0%, -0.4%, -17%; on the fit before this one
+  metro's P99 was +0.56 ms). A planned request there that finds every local instance busy waits for one layer of a
+  spilled forward (0.69 ms on 8xH20). With preemption at the stack's 8,192-token chunk boundaries only the medians were
   +0.7% (metro) and +1.2% (far).
-- in total: P90 and P99 below static's, P50 within one layer's wait (measured 0.4051 vs 0.4045 s, 148 vs 170 s,
-  489 vs 512 s).
+- in total: P90 and P99 below static's, P50 within one layer's wait (measured 0.4678 vs 0.4678 s, 2.79 vs 2.98 s,
+  366 vs 384 s).
 - the same completions; every long-term period of every site states its decision and why (here no role change:
   no backlog outlasts a period, the model's gain of a conversion is below 5% or decode cannot spare an instance).
 

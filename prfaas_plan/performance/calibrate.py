@@ -52,7 +52,7 @@ MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible
 CHIP_PRIORS = {"gemm": (None, 0.2, 0.05, 1.0), "memory": (MEMORY_SEED, 0.2, 0.05, 1.0), "comm": (None, 0.5, 0.02, 2.0)}
 POOL = "engines"          # owner of the pooled stack terms every stack deviates from
 CLASS_DEVIATION_WIDTH = 1.0  # log-width of a batching class's deviation from the pooled term (a factor e), assumed
-STACK_DEVIATION_WIDTH = 1.0  # log-width of one stack's deviation from the pooled term (a factor e), assumed
+STACK_DEVIATION_WIDTH = 1.0  # log-width of one engine's deviation from its batching class's term (a factor e), assumed
 # name: (prior centre, log-width, lower bound, upper bound) of the pooled term every stack deviates from. The
 # centres are what an engine itself costs, so that concurrency effects are left to the closed-queue model
 # (`closed_queue`) rather than absorbed as constants (assumed, from how the engines work):
@@ -122,21 +122,22 @@ class _Params:
     cap: np.ndarray | None = None   # log upper bound in effect of each stack entry (`ENGINE_UPPER` for engines)
     tied: tuple[tuple[int, int], ...] = ()   # (entry, entry it takes its value from): one scale-up fabric
     stacks_from: int = 0   # index of the first stack deviation (entries from `pooled` are batching classes')
-    parent: tuple[int, ...] = ()   # per stack entry: the batching-class entry it deviates from
+    parent: tuple[int, ...] = ()   # per stack entry: the entry it deviates from (an engine's batching class)
 
     def index(self, owner: str, name: str) -> int:
         return self.keys.index((owner, name))
 
     def parent_of(self, j: int) -> int:
-        """The entry deviation ``j`` deviates from: the pooled term for a batching class's, the class's for a
-        stack's."""
+        """The entry deviation ``j`` deviates from: the pooled term for a batching class's and a recorded stack's,
+        the class's for an engine's."""
         if j < self.stacks_from:
             return self.keys.index((POOL, self.keys[j][1]))
         return self.parent[j - self.stacks_from]
 
     def effective(self, x: np.ndarray) -> np.ndarray:
-        """Log-values in effect: a stack's entry is the pooled term plus its deviation, held inside the
-        pooled term's bounds (`_saturate`, ``SMOOTHING["saturation"]``); chip and pooled entries as they are."""
+        """Log-values in effect: a batching class's entry is the pooled term plus its deviation, a stack's is
+        its parent's (`parent_of`) plus its own, held inside the pooled term's bounds (`_saturate`,
+        ``SMOOTHING["saturation"]``); chip and pooled entries as they are."""
         if not hasattr(self, "_pool_of"):
             pool_of = np.array([self.keys.index((POOL, name)) for _, name in self.keys[self.pooled:]], dtype=int)
             object.__setattr__(self, "_pool_of", pool_of)
@@ -188,18 +189,20 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
     for name, (c, w, l, h) in STACK_PRIORS.items():
         keys.append((POOL, name)), centre.append(c), width.append(w), lo.append(l), hi.append(h)
     pooled = len(keys)
-    classes = sorted({get_stack(s).batching for s in stacks})
+    classes = sorted({get_stack(s).batching for s in stacks if s in ENGINE_STACKS})
     for cls in classes:
         for name in STACK_PRIORS:
             keys.append((f"{POOL}:{cls}", name)), centre.append(1.0), width.append(CLASS_DEVIATION_WIDTH)
             lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
     stacks_from = len(keys)
-    # Each stack's term is its batching class's term times exp(deviation); the deviation's prior is centred on
-    # 0 (a factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say.
+    # Each engine's term is its batching class's term times exp(deviation); the deviation's prior is centred on
+    # 0 (a factor 1), so a term a stack's data do not identify is shrunk to what the other stacks say. A
+    # recorded stack deviates from the engines' pooled term itself: it must set neither the pool nor a class.
     cap, parent = [], []
     for stack in stacks:
         for name, (_, _, _, upper) in STACK_PRIORS.items():
-            parent.append(keys.index((f"{POOL}:{get_stack(stack).batching}", name)))
+            owner = f"{POOL}:{get_stack(stack).batching}" if stack in ENGINE_STACKS else POOL
+            parent.append(keys.index((owner, name)))
             keys.append((stack, name)), centre.append(1.0)
             width.append(STACK_DEVIATION_WIDTH if stack in ENGINE_STACKS else RECORDED_DEVIATION_WIDTH)
             lo.append(np.exp(-12.0)), hi.append(np.exp(12.0))
@@ -544,8 +547,8 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
 
 
 def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:
-    """``stack`` with the fitted client time of each harness that drove it (`HARNESSES`): written into the
-    profile's ``harness:`` section for `check` and the reports, never used by a plan."""
+    """``stack`` with the fitted client time of each harness campaign that drove it (`harness.campaign`):
+    written into the profile's ``harness:`` section for `check` and the reports, never used by a plan."""
     harness = {}
     for owner, term in sorted(v):
         name, _, of_stack = owner.rpartition("/")
