@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 import pytest
@@ -35,10 +36,10 @@ TS = threshold_candidates(GRID)
 
 def test_error_bar_sources():
     m = get_model("qwen3-235b")
-    h200 = prefill_error_bar(prefill_model(m, "8xH200"), "h200")
-    lomo = get_hardware("h200").calibration.lomo_error["ttft"]
+    h200 = prefill_error_bar(prefill_model(m, "8xH200"), "h200")   # the default stack, sglang
+    lomo = get_hardware("h200").calibration.lomo_error_by_stack["sglang"]["ttft"]
     assert h200.sigma == pytest.approx(np.log1p(lomo) / 0.6745, rel=1e-3)  # the LOMO median h200.yaml records
-    assert "leave-one-model-out" in h200.source
+    assert "leave-one-model-out under sglang" in h200.source and h200.key == "prefill:h200@sglang"
     # h20's calibration rests on too few rows to record a held-out error: its bar is the prior's width
     assert not get_hardware("h20").calibration.lomo_error
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
@@ -177,14 +178,56 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
     pm = prefill_model(get_model("qwen3-235b"), "8xH200")
     calibrated = prefill_error_bar(pm, "h200")
     assert calibrated.sigma != GEMM_PRIOR_SIGMA and "leave-one-model-out" in calibrated.source
-    loo_only = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, lomo_error={}), "calibrated"))
+    loo_only = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, lomo_error={},
+                                                           lomo_error_by_stack={}), "calibrated"))
     assert "calibration leave-one-out" in prefill_error_bar(loo_only, "h200").source   # the fallback
     default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
     assert prefill_error_bar(default, "h200").sigma == GEMM_PRIOR_SIGMA
     unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={},
-                                                                   lomo_error={}),
+                                                                   lomo_error={}, lomo_error_by_stack={}),
                                                      "calibrated"))
     bar = prefill_error_bar(unrecorded, "h200")
     assert bar.sigma == GEMM_PRIOR_SIGMA and "records no held-out error" in bar.source
     h200_decode = decode_error_bar(decode_capacity(get_model("qwen3-235b"), "8xH200", 0.025, 30_000), "h200")
     assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "(tpot)" in h200_decode.source   # fitted on NVIDIA TPOT
+
+
+def test_error_bars_prefer_the_stacks_own_held_out_error():
+    """A plan on a stack the chip's calibration records a leave-one-model-out error for takes that error
+    (TensorRT-LLM's on H200 is wider than SGLang's); a stack it records none for takes the chip's over every
+    stack; the decode bar follows the site's stack as the prefill's does."""
+    from prfaas_plan.analytic.uncertainty import decode_error_bar, input_bars
+    from prfaas_plan.planning.plans import perf_inputs
+    from prfaas_plan.planning.question import scenario
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    cal = get_hardware("h200").calibration
+    m = get_model("qwen3-235b")
+    bars = {st: prefill_error_bar(prefill_model(m, "8xH200", stack=st), "h200") for st in ("sglang", "trtllm")}
+    for st, bar in bars.items():
+        assert bar.sigma == pytest.approx(np.log1p(cal.lomo_error_by_stack[st]["ttft"]) / 0.6745, rel=1e-3)
+    assert bars["trtllm"].sigma > bars["sglang"].sigma and bars["trtllm"].key != bars["sglang"].key
+    unrecorded = prefill_error_bar(prefill_model(m, "8xH200", stack="mooncake-sglang-pd"), "h200")
+    assert unrecorded.sigma == pytest.approx(np.log1p(cal.lomo_error["ttft"]) / 0.6745, rel=1e-3)
+    assert unrecorded.key == "prefill:h200"
+    cap = decode_capacity(m, "8xH200", 0.025, 30_000)
+    assert "under trtllm" in decode_error_bar(cap, "h200", stack="trtllm").source
+    sc = scenario(stack="vllm", remote="32xH200", local="32xH200")
+    local = input_bars(prfaas_layout(sc), perf_inputs(sc))
+    assert all("under vllm" in b.source for b in local.values())
+
+
+@pytest.mark.parametrize("entry, message", [({"sglang": {"ttfx": 0.3}}, "must be 'ttft', 'tpot' or 'busy'"),
+                                            ({"sglang": {"ttft": -1}}, "must be >= 0.0")])
+def test_bad_per_stack_error_is_one_clear_error(entry, message):
+    import yaml
+
+    from prfaas_plan.errors import PlanError
+    from prfaas_plan.profiles import hardware_from_dict
+
+    data = yaml.safe_load(open(get_hardware("h200").path, encoding="utf-8"))
+    data["calibration"]["lomo_error_by_stack"] = entry
+    with pytest.raises(PlanError, match=r"calibration\.lomo_error_by_stack\.sglang"):
+        hardware_from_dict(data, "x.yaml")
+    with pytest.raises(PlanError, match=re.escape(message)):
+        hardware_from_dict(data, "x.yaml")

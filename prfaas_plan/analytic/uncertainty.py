@@ -65,29 +65,34 @@ def _given(key: str) -> ErrorBar:
     return ErrorBar(0.0, key, "given, no error bar")
 
 
-def _loo_of(calibration, quantities: tuple[str, ...]) -> tuple[float, str] | None:
+def _loo_of(calibration, quantities: tuple[str, ...], stack: str | None = None) -> tuple[float, str, str] | None:
     """The honest median |error| (a fraction) a chip's calibration records for the first of ``quantities``
-    (``ttft``, ``busy``, ``tpot``) it has, and its kind: leave-one-model-out where recorded (what a model the
-    fit has not seen should expect), else leave-one-out; None when it records neither."""
-    for errors, kind in ((getattr(calibration, "lomo_error", {}), "leave-one-model-out"),
-                         (calibration.loo_error, "leave-one-out")):
+    (``ttft``, ``busy``, ``tpot``) it has, its kind and the stack it is specific to ("" for all): leave-one-
+    model-out under ``stack`` where recorded, else leave-one-model-out over every stack (what a model the fit
+    has not seen should expect), else leave-one-out; None when it records none of them."""
+    by_stack = getattr(calibration, "lomo_error_by_stack", {}).get(stack or "", {})
+    for errors, kind, scope in ((by_stack, f"leave-one-model-out under {stack}", stack or ""),
+                                (getattr(calibration, "lomo_error", {}), "leave-one-model-out", ""),
+                                (calibration.loo_error, "leave-one-out", "")):
         m = next((errors[q] for q in quantities if q in errors), None)
         if m is not None:
-            return m, kind
+            return m, kind, scope
     return None
 
 
-def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str) -> tuple[float, str]:
-    """Log-width from a chip's calibration: its leave-one-out median error on ``quantities``, or the
-    calibration prior's width (``prior``) when the chip is uncalibrated or its source records none."""
-    found = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
+def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str,
+                     stack: str | None = None) -> tuple[float, str, str]:
+    """Log-width from a chip's calibration: its held-out median error on ``quantities`` (`_loo_of`, under
+    ``stack`` where recorded), or the calibration prior's width (``prior``) when the chip is uncalibrated or
+    its source records none; with where it comes from and the stack it is specific to ("" for none)."""
+    found = _loo_of(constants.calibration, quantities, stack) if constants.origin == "calibrated" else None
     if found is None:
         why = ("no calibration on serving data" if constants.origin != "calibrated"
                else "its calibration records no held-out error: calibrate records none from fewer than 5 points")
-        return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})"
-    m, kind = found
+        return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})", ""
+    m, kind, scope = found
     sigma = math.log1p(m) / _MAD_TO_SIGMA
-    return sigma, f"calibration {kind} median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}"
+    return sigma, f"calibration {kind} median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}", scope
 
 
 def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
@@ -98,17 +103,27 @@ def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
     key = f"prefill:{chip_name}"
     constants = getattr(prefill, "constants", None)
     if constants is not None:
-        sigma, why = _calibrated_sigma(constants, ("ttft", "busy"), GEMM_PRIOR_SIGMA, "GEMM-efficiency")
-        return ErrorBar(sigma, key, f"{chip_name} prefill: {why}")
+        sigma, why, scope = _calibrated_sigma(constants, ("ttft", "busy"), GEMM_PRIOR_SIGMA, "GEMM-efficiency",
+                                              stack_of(prefill))
+        # a stack's own error is its own draw: two sites of one chip under two stacks must not share a width
+        return ErrorBar(sigma, f"{key}@{scope}" if scope else key, f"{chip_name} prefill: {why}")
     if prefill.source.startswith("measured table"):
         return ErrorBar(MEASURED_SIGMA, key, f"{chip_name} prefill: measured table, {MEASURED_SIGMA:.0%} "
                         "run-to-run scatter (assumed)")
     return _given(key)
 
 
-def decode_error_bar(decode, chip_name: str, constants=None) -> ErrorBar:
-    """The `ErrorBar` of a decode capacity on ``chip_name``: the chip calibration's TPOT leave-one-out
-    error when ``constants`` (`performance.constants.ChipConstants`) record one, else the memory prior."""
+def stack_of(prefill) -> str | None:
+    """The engine-level name of the serving stack a prefill model runs (``sglang`` for ``sglang@0.5.9``), or
+    None (a measured table or a given model)."""
+    stack = getattr(prefill, "stack", None)
+    return None if stack is None else (getattr(stack, "engine_stack", "") or stack.name)
+
+
+def decode_error_bar(decode, chip_name: str, constants=None, stack: str | None = None) -> ErrorBar:
+    """The `ErrorBar` of a decode capacity on ``chip_name``: the chip calibration's TPOT held-out error
+    (under ``stack``, the site's serving stack, where recorded) when ``constants``
+    (`performance.constants.ChipConstants`) record one, else the memory prior."""
     own = getattr(decode, "error_bar", None)
     if isinstance(own, ErrorBar):
         return own
@@ -120,8 +135,8 @@ def decode_error_bar(decode, chip_name: str, constants=None) -> ErrorBar:
         from ..profiles import get_hardware
 
         constants = chip_constants(get_hardware(chip_name))
-    sigma, why = _calibrated_sigma(constants, ("tpot",), MEMORY_PRIOR_SIGMA, "memory-efficiency")
-    return ErrorBar(sigma, key, f"{chip_name} decode: {why}")
+    sigma, why, scope = _calibrated_sigma(constants, ("tpot",), MEMORY_PRIOR_SIGMA, "memory-efficiency", stack)
+    return ErrorBar(sigma, f"{key}@{scope}" if scope else key, f"{chip_name} decode: {why}")
 
 
 @dataclass(frozen=True)
@@ -311,7 +326,7 @@ def input_bars(layout: Layout, perf: PerfInputs) -> dict[str, ErrorBar]:
     local_chip = site.instance.chip.name
     sp = perf.sites[site.name]
     bars = {"local_prefill": prefill_error_bar(sp.prefill, local_chip),
-            "local_decode": decode_error_bar(sp.decode, local_chip)}
+            "local_decode": decode_error_bar(sp.decode, local_chip, stack=stack_of(sp.prefill))}
     if layout.remote is not None and perf.remote_prefill is not None:
         bars["remote_prefill"] = prefill_error_bar(perf.remote_prefill, layout.remote.instance.chip.name)
     return bars

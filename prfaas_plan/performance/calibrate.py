@@ -543,7 +543,25 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows
             if "lomo_median" in row and np.isfinite(row["lomo_median"])}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
-                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo)
+                       comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo,
+                       lomo_error_by_stack=_lomo_by_stack(fit, chip))
+
+
+def _lomo_by_stack(fit: JointFit, chip: str) -> dict[str, dict[str, float]]:
+    """Leave-one-model-out median |error| per stack and quantity on ``chip`` ({stack: {quantity: fraction}}),
+    for the stacks with at least `MIN_ERROR_POINTS` held-out points of the quantity there."""
+    out: dict[str, dict[str, float]] = {}
+    for p in fit.points:
+        m = p.measurement
+        if m.chip != chip:
+            continue
+        for q in QUANTITIES:
+            e = p.error(q, "lomo")
+            if e is not None and np.isfinite(e):
+                out.setdefault(split_stack(m.stack)[0], {}).setdefault(q, []).append(abs(e))
+    return {stack: {q: float(f"{np.median(errs):.3g}") for q, errs in sorted(qs.items())
+                    if len(errs) >= MIN_ERROR_POINTS}
+            for stack, qs in sorted(out.items()) if any(len(e) >= MIN_ERROR_POINTS for e in qs.values())}
 
 
 def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:

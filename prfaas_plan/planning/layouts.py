@@ -22,7 +22,7 @@ from ..analytic.multisite import (SiteModel, ThresholdPlan, loads, sample_thresh
 from ..analytic.throughput import STAGES, busy_s, offloads
 from ..analytic.ttft import TTFTSummary, transfer_s
 from ..analytic.uncertainty import (Band, ErrorBars, decode_error_bar, draw_factors, prefill_error_bar,
-                                    sample_layout, verdict)
+                                    sample_layout, stack_of, verdict)
 from ..errors import PlanError
 from ..layout import Layout, PDSite, homogeneous_pd
 from .plans import HOURS_PER_MONTH, basis_baseline_name, check_basis, layout_bins, optimize
@@ -208,7 +208,8 @@ def _factors(lay: Layout, perf, samples: int, seed: int):
     for s in lay.pd_sites:
         chip = s.instance.chip.name
         bars[("prefill", s.name)] = prefill_error_bar(perf.sites[s.name].prefill, chip)
-        bars[("decode", s.name)] = decode_error_bar(perf.sites[s.name].decode, chip)
+        bars[("decode", s.name)] = decode_error_bar(perf.sites[s.name].decode, chip,
+                                                    stack=stack_of(perf.sites[s.name].prefill))
     factor = draw_factors(bars.values(), samples, seed)
     ones = np.ones(samples)
     f_remote = factor[bars["remote"].key] if "remote" in bars else ones

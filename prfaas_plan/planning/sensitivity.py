@@ -157,6 +157,7 @@ class Sensitivity:
 def _measurement(bar, plan: Plan, sc: Scenario) -> tuple[str, str]:
     """(the driver's name, the single measurement that would pin it) for an input `ErrorBar`."""
     role, chip = bar.key.split(":", 1)
+    chip = chip.partition("@")[0]   # a key of a stack's own error ends in @stack (`uncertainty.prefill_error_bar`)
     ev, site = plan.best, plan.layout.pd_sites[0]
     stack = sc.stack if sc.inputs != "paper" else "the paper's engine"
     if role == "decode":

@@ -37,7 +37,9 @@ class Calibration:
     (HBM), ``comm`` (scale-up collectives; may exceed 1 where the switch reduces in-network, NVLink
     SHARP); ``source`` says where they come from; ``loo_error`` the fit's leave-one-out median |error|
     (fraction) per measured quantity (``ttft``, ``tpot``, ``busy``), empty when not fitted; ``lomo_error`` the
-    same leave-one-model-out, what a model the fit has not seen should expect (the planner's error bars)."""
+    same leave-one-model-out, what a model the fit has not seen should expect (the planner's error bars), and
+    ``lomo_error_by_stack`` that per serving stack ({stack: {quantity: fraction}}, stacks with enough rows on
+    this chip), which the error bars prefer for a plan on that stack."""
 
     gemm: dict[str, float] = field(hash=False)
     memory: float
@@ -45,6 +47,7 @@ class Calibration:
     source: str
     loo_error: dict[str, float] = field(default_factory=dict, hash=False)
     lomo_error: dict[str, float] = field(default_factory=dict, hash=False)
+    lomo_error_by_stack: dict[str, dict[str, float]] = field(default_factory=dict, hash=False)
 
     def gemm_efficiency(self, efficiency_class: str) -> float:
         """Efficiency of ``efficiency_class``; a class never calibrated falls back to its default (kernel

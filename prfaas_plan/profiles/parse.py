@@ -294,6 +294,8 @@ def _hardware_schema():
         comm_efficiency: bounded(2.0)   # may exceed 1 where the switch reduces in-network (NVLink SHARP)
         loo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
         lomo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
+        lomo_error_by_stack: dict[LowerName, dict[Literal["ttft", "tpot", "busy"],
+                                                  bounded(100.0, low_exclusive=False)]] = {}
         source: Text
 
     class HardwareDoc(Strict):
@@ -341,7 +343,9 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
         calibration = Calibration(gemm=gemm, memory=doc.calibration.memory_efficiency,
                                   comm=doc.calibration.comm_efficiency, source=doc.calibration.source,
                                   loo_error=dict(doc.calibration.loo_error),
-                                  lomo_error=dict(doc.calibration.lomo_error))
+                                  lomo_error=dict(doc.calibration.lomo_error),
+                                  lomo_error_by_stack={k: dict(v) for k, v in
+                                                       doc.calibration.lomo_error_by_stack.items()})
     name = doc.name.lower()
     return HardwareProfile(
         name=name,
