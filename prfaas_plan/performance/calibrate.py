@@ -141,13 +141,13 @@ class _Params:
         if not hasattr(self, "_pool_of"):
             pool_of = np.array([self.keys.index((POOL, name)) for _, name in self.keys[self.pooled:]], dtype=int)
             object.__setattr__(self, "_pool_of", pool_of)
+            object.__setattr__(self, "_parent", np.asarray(self.parent, dtype=int))
         out = x.copy()
-        pool = self._pool_of
+        pool, parent = self._pool_of, self._parent
         classes = self.stacks_from - self.pooled
         # a batching class's term: the pooled term times its deviation, inside the pooled term's bounds
         out[self.pooled:self.stacks_from] = np.clip(x[self.pooled:self.stacks_from] + x[pool[:classes]],
                                                     self.lower[pool[:classes]], self.upper[pool[:classes]])
-        parent = np.asarray(self.parent, dtype=int)
         upper = self.upper[pool[classes:]] if self.cap is None else self.cap
         out[self.stacks_from:] = _saturate(x[self.stacks_from:] + out[parent], self.lower[pool[classes:]], upper,
                                            SMOOTHING["saturation"])
@@ -418,12 +418,15 @@ class JointFit:
     versions: object = None   # `stack_versions.VersionLayer`: the per-version layer on this fit
 
 
-    def summary(self, by: str) -> list[dict]:
+    def summary(self, by: str, chip: str | None = None) -> list[dict]:
         """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack``, ``version`` =
-        stack@engine version, or ``model``): in-sample, leave-one-out and leave-one-model-out, as fractions."""
+        stack@engine version, or ``model``), over the points on ``chip`` only when given: in-sample,
+        leave-one-out and leave-one-model-out, as fractions."""
         groups: dict[str, list[FitPoint]] = {}
         for p in self.points:
             m = p.measurement
+            if chip is not None and m.chip != chip:
+                continue
             key = (m.chip if by == "chip" else f"{m.stack}@{m.stack_version or 'unrecorded'}" if by == "version"
                    else getattr(m, by))
             groups.setdefault(key, []).append(p)
@@ -537,31 +540,28 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     source = (f"fitted by prfaas-plan calibrate jointly with the stacks on {data_name}, priors from {KERNEL_FILE}: "
               f"{_error_note(fit, 'chip', chip)}"
               + (f"; not identified by the data, left at the prior: {', '.join(held)}" if held else ""))
-    rows = [row for row in fit.summary("chip") if row["chip"] == chip and row["points"] >= MIN_ERROR_POINTS]
+    rows = [row for row in fit.summary("chip", chip) if row["points"] >= MIN_ERROR_POINTS]
     loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in rows
            if fit.loo_done and "loo_median" in row}
-    lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows
-            if "lomo_median" in row and np.isfinite(row["lomo_median"])}
+    lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows if _has_lomo(row)}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
                        comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo,
                        lomo_error_by_stack=_lomo_by_stack(fit, chip))
+
+
+def _has_lomo(row: dict) -> bool:
+    """Whether a `JointFit.summary` row holds a leave-one-model-out median (not skipped, not NaN)."""
+    return "lomo_median" in row and bool(np.isfinite(row["lomo_median"]))
 
 
 def _lomo_by_stack(fit: JointFit, chip: str) -> dict[str, dict[str, float]]:
     """Leave-one-model-out median |error| per stack and quantity on ``chip`` ({stack: {quantity: fraction}}),
     for the stacks with at least `MIN_ERROR_POINTS` held-out points of the quantity there."""
     out: dict[str, dict[str, float]] = {}
-    for p in fit.points:
-        m = p.measurement
-        if m.chip != chip:
-            continue
-        for q in QUANTITIES:
-            e = p.error(q, "lomo")
-            if e is not None and np.isfinite(e):
-                out.setdefault(split_stack(m.stack)[0], {}).setdefault(q, []).append(abs(e))
-    return {stack: {q: float(f"{np.median(errs):.3g}") for q, errs in sorted(qs.items())
-                    if len(errs) >= MIN_ERROR_POINTS}
-            for stack, qs in sorted(out.items()) if any(len(e) >= MIN_ERROR_POINTS for e in qs.values())}
+    for row in fit.summary("stack", chip):
+        if row["points"] >= MIN_ERROR_POINTS and _has_lomo(row):
+            out.setdefault(row["stack"], {})[row["quantity"]] = float(f"{row['lomo_median']:.3g}")
+    return out
 
 
 def _with_harness(stack: StackProfile, v: dict, data_name: str) -> StackProfile:
