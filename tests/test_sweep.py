@@ -254,19 +254,22 @@ def test_every_direction_is_a_row_column():
 
 @settings(derandomize=True, max_examples=40, deadline=None)
 @given(st.lists(st.floats(1, 1e5), min_size=2, max_size=40, unique=True), st.floats(0, 2e5))
-def test_per_support_step_is_exact(lengths, t):
-    from prfaas_plan.analytic.search import per_support_step
+def test_stepwise_is_exact(lengths, t):
+    """`search.stepwise`, which evaluates a figure once per step of the routing statistics, gives each
+    threshold's own figure."""
+    from prfaas_plan.analytic.search import stepwise
     from prfaas_plan.analytic.throughput import LengthGrid
 
     ls = np.sort(np.array(lengths))
     grid = LengthGrid(ls, np.full(len(ls), 1 / len(ls)))
-    calls = []
 
     def above(x):
-        calls.append(x)
         return float(grid.weights[ls > x].sum())
 
-    at = per_support_step(grid, above)
+    def above_steps(steps):   # the weight of the support points from each step's index up
+        return [float(grid.weights[k:].sum()) for k in steps]
+
+    at = stepwise(grid, 0.0, 3e5, above_steps)
     assert at(t) == above(t)
     assert at(t * (1 + 1e-12)) == above(t * (1 + 1e-12))
 

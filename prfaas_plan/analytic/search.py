@@ -30,21 +30,6 @@ from .throughput import (
 REL_TIE = 1e-9
 
 
-def per_support_step(grid: LengthGrid, fn):
-    """``fn(t)`` evaluated once per step of the routing statistics: they depend on ``t`` only through
-    which support points lie above it (`LengthGrid.split_index`), so a bisection on ``t`` that has
-    closed in on one support point needs no further evaluation. Results are exactly ``fn``'s."""
-    seen: dict[int, object] = {}
-
-    def at(t: float):
-        k = int(grid.split_index(t))
-        if k not in seen:
-            seen[k] = fn(t)
-        return seen[k]
-
-    return at
-
-
 def threshold_candidates(grid: LengthGrid, n: int = 2048) -> np.ndarray:
     """Candidate thresholds: log-spaced over the support, plus 0 and the support points' ends."""
     return _candidates(float(max(grid.lengths[0], 1.0)), float(grid.lengths[-1]), n).copy()
@@ -120,7 +105,7 @@ def search_best(layout: Layout, grid: LengthGrid, perf: PerfInputs, mode: str = 
     remote, link = offload_bounds(layout, r, perf)
     local_s = np.asarray(r.local_s_per_req, dtype=float)
     offload = np.minimum(remote, link)
-    if not (np.all(np.isfinite(local_s)) and not np.any(np.isnan(offload))):
+    if not np.all(np.isfinite(local_s)) or np.any(np.isnan(offload)):
         return grid_search(layout, grid, perf, mode).best
     best_lam, j = _best_splits(offload, local_s, splits, rps)
     n_p = int(splits[j])
@@ -280,7 +265,8 @@ def stepwise(grid: LengthGrid, lo: float, hi: float, at_steps):
     """``t -> at_steps(steps)[the step of t]`` for thresholds ``t`` (tokens) in ``[lo, hi]``: ``at_steps``
     maps an array of steps of the routing statistics (`LengthGrid.split_index` values, for `routing_at`) to
     an array of figures, and is evaluated once, vectorized, at every step in the range, for a bisection
-    that would evaluate one step at a time (`per_support_step`) to look up."""
+    that would otherwise evaluate its figure at every threshold it visits. The statistics depend on ``t``
+    only through which support points lie above it, so the figures are exactly those of each ``t``."""
     first, last = (int(k) for k in grid.split_index([lo, hi]))
     values = at_steps(np.arange(first, last + 1))
     return lambda t: values[grid.step_of(t, first, last) - first]

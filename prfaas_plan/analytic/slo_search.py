@@ -105,6 +105,11 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
                 lo, hi = (mid, hi) if pb.met(t, n, mid) else (lo, mid)
             best_rate, best_t, best_n, best_cap, found = lo, t, n, cap, True
 
+    def around(t: float) -> np.ndarray:
+        """Every candidate threshold within `COARSE` places of ``t``."""
+        i = int(np.argmin(np.abs(ts - t)))
+        return np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts)))
+
     coarse = sorted_unique(np.append(np.arange(0, len(ts), COARSE), len(ts) - 1))
     run(coarse)
     if not found and floor > 0 and seed is None and len(ts) > 1:
@@ -114,11 +119,9 @@ def search_slo(layout: Layout, grid: LengthGrid, perf: PerfInputs, percentile: f
         run(coarse)
         if found:
             best_rate, found = float(floor), False
-            i = int(np.argmin(np.abs(ts - best_t)))
-            run(np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts))))
+            run(around(best_t))
     elif found and len(ts) > 1:
-        i = int(np.argmin(np.abs(ts - best_t)))
-        run(np.arange(max(i - COARSE, 0), min(i + COARSE + 1, len(ts))))
+        run(around(best_t))
     # why, when nothing meets it: the best unloaded value over the candidate thresholds
     values = np.array([pb.unloaded_value(float(t)) for t in ts[coarse]])
     k = int(np.argmin(values))

@@ -391,8 +391,7 @@ def _forget_with_profiles() -> None:
 
     from ..profiles.store import forget_with_folders
 
-    dicts = (_MEMO, _QUESTIONS, _PERFS, _SEARCHES, _PLANS, _LAYOUTS, _BASES, _PREFILLS, _INSTANCE_MODELS)
-    for cached in (_scenario_without_link, *(SimpleNamespace(cache_clear=c.clear) for c in dicts)):
+    for cached in (_scenario_without_link, *(SimpleNamespace(cache_clear=c.clear) for c in _memo_dicts())):
         forget_with_folders(cached)
 
 
@@ -672,18 +671,17 @@ def search_group(v: dict) -> tuple:
     return shared_inputs(v) + (v["link"], v["link_efficiency"], v["link_headroom"])
 
 
+def _memo_dicts() -> tuple[dict, ...]:
+    """Every dict the sweep memoizes in: `clear_caches` empties them, a change of the profile folders too
+    (`_forget_with_profiles`)."""
+    return (_MEMO, _QUESTIONS, _PERFS, _INSTANCE_MODELS, _SEARCHES, _PLANS, _LAYOUTS, _BASES, _PREFILLS)
+
+
 def clear_caches() -> None:
     """Empty every cache of the sweep (a benchmark's cold start; tests that edit profiles)."""
-    _MEMO.clear()
-    _QUESTIONS.clear()
+    for cache in _memo_dicts():
+        cache.clear()
     _scenario_without_link.cache_clear()
-    _PERFS.clear()
-    _INSTANCE_MODELS.clear()
-    _SEARCHES.clear()
-    _PLANS.clear()
-    _LAYOUTS.clear()
-    _BASES.clear()
-    _PREFILLS.clear()
 
 
 # ---------------------------------------------------------------------------------------------------
