@@ -22,6 +22,7 @@ from .throughput import (
     _bound,
     evaluate,
     offload_bounds,
+    offloads,
     routing_at,
     routing_stats,
     stage_bounds,
@@ -162,8 +163,16 @@ def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, r
     decode = (n - prefill) * rps
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
-    near = np.clip(np.floor(meet).astype(int)[:, None] + WINDOW, 0, n)
-    local = np.minimum(_bound(prefill[near], local_s[:, None]), decode[near]).max(axis=1)
+        floor = np.floor(meet)
+        positive = local_s > 0
+        per_request = np.where(positive, local_s, 1.0)
+        local = None
+        # one window offset at a time on 1-D arrays: the same figures as a (thresholds x window) array and
+        # its row maxima, at a third of the cost (short-axis reductions and fancy indexing are slow)
+        for w in WINDOW:
+            k = np.clip(floor + float(w), 0.0, float(n))   # whole numbers: prefill[k] is k, decode[k] (n - k) rps
+            v = np.minimum(np.where(positive, k / per_request, np.inf), (n - k) * rps)
+            local = v if local is None else np.maximum(local, v)
     best_lam = float(np.minimum(offload, local).max())
     tau = best_lam * (1 - REL_TIE)
     reach = offload >= tau
@@ -232,33 +241,71 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
         return float(ts[i])
     lo, hi = float(ts[lo_i]), float(ts[hi_i])
     sign_lo = np.sign(gap[lo_i])
-    site = layout.pd_sites[0].name
-    gap_sign = _gap_signs(layout, grid, perf, mode, n_p, lo, hi)
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        if gap_sign(mid) == sign_lo:
-            lo = mid
-        else:
-            hi = mid
+    fast = _exact_bounds(layout, grid, perf, n_p) if mode == "exact" else None
+    first, last = (int(k) for k in grid.split_index([lo, hi]))
+    same = _gap_signs(layout, grid, perf, mode, n_p, fast, np.arange(first, last + 1)) == sign_lo
+    change = int(np.argmin(same)) if not same.all() else len(same)   # the first step off sign_lo's side
+    if same[:change].all() and not same[change:].any():
+        # the sign changes once, where t reaches the support point starting step first + change: the
+        # bisection below asks only which side of that point each midpoint lies on
+        edge = np.inf if change == len(same) else grid.length_list[first + change - 1] if change else -np.inf
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if mid < edge:
+                lo = mid
+            else:
+                hi = mid
+    else:
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if same[grid.step_of(mid, first, last) - first]:
+                lo = mid
+            else:
+                hi = mid
     # The routing statistics are step functions of t (they change only at support points), so the
     # bisection ends astride a step and its midpoint may sit on the step's worse side. Keep the midpoint
     # unless the bracket's ends or the grid point reach more.
     cands = [0.5 * (lo + hi), lo, hi, float(ts[i])]
-    lam = stage_bounds(layout, routing_stats(grid, perf, cands, mode, site), perf, [n_p]).lambda_max[:, 0]
+    if fast is None:
+        site = layout.pd_sites[0].name
+        lam = stage_bounds(layout, routing_stats(grid, perf, cands, mode, site), perf, [n_p]).lambda_max[:, 0]
+    else:
+        offload, local = fast(grid.split_index(cands))
+        decode = (layout.pd_sites[0].instances - float(n_p)) * site_decode_rps(layout, perf)
+        lam = np.minimum(offload, np.minimum(local, decode))
     return cands[int(np.argmax(lam >= lam.max() * (1 - REL_TIE)))]
 
 
-def _gap_signs(layout, grid, perf, mode, n_p: int, lo: float, hi: float):
-    """``t -> sign(log(min(remote, link bound)) - log(local prefill bound))`` at ``n_p`` local prefill
-    instances, for thresholds ``t`` (tokens) in ``[lo, hi]`` (`stepwise`)."""
-    site = layout.pd_sites[0].name
+def _gap_signs(layout, grid, perf, mode, n_p: int, fast, steps: np.ndarray) -> np.ndarray:
+    """``sign(log(min(remote, link bound)) - log(local prefill bound))`` at ``n_p`` local prefill instances,
+    at each of ``steps`` (`LengthGrid.split_index` values); ``fast`` is `_exact_bounds` or None."""
+    if fast is None:
+        b = stage_bounds(layout, routing_at(grid, perf, steps, mode, layout.pd_sites[0].name), perf, [n_p])
+        offload, local = np.minimum(b.remote_prefill[:, 0], b.link[:, 0]), b.local_prefill[:, 0]
+    else:
+        offload, local = fast(steps)
+    with np.errstate(divide="ignore", invalid="ignore"):   # steps the bisection may never visit
+        return np.sign(np.log(offload) - np.log(local))
 
-    def signs(steps: np.ndarray) -> np.ndarray:
-        b = stage_bounds(layout, routing_at(grid, perf, steps, mode, site), perf, [n_p])
-        with np.errstate(divide="ignore", invalid="ignore"):   # steps the bisection may never visit
-            return np.sign(np.log(np.minimum(b.remote_prefill[:, 0], b.link[:, 0])) - np.log(b.local_prefill[:, 0]))
 
-    return stepwise(grid, lo, hi, signs)
+def _exact_bounds(layout, grid, perf, n_p: int):
+    """``steps -> (min(remote, link bound), local prefill bound)`` (requests/s) at ``n_p`` local prefill
+    instances, read from the grid's suffix sums: in exact mode the figures `stage_bounds` computes from
+    `routing_at`, without the routing's length statistics (most of the cost at a few steps). None for a
+    layout that cannot offload (its bounds take `offload_bounds`' other branch)."""
+    site = layout.pd_sites[0]
+    if not offloads(layout, perf, site) or site.link is None:
+        return None
+    sp = perf.sites[site.name]
+    remote_s, local_suffix = grid.busy_suffix(perf.remote_prefill), grid.busy_suffix(sp.prefill)
+    link_b = grid.transfer_suffix(perf.model, sp.transfer)
+    capacity, byte_rate = float(layout.remote.instances), site.link.planned_bps / 8.0
+
+    def bounds(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        offload = np.minimum(_bound(capacity, remote_s[steps]), _bound(byte_rate, link_b[steps].astype(float)))
+        return offload, _bound(float(n_p), local_suffix[0] - local_suffix[steps])
+
+    return bounds
 
 
 def stepwise(grid: LengthGrid, lo: float, hi: float, at_steps):
