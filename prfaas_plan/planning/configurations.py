@@ -43,7 +43,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import PlanError
-from ..layout import instances_from_chips
 from ..performance.sharing import Same, shared
 from .scenario import Scenario, prfaas_layout, with_dtypes
 
@@ -298,6 +297,41 @@ def prefill_candidates(model, pool, shapes: tuple[int, ...], grid: Same, context
     return tuple(cands), tuple(drops), tuple(bad), tried
 
 
+@shared
+def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, transfer: str | None,
+                      output_tokens: float, grid: Same) -> tuple:
+    """The decode role candidates of one local instance shape ``inst`` (TP or DP attention, every MoE split)
+    at the TPOT SLO ``tpot_s`` (s per token) and ``context`` tokens: ``(kept, infeasible, tried)``, the kept
+    ones (not dominated on requests/s and bytes on the link at every length) as ``(dp attention, moe,
+    decode capacity, transfer bytes)``, the infeasible ones as ``(parallelism label, reason)``, and how many
+    were tried. ``transfer`` pins the bytes on the link (None: what each attention mode moves); ``grid``
+    (`sharing.Same`) is the scenario's length grid. `shared`: a sweep's points on one local shape and SLO
+    build them once whatever the remote pool."""
+    from ..analytic.transfer import TransferBytes
+    from ..performance import decode_capacity, decode_memory
+
+    n_l = inst.chips
+    decodes, rows, bad, tried = [], [], [], 0
+    for dp in attention_modes(n_l, transfer):
+        for moe in moe_splits(model, n_l):
+            tried += 1
+            cap = decode_capacity(model, inst, tpot_s, context, moe, stack=stack, dp_attention=dp)
+            if cap.batch <= 0:
+                mem = decode_memory(model, inst, context, dp)
+                bad.append((f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}",
+                            f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
+                            f"{tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
+                            f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
+                            f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the {mem.usable_bytes / 1e9:.1f} GB "
+                            "usable"))
+                continue
+            tb = TransferBytes(transfer or ("dp-attention" if dp else "replicated"), n_l)
+            decodes.append((dp, moe, cap, tb))
+            rows.append(np.concatenate([[cap.requests_per_s(output_tokens)], -grid.obj.transfer_at_lengths(model, tb)]))
+    kept = tuple(c for c, d in zip(decodes, dominated(rows)) if not d)
+    return kept, tuple(bad), tried
+
+
 def _dominated_per_shape(shapes: list[int], rows: list[np.ndarray]) -> list[bool]:
     """`dominated` among the rows of one instance shape each (rows of different shapes never drop each
     other: their pools have different server counts, so they queue differently at one capacity)."""
@@ -324,9 +358,8 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     (tests/test_configurations.py), ``ranked`` holds only the candidates evaluated."""
     from ..analytic.search import search_best
     from ..analytic.throughput import PerfInputs, SitePerf
-    from ..analytic.transfer import TransferBytes
     from ..analytic.ttft import ttft_summary
-    from ..performance import decode_capacity, decode_memory, parse_instance
+    from ..performance import parse_instance
     from ..performance.base import Instance
     from .plans import _costs
 
@@ -400,7 +433,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     def evaluate(seq, model, r, n_l, lp, d) -> float:
         """Grid-search one joint configuration (remote candidate ``r``, local prefill ``lp``, decode ``d``);
         its ``Lambda_max``."""
-        (n_r, r_moe, r_pm), (_, l_moe, l_pm), (dp, d_moe, cap, tb) = r, lp, d
+        (n_r, r_moe, _), (_, l_moe, _), (dp, d_moe, cap, _) = r, lp, d
         wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc, perf, lay = joint(model, r, n_l, lp, d)
         best = search_best(lay, sc.grid, perf, sc.mode)
@@ -418,7 +451,7 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         return best.lambda_max
 
     for model in dtype_models(sc):
-        wd, kd = model.weight_dtype, model.kv_dtype
+        wd = model.weight_dtype
 
         def prefill_pool(site: str, pool: Instance, shapes: list[int]):
             """`prefill_candidates` of one site, its infeasible candidates and counts recorded."""
@@ -432,32 +465,13 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         r_keep = [c for c, d in zip(r_cands, r_drop) if not d]
         counts["remote prefill"][1] += len(r_keep)
         for n_l in l_shapes:
-            inst = Instance(l_pool.chip, n_l)
             lp_cands, lp_drop = prefill_pool("local", l_pool, [n_l])
             lp_keep = [c for c, d in zip(lp_cands, lp_drop) if not d]
             counts["local prefill"][1] += len(lp_keep)
-            decodes, dec_rows = [], []
-            for dp in attention_modes(n_l, spec.transfer):
-                for moe in moe_splits(model, n_l):
-                    counts["local decode"][0] += 1
-                    par = f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}"
-                    cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=sc.stack,
-                                          dp_attention=dp)
-                    if cap.batch <= 0:
-                        mem = decode_memory(model, inst, sc.context_tokens, dp)
-                        reason = (f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
-                                  f"{sc.tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
-                                  f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
-                                  f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the "
-                                  f"{mem.usable_bytes / 1e9:.1f} GB usable")
-                        infeasible.append(Infeasible("decode", "local", n_l, par, wd, reason))
-                        continue
-                    policy = spec.transfer or ("dp-attention" if dp else "replicated")
-                    tb = TransferBytes(policy, n_l)
-                    decodes.append((dp, moe, cap, tb))
-                    rps = cap.requests_per_s(sc.output_tokens)
-                    dec_rows.append(np.concatenate([[rps], -sc.grid.transfer_at_lengths(model, tb)]))
-            d_keep = [c for c, d in zip(decodes, dominated(dec_rows)) if not d]
+            d_keep, bad, tried = decode_candidates(model, Instance(l_pool.chip, n_l), sc.tpot_s, sc.context_tokens,
+                                                   sc.stack, spec.transfer, sc.output_tokens, Same(sc.grid))
+            counts["local decode"][0] += tried
+            infeasible.extend(Infeasible("decode", "local", n_l, par, wd, why) for par, why in bad)
             counts["local decode"][1] += len(d_keep)
             for r in r_keep:
                 for lp in lp_keep:
