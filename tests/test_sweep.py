@@ -252,26 +252,30 @@ def test_every_direction_is_a_row_column():
         S.parse_metrics("capex_usd")
 
 
-@settings(derandomize=True, max_examples=40, deadline=None)
-@given(st.lists(st.floats(1, 1e5), min_size=2, max_size=40, unique=True), st.floats(0, 2e5))
-def test_stepwise_is_exact(lengths, t):
-    """`search.stepwise`, which evaluates a figure once per step of the routing statistics, gives each
-    threshold's own figure."""
-    from prfaas_plan.analytic.search import stepwise
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.lists(st.floats(1, 1e5), min_size=2, max_size=40, unique=True), st.floats(0, 1e5), st.floats(0, 1e5),
+       st.integers(0, 41), st.lists(st.booleans(), min_size=41, max_size=41), st.booleans())
+def test_bisect_steps_is_the_plain_bisection(lengths, a, b, change, pattern, monotone):
+    """`search.bisect_steps`, which compares each midpoint with the support point where its per-step flag
+    changes (or looks the flag up by step), halves the bracket exactly as a bisection that asks each
+    midpoint's own step does: flags True then False (one change), and arbitrary ones."""
+    from prfaas_plan.analytic.search import bisect_steps
     from prfaas_plan.analytic.throughput import LengthGrid
 
     ls = np.sort(np.array(lengths))
     grid = LengthGrid(ls, np.full(len(ls), 1 / len(ls)))
-
-    def above(x):
-        return float(grid.weights[ls > x].sum())
-
-    def above_steps(steps):   # the weight of the support points from each step's index up
-        return [float(grid.weights[k:].sum()) for k in steps]
-
-    at = stepwise(grid, 0.0, 3e5, above_steps)
-    assert at(t) == above(t)
-    assert at(t * (1 + 1e-12)) == above(t * (1 + 1e-12))
+    lo, hi = min(a, b), max(a, b)
+    first, last = (int(k) for k in grid.split_index([lo, hi]))
+    n = last - first + 1
+    below = np.arange(n) < change if monotone else np.array(pattern[:n])
+    x, y = lo, hi
+    for _ in range(40):
+        mid = 0.5 * (x + y)
+        if below[int(grid.split_index(mid)) - first]:
+            x = mid
+        else:
+            y = mid
+    assert bisect_steps(grid, lo, hi, below, first) == (x, y)
 
 
 def test_the_docs_list_every_input_column_and_direction():

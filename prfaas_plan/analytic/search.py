@@ -241,27 +241,10 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
         return float(ts[i])
     lo, hi = float(ts[lo_i]), float(ts[hi_i])
     sign_lo = np.sign(gap[lo_i])
-    fast = _exact_bounds(layout, grid, perf, n_p) if mode == "exact" else None
+    fast = exact_bounds(layout, grid, perf, n_p) if mode == "exact" else None
     first, last = (int(k) for k in grid.split_index([lo, hi]))
     same = _gap_signs(layout, grid, perf, mode, n_p, fast, np.arange(first, last + 1)) == sign_lo
-    change = int(np.argmin(same)) if not same.all() else len(same)   # the first step off sign_lo's side
-    if same[:change].all() and not same[change:].any():
-        # the sign changes once, where t reaches the support point starting step first + change: the
-        # bisection below asks only which side of that point each midpoint lies on
-        edge = np.inf if change == len(same) else grid.length_list[first + change - 1] if change else -np.inf
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            if mid < edge:
-                lo = mid
-            else:
-                hi = mid
-    else:
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            if same[grid.step_of(mid, first, last) - first]:
-                lo = mid
-            else:
-                hi = mid
+    lo, hi = bisect_steps(grid, lo, hi, same, first)
     # The routing statistics are step functions of t (they change only at support points), so the
     # bisection ends astride a step and its midpoint may sit on the step's worse side. Keep the midpoint
     # unless the bracket's ends or the grid point reach more.
@@ -270,29 +253,31 @@ def _balanced_threshold(layout, grid, perf, mode, ts, lam_col, b, j, n_p, best_l
         site = layout.pd_sites[0].name
         lam = stage_bounds(layout, routing_stats(grid, perf, cands, mode, site), perf, [n_p]).lambda_max[:, 0]
     else:
-        offload, local = fast(grid.split_index(cands))
+        remote, link, local = fast(grid.split_index(cands))
         decode = (layout.pd_sites[0].instances - float(n_p)) * site_decode_rps(layout, perf)
-        lam = np.minimum(offload, np.minimum(local, decode))
+        lam = np.minimum(np.minimum(remote, link), np.minimum(local, decode))
     return cands[int(np.argmax(lam >= lam.max() * (1 - REL_TIE)))]
 
 
 def _gap_signs(layout, grid, perf, mode, n_p: int, fast, steps: np.ndarray) -> np.ndarray:
     """``sign(log(min(remote, link bound)) - log(local prefill bound))`` at ``n_p`` local prefill instances,
-    at each of ``steps`` (`LengthGrid.split_index` values); ``fast`` is `_exact_bounds` or None."""
+    at each of ``steps`` (`LengthGrid.split_index` values); ``fast`` is `exact_bounds` or None."""
     if fast is None:
         b = stage_bounds(layout, routing_at(grid, perf, steps, mode, layout.pd_sites[0].name), perf, [n_p])
         offload, local = np.minimum(b.remote_prefill[:, 0], b.link[:, 0]), b.local_prefill[:, 0]
     else:
-        offload, local = fast(steps)
+        remote, link, local = fast(steps)
+        offload = np.minimum(remote, link)
     with np.errstate(divide="ignore", invalid="ignore"):   # steps the bisection may never visit
         return np.sign(np.log(offload) - np.log(local))
 
 
-def _exact_bounds(layout, grid, perf, n_p: int):
-    """``steps -> (min(remote, link bound), local prefill bound)`` (requests/s) at ``n_p`` local prefill
-    instances, read from the grid's suffix sums: in exact mode the figures `stage_bounds` computes from
-    `routing_at`, without the routing's length statistics (most of the cost at a few steps). None for a
-    layout that cannot offload (its bounds take `offload_bounds`' other branch)."""
+def exact_bounds(layout, grid, perf, n_p: int):
+    """``steps -> (remote prefill, link, local prefill bound)`` (requests/s, arrays) at ``n_p`` local prefill
+    instances and the `LengthGrid.split_index` values ``steps``, read from the grid's suffix sums: in exact
+    mode the figures `stage_bounds` computes from `routing_at`, without the routing's length statistics
+    (most of the cost at a few steps). None for a layout that cannot offload (its bounds take
+    `offload_bounds`' other branch)."""
     site = layout.pd_sites[0]
     if not offloads(layout, perf, site) or site.link is None:
         return None
@@ -301,19 +286,36 @@ def _exact_bounds(layout, grid, perf, n_p: int):
     link_b = grid.transfer_suffix(perf.model, sp.transfer)
     capacity, byte_rate = float(layout.remote.instances), site.link.planned_bps / 8.0
 
-    def bounds(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        offload = np.minimum(_bound(capacity, remote_s[steps]), _bound(byte_rate, link_b[steps].astype(float)))
-        return offload, _bound(float(n_p), local_suffix[0] - local_suffix[steps])
+    def bounds(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (_bound(capacity, remote_s[steps]), _bound(byte_rate, link_b[steps].astype(float)),
+                _bound(float(n_p), local_suffix[0] - local_suffix[steps]))
 
     return bounds
 
 
-def stepwise(grid: LengthGrid, lo: float, hi: float, at_steps):
-    """``t -> at_steps(steps)[the step of t]`` for thresholds ``t`` (tokens) in ``[lo, hi]``: ``at_steps``
-    maps an array of steps of the routing statistics (`LengthGrid.split_index` values, for `routing_at`) to
-    an array of figures, and is evaluated once, vectorized, at every step in the range, for a bisection
-    that would otherwise evaluate its figure at every threshold it visits. The statistics depend on ``t``
-    only through which support points lie above it, so the figures are exactly those of each ``t``."""
-    first, last = (int(k) for k in grid.split_index([lo, hi]))
-    values = at_steps(np.arange(first, last + 1))
-    return lambda t: values[grid.step_of(t, first, last) - first]
+def bisect_steps(grid: LengthGrid, lo: float, hi: float, below: np.ndarray, first: int,
+                 iterations: int = 40) -> tuple[float, float]:
+    """``iterations`` halvings of the threshold bracket ``[lo, hi]`` (tokens): a midpoint whose step of the
+    routing statistics (`LengthGrid.split_index`) is ``s`` becomes the new ``lo`` if ``below[s - first]``,
+    else the new ``hi``; the final ``(lo, hi)``. ``below`` covers the steps of ``[lo, hi]``, from ``first``.
+    Where it is True up to one step and False from there on (a bound that only rises or only falls with
+    ``t``), each midpoint is compared with the support point where it changes instead of looked up: the
+    same halvings, at a float comparison each."""
+    change = len(below) if below.all() else int(np.argmin(below))
+    if not below[change:].any():
+        edge = np.inf if change == len(below) else grid.length_list[first + change - 1] if change else -np.inf
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            if mid < edge:
+                lo = mid
+            else:
+                hi = mid
+        return lo, hi
+    last = first + len(below) - 1
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if below[grid.step_of(mid, first, last) - first]:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi

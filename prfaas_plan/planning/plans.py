@@ -13,9 +13,10 @@ import numpy as np
 
 from ..analytic.search import (
     GridResult,
+    bisect_steps,
+    exact_bounds,
     grid_optimum,
     grid_search,
-    stepwise,
     threshold_candidates,
 )
 from ..analytic.throughput import (
@@ -23,7 +24,6 @@ from ..analytic.throughput import (
     LengthGrid,
     PerfInputs,
     routing_at,
-    routing_stats,
     stage_bounds,
 )
 from ..analytic.ttft import TTFTSummary, ttft_summary
@@ -89,21 +89,24 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
     if lay.remote is None or lay.pd_sites[0].link is None:
         return None
     site = lay.pd_sites[0].name
+    level = best.lambda_max * (1 - 1e-9)
+    fast = exact_bounds(lay, grid, perf, best.n_prefill) if best.mode == "exact" else None
 
-    def carries(r) -> np.ndarray:
-        return stage_bounds(lay, r, perf, [best.n_prefill]).link[:, 0] >= best.lambda_max * (1 - 1e-9)
+    def carries(steps: np.ndarray) -> np.ndarray:
+        """Whether the link carries the optimum at each step of the routing statistics."""
+        if fast is not None:
+            return fast(steps)[1] >= level
+        return stage_bounds(lay, routing_at(grid, perf, steps, best.mode, site), perf, [best.n_prefill]).link[:, 0] >= level
 
     ts = threshold_candidates(grid)
-    ok = np.flatnonzero(carries(routing_stats(grid, perf, ts, best.mode, site)))
+    ok = np.flatnonzero(carries(grid.split_index(ts)))
     if len(ok) == 0:
         return float("inf")
     if ok[0] == 0:
         return None
     lo, hi = float(ts[ok[0] - 1]), float(ts[ok[0]])
-    carries_at = stepwise(grid, lo, hi, lambda steps: carries(routing_at(grid, perf, steps, best.mode, site)))
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if carries_at(mid) else (mid, hi)
+    first, last = (int(k) for k in grid.split_index([lo, hi]))
+    lo, hi = bisect_steps(grid, lo, hi, ~carries(np.arange(first, last + 1)), first)
     return hi
 
 
