@@ -43,6 +43,19 @@ def _candidates(lo: float, hi: float, n: int) -> np.ndarray:
     return sorted_unique(np.concatenate([[0.0], np.geomspace(lo, hi, n), [hi]]))
 
 
+def search_thresholds(grid: LengthGrid) -> np.ndarray:
+    """`threshold_candidates` of ``grid``, read-only and the same array on every call, its
+    `LengthGrid.split_index` computed once with it: every search of a grid asks the same 2,049 thresholds."""
+    hit = grid.__dict__.get("_candidate_steps")
+    if hit is None:
+        ts = threshold_candidates(grid)
+        steps = grid.split_index(ts)
+        ts.setflags(write=False)
+        steps.setflags(write=False)
+        hit = grid.__dict__["_candidate_steps"] = (ts, steps)
+    return hit[0]
+
+
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for an array without NaN, by the same sort-and-compare, without the
     ``numpy.ma`` import (45 ms) that ``np.unique`` triggers on every call without counts."""
@@ -132,7 +145,7 @@ def _search_axes(layout: Layout, grid: LengthGrid, thresholds, fixed_threshold, 
     if pinned is not None:
         ts = np.array([pinned], dtype=float)
     else:
-        ts = threshold_candidates(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
+        ts = search_thresholds(grid) if thresholds is None else np.asarray(thresholds, dtype=float)
     fixed = keep_split or pinned == 0.0
     splits = np.array([site.prefill]) if fixed else np.arange(0, site.instances + 1)
     return ts, splits, pinned
@@ -143,9 +156,11 @@ def site_decode_rps(layout: Layout, perf: PerfInputs) -> float:
     return perf.sites[layout.pd_sites[0].name].decode.requests_per_s(perf.output_tokens)
 
 
-WINDOW = np.arange(-2, 4)
-"""Splits around where the local prefill and decode bounds meet that `_best_splits` compares: the meeting
-point is computed in floating point, so the best whole split may be one further off than its floor says."""
+WINDOW = np.arange(-1, 3)
+"""Splits around where the local prefill and decode bounds meet that `_best_splits` compares. The meeting
+point ``m`` is computed in floating point, a few ulps from the exact one, so its floor is the exact floor or
+one off, and the floating-point bounds (each monotone in the split) cross at the exact crossing's floor or
+the split after it: both lie in ``floor(m) - 1 .. floor(m) + 2``."""
 
 
 def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, rps: float) -> tuple[float, int]:
@@ -196,7 +211,7 @@ def split_columns(layout: Layout, grid: LengthGrid, perf: PerfInputs, splits, mo
     full search's figures to the bit, and `balanced_threshold` at one of ``splits`` gives the full
     search's answer (the simulator's long-term rule needs only the splits one conversion reaches)."""
     free = replace(layout, threshold=None)
-    ts = threshold_candidates(grid)
+    ts = search_thresholds(grid)
     splits = np.asarray(splits, dtype=int)
     b = stage_bounds(free, routing_stats(grid, perf, ts, mode, layout.pd_sites[0].name), perf, splits)
     return GridResult(None, ts, splits, b.lambda_max, b)

@@ -76,7 +76,11 @@ class LengthGrid:
         return np.concatenate([np.cumsum(wv[::-1])[::-1], [0.0]])
 
     def split_index(self, t) -> np.ndarray:
-        """Index of the first support point strictly longer than ``t``."""
+        """Index of the first support point strictly longer than ``t``; for the grid's search thresholds
+        (the very array `search.search_thresholds` hands out) the indices computed with them."""
+        hit = self.__dict__.get("_candidate_steps")
+        if hit is not None and hit[0] is t:
+            return hit[1]
         return np.searchsorted(self.lengths, np.asarray(t, dtype=float), side="right")
 
     def step_of(self, t: float, lo: int = 0, hi: int | None = None) -> int:

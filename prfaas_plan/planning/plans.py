@@ -17,7 +17,7 @@ from ..analytic.search import (
     exact_bounds,
     grid_optimum,
     grid_search,
-    threshold_candidates,
+    search_thresholds,
 )
 from ..analytic.throughput import (
     Evaluation,
@@ -98,7 +98,7 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
             return fast(steps)[1] >= level
         return stage_bounds(lay, routing_at(grid, perf, steps, best.mode, site), perf, [best.n_prefill]).link[:, 0] >= level
 
-    ts = threshold_candidates(grid)
+    ts = search_thresholds(grid)
     ok = np.flatnonzero(carries(grid.split_index(ts)))
     if len(ok) == 0:
         return float("inf")
