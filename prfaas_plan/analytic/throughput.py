@@ -246,8 +246,8 @@ def _bound(capacity, per_request):
     """Requests/s a resource of ``capacity`` sustains when each request costs ``per_request``."""
     capacity = np.asarray(capacity, dtype=float)
     per_request = np.asarray(per_request, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(per_request > 0, capacity / np.where(per_request > 0, per_request, 1), np.inf)
+    out = np.full(np.broadcast_shapes(capacity.shape, per_request.shape), np.inf)
+    return np.divide(capacity, per_request, out=out, where=per_request > 0)   # free where nothing is paid
 
 
 STAGES = ("remote_prefill", "link", "local_prefill", "local_decode")
