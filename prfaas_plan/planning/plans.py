@@ -96,7 +96,8 @@ def _link_bind_threshold(best: Evaluation, grid: LengthGrid, perf: PerfInputs) -
         """Whether the link carries the optimum at each step of the routing statistics."""
         if fast is not None:
             return fast(steps)[1] >= level
-        return stage_bounds(lay, routing_at(grid, perf, steps, best.mode, site), perf, [best.n_prefill]).link[:, 0] >= level
+        routing = routing_at(grid, perf, steps, best.mode, site)
+        return stage_bounds(lay, routing, perf, [best.n_prefill]).link[:, 0] >= level
 
     ts = search_thresholds(grid)
     ok = np.flatnonzero(carries(grid.split_index(ts)))

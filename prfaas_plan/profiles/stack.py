@@ -107,6 +107,7 @@ class StackProfile:
     prefill_token_budget: int
     chunked_prefill: bool
     wave_fraction: float
+    batching: str   # one of `BATCHING` (module docstring); the loader derives it from the engine if a profile has none
     sources: dict[str, str] = field(hash=False, compare=False)
     path: str = ""
     request_overhead_s: float = 0.0
@@ -117,7 +118,6 @@ class StackProfile:
     # the server does not spend (docs/methods.md, "Benchmark harness"); only `check` and calibration reports
     # use it, never a plan
     harness: dict = field(default_factory=dict, hash=False, compare=False)
-    batching: str = "mixed"   # one of `BATCHING` (module docstring)
 
     def client_s(self, harness: str, concurrency) -> float:
         """Seconds harness campaign ``harness`` (``HARNESS@chip``, `prfaas_plan.performance.harness`) adds to a
@@ -166,6 +166,7 @@ class StackProfile:
                    if self.request_overhead_s else "")
                 + f"; prefill budget {self.prefill_token_budget:,} tokens"
                 f"{', chunked' if self.chunked_prefill else ', not chunked'} ({src['prefill_token_budget']})"
+                f"; batching {self.batching.replace('_', '-')} ({src.get('batching', 'no source')})"
                 + (f"; version entry: {self._version_note()}" if self.engine_stack else ""))
 
     def _version_note(self) -> str:
