@@ -533,18 +533,15 @@ def searched_scenario(v: dict, q: Question):
     base = _scenario_without_link(*_shared(v))
     if spec is None:
         return replace(base, link=q.link)
-    key = search_group(v)
-    hit = _SEARCHES.get(key)
-    if hit is None:
-        if len(_SEARCHES) >= MAX_PLANS:
-            _SEARCHES.clear()
+    def search():
         sc = replace(base, link=search_free_link(q.link))
         try:
             # report=0: no runner-up TTFT (the ranking does not read it; only size's tables print it)
-            hit = chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
+            return chosen_scenario(sc, search_configurations(sc, spec, report=0, prune=True))
         except PlanError as exc:
-            hit = exc
-        _SEARCHES[key] = hit
+            return exc
+
+    hit = remembered(_SEARCHES, search_group(v), search, MAX_PLANS)
     if isinstance(hit, PlanError):
         raise PlanError(str(hit))  # a fresh error: the cached one must not collect tracebacks
     return replace(hit, link=q.link)
@@ -557,12 +554,7 @@ MAX_PREFILLS = 256
 def _memo_prefill(key: tuple, prefill) -> MemoPrefill:
     """The `MemoPrefill` of the first prefill model built for ``key`` (the same inputs build the same
     model: ``prefill`` answers exactly as the one kept)."""
-    hit = _PREFILLS.get(key)
-    if hit is None:
-        if len(_PREFILLS) >= MAX_PREFILLS:
-            _PREFILLS.clear()
-        hit = _PREFILLS[key] = MemoPrefill(prefill)
-    return hit
+    return remembered(_PREFILLS, key, lambda: MemoPrefill(prefill), MAX_PREFILLS)
 
 
 def link_free(layout) -> bool:
