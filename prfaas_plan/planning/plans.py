@@ -7,7 +7,8 @@ layout file. `prfaas_plan.planning.answers` adds the follow-up questions, warnin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -53,17 +54,32 @@ from .scenario import (  # noqa: F401  (re-exported: the planning API's historic
 @dataclass(frozen=True)
 class Plan:
     """An optimized layout with its derived figures: ``layout`` as posed (threshold and split free),
-    ``best`` the optimum found (its ``layout`` has them set)."""
+    ``best`` the optimum found (its ``layout`` has them set). The unloaded TTFT and the link's binding
+    threshold are computed when first read (a sweep reads neither of its baselines'), unless given."""
 
     layout: Layout
     best: Evaluation
     surface: GridResult
-    ttft: TTFTSummary
     perf: PerfInputs
     grid: LengthGrid
-    link_bind_threshold: float | None  # below this t the link would bind at the optimum's throughput
     capex_usd: float           # purchase price of the layout's chips, NaN without prices
     cloud_usd_per_hour: float  # cloud rental of the chips plus the link's price, NaN without prices
+    known_ttft: TTFTSummary | None = field(default=None, repr=False, compare=False)
+    known_link_bind: tuple = field(default=(), repr=False, compare=False)   # (link_bind_threshold,) once known
+
+    @cached_property
+    def ttft(self) -> TTFTSummary:
+        """Unloaded TTFT at the optimum's threshold (`analytic.ttft.ttft_summary`)."""
+        if self.known_ttft is not None:
+            return self.known_ttft
+        return ttft_summary(self.best.layout, self.grid, self.perf, self.best.threshold)
+
+    @cached_property
+    def link_bind_threshold(self) -> float | None:
+        """Below this threshold (tokens) the link would bind at the optimum's throughput (`_link_bind_threshold`)."""
+        if self.known_link_bind:
+            return self.known_link_bind[0]
+        return _link_bind_threshold(self.best, self.grid, self.perf)
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -141,10 +157,8 @@ def optimize(layout: Layout, sc: Scenario, perf: PerfInputs, threshold: float | 
         surface = grid_search(layout, sc.grid, perf, sc.mode, fixed_threshold=threshold, keep_split=keep_split)
     else:
         surface = grid_optimum(layout, sc.grid, perf, sc.mode)
-    best = surface.best
-    ttft = ttft_summary(best.layout, sc.grid, perf, best.threshold)
     capex, hourly = _costs(layout)
-    return Plan(layout, best, surface, ttft, perf, sc.grid, _link_bind_threshold(best, sc.grid, perf), capex, hourly)
+    return Plan(layout, surface.best, surface, perf, sc.grid, capex, hourly)
 
 
 def search_free_link(link: Link, rtt: bool = True) -> Link:
@@ -175,9 +189,9 @@ def relink(plan: Plan, layout: Layout, sc: Scenario) -> Plan:
                         threshold=best.threshold)
     best = replace(best, layout=evaluated)
     surface = replace(plan.surface, best=best)
-    ttft = plan.ttft if same_rtt else ttft_summary(best.layout, sc.grid, plan.perf, best.threshold)
     capex, hourly = _costs(layout)
-    return Plan(layout, best, surface, ttft, plan.perf, sc.grid, plan.link_bind_threshold, capex, hourly)
+    return Plan(layout, best, surface, plan.perf, sc.grid, capex, hourly, known_ttft=plan.ttft if same_rtt else None,
+                known_link_bind=(plan.link_bind_threshold,))
 
 
 def size(sc: Scenario, perf: PerfInputs | None = None) -> Plan:
