@@ -169,6 +169,31 @@ def test_search_best_is_the_grid_searchs_best(remote, local, chips, gbps, mode, 
         assert repr(search_best(lay, GRID, perf, mode)) == repr(grid_search(lay, GRID, perf, mode).best)
 
 
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(n=st.integers(1, 40), rps=st.floats(1e-3, 50.0), size=st.integers(65, 400),
+       steps=st.lists(st.floats(0.0, 5.0), min_size=2, max_size=2), seed=st.integers(0, 2**16),
+       flat=st.floats(0.0, 0.9))
+def test_best_splits_is_the_surfaces_best(n, rps, size, steps, seed, flat):
+    # the best split per threshold from the crossing of a rising offload bound and falling local bounds
+    # (exact mode's shape: the bisection over thresholds) is the whole (threshold x split) surface's best,
+    # and its fewest prefill instances reaching it; plateaus (repeated values) included
+    from prfaas_plan.analytic.search import REL_TIE, _best_splits
+
+    rng = np.random.default_rng(seed)
+    def rising(scale):
+        inc = rng.exponential(scale + 1e-9, size) * (rng.random(size) > flat)
+        return np.cumsum(inc)
+    offload = rising(steps[0]) + 0.01
+    local_s = rising(steps[1] * 1e-3)
+    splits = np.arange(n + 1)
+    with np.errstate(divide="ignore"):
+        surface = np.minimum(offload[:, None], np.minimum(np.where(local_s[:, None] > 0, splits / np.where(
+            local_s[:, None] > 0, local_s[:, None], 1), np.inf), (n - splits) * rps))
+    best = surface.max()
+    assert _best_splits(offload, local_s, splits, rps) == (best, int(np.argmax(surface.max(axis=0) >= best * (
+        1 - REL_TIE))))
+
+
 @settings(max_examples=60, deadline=None)
 @given(t=st.floats(0.0, 200_000.0), width=st.integers(0, 40))
 def test_step_of_is_split_index(t, width):

@@ -8,6 +8,7 @@ the one where the remote and local prefill bounds balance (the paper's optimalit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -163,6 +164,9 @@ one off, and the floating-point bounds (each monotone in the split) cross at the
 the split after it: both lie in ``floor(m) - 1 .. floor(m) + 2``."""
 
 
+_WINDOW_OFFSETS = tuple(float(w) for w in WINDOW)
+
+
 def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, rps: float) -> tuple[float, int]:
     """The best ``Lambda_max`` (requests/s) over every threshold and split ``0..N``, and the fewest prefill
     instances reaching it within `REL_TIE`, as `grid_search` picks them from its surface. ``offload``: the
@@ -176,6 +180,11 @@ def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, r
     n = len(splits) - 1
     prefill = splits.astype(float)
     decode = (n - prefill) * rps
+    if len(offload) > 64 and not (np.diff(offload) < 0).any() and not (np.diff(local_s) < 0).any():
+        best_lam, fastest = _best_at_crossing(offload, local_s, n, rps)
+        prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= best_lam * (
+            1 - REL_TIE)
+        return best_lam, int(np.argmax(prefill_ok & (decode >= best_lam * (1 - REL_TIE))))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
         floor = np.floor(meet)
@@ -194,6 +203,39 @@ def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, r
     fastest = float(local_s[reach].min())
     prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= tau
     return best_lam, int(np.argmax(prefill_ok & (decode >= tau)))
+
+
+def _best_at_crossing(offload: np.ndarray, local_s: np.ndarray, n: int, rps: float) -> tuple[float, float]:
+    """`_best_splits`' best ``Lambda_max`` and the least local prefill seconds among the thresholds whose
+    offload bound reaches it, where the offload bound never falls and the local prefill seconds never fall
+    with the threshold (exact mode: suffix sums): the best local bound (`_local_bound_at`) then never rises, so
+    the best of their minimum is where they cross, found by bisection from a dozen thresholds' local bounds
+    instead of every one's; the figures are computed as the vectorized form computes them, so the answer is
+    the same."""
+    lo, hi = 0, len(offload)   # the first threshold whose offload bound reaches its local bound is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if offload[mid] >= _local_bound_at(float(local_s[mid]), n, rps):
+            hi = mid
+        else:
+            lo = mid + 1
+    best = max(min(float(offload[i]), _local_bound_at(float(local_s[i]), n, rps))
+               for i in (lo - 1, lo) if 0 <= i < len(offload))
+    first = int(np.searchsorted(offload, best * (1 - REL_TIE), side="left"))
+    return best, float(local_s[first])
+
+
+def _local_bound_at(p: float, n: int, rps: float) -> float:
+    """``max over N_p of min(N_p / p, (N - N_p) rps)`` for local prefill seconds ``p`` per request, ``N`` = ``n``
+    instances and ``rps`` requests/s of decode each, over the `WINDOW` around where the two meet: one element of
+    `_best_splits`' vectorized ``local``, in the same floating-point operations."""
+    meet = n * rps * p / (1.0 + rps * p)
+    meet = 0.0 if meet != meet else float(n) if meet == math.inf else meet
+    floor, best = float(math.floor(meet)), -math.inf
+    for w in _WINDOW_OFFSETS:
+        k = min(max(floor + w, 0.0), float(n))
+        best = max(best, min(k / p if p > 0 else math.inf, (n - k) * rps))
+    return best
 
 
 def _split_column(remote: np.ndarray, link: np.ndarray, local_s: np.ndarray, n_prefill: float,
