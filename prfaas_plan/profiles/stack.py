@@ -429,6 +429,15 @@ def get_stack(name: str | StackProfile | None) -> StackProfile:
     known versions when it has none); the plain name is the profile pooled over the engine's versions."""
     if isinstance(name, StackProfile):
         return name
+    from .store import _found
+
+    # remembered as chips and models are (until the folders change): a sweep's decode searches ask it by name
+    # thousands of times, and finding the folders stats them
+    return _found("stack", str(name or DEFAULT_STACK), lambda: _lookup_stack(name))
+
+
+def _lookup_stack(name: str | None) -> StackProfile:
+    """`get_stack` of a name, from the loaded folders."""
     key, version = split_stack(name or DEFAULT_STACK)
     stacks, broken, _ = _load_stacks(tuple(_stack_dirs()))
     if key in broken:
