@@ -7,7 +7,6 @@ for everyone else alike. ``/dev/full`` is the full device."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -70,6 +69,7 @@ def test_stdout_to_a_full_device_is_one_line_exit_1(name, folder, monkeypatch, c
     assert len(lines) == 1 and "No space left on device" in lines[0] and "Traceback" not in err
     after = _tree(folder)
     assert not [f for f in after if f.endswith(".tmp") or f.startswith(".")], after   # no temporary or journal
+    assert {f: size for f, size in after.items() if f in before} == before   # nothing that was there is touched
 
 
 # Commands that write a file: the file goes under a regular file (cannot be written), or gets a name too long.

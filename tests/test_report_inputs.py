@@ -4,7 +4,6 @@ results are refused in one line (exit 2, no page written); an interrupted sweep 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

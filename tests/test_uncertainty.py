@@ -204,8 +204,8 @@ def test_error_bars_prefer_the_stacks_own_held_out_error():
     cal = get_hardware("h200").calibration
     m = get_model("qwen3-235b")
     bars = {st: prefill_error_bar(prefill_model(m, "8xH200", stack=st), "h200") for st in ("sglang", "trtllm")}
-    for st, bar in bars.items():
-        assert bar.sigma == pytest.approx(np.log1p(cal.lomo_error_by_stack[st]["ttft"]) / 0.6745, rel=1e-3)
+    for stack, bar in bars.items():
+        assert bar.sigma == pytest.approx(np.log1p(cal.lomo_error_by_stack[stack]["ttft"]) / 0.6745, rel=1e-3)
     assert bars["trtllm"].sigma > bars["sglang"].sigma and bars["trtllm"].key != bars["sglang"].key
     unrecorded = prefill_error_bar(prefill_model(m, "8xH200", stack="mooncake-sglang-pd"), "h200")
     assert unrecorded.sigma == pytest.approx(np.log1p(cal.lomo_error["ttft"]) / 0.6745, rel=1e-3)

@@ -38,7 +38,7 @@ from .._data import REFERENCE_DIR
 from ..errors import PlanError
 from ..layout import Layout
 from .throughput import LengthGrid, PerfInputs, evaluate, offloads
-from .ttft import SUMMARY_PERCENTILES, remote_ready_s, summary_value, weighted_percentiles
+from .ttft import SUMMARY_PERCENTILES, remote_ready_s, weighted_percentiles
 
 METHOD = ("analytic: M/G/c waits per prefill pool (Allen-Cunneen: Erlang-C P(wait>0), M/M/c mean wait x "
           "(1+SCV)/2 with the service SCV from the length distribution, exponential tail), + prefill time, + "

@@ -32,7 +32,7 @@ from ..layout import Layout
 from ..units import plural
 from .latency import SloModel
 from .search import sorted_unique
-from .throughput import LengthGrid, PerfInputs, offloads
+from .throughput import LengthGrid, PerfInputs
 from .ttft import weighted_percentiles
 
 COARSE = 32            # the first pass tests every 32nd candidate threshold

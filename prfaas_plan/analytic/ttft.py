@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..layout import Layout
-from .throughput import LengthGrid, PerfInputs, busy_s, offloads
+from .throughput import LengthGrid, PerfInputs, offloads
 
 PERCENTILES = (50.0, 90.0, 99.0)
 METHOD = ("unloaded: prefill time, plus for remote requests the KV transfer pipelined with prefill "

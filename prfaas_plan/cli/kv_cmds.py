@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typer
-
 from ..units import parse_lengths
 from .app import app
 from .envelope import emit

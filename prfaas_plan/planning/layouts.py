@@ -306,8 +306,8 @@ def layout_figures(path, lay: Layout, sc: Scenario, res: LPResult, perf, basis: 
     notes = [f"baselines: sites-alone = every PD site on its own instances as homogeneous PD, no remote site; "
              f"{base_lay.name} = homogeneous PD on {first.name}'s instance shape ({first.instance}) with as many "
              f"instances as the layout's {basis} budget buys",
-             f"costs per site: its own chips and link; 'with remote share' adds the remote site's cloud cost in "
-             f"proportion to the remote prefill seconds the site uses"]
+             "costs per site: its own chips and link; 'with remote share' adds the remote site's cloud cost in "
+             "proportion to the remote prefill seconds the site uses"]
     can_offload = any(m.offloads for m in models)
     if not can_offload:
         notes.append("no site can offload (no remote instances, or no link): no PrfaaS verdict and no error bars; "

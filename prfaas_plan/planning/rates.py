@@ -277,7 +277,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
     from ..performance.bench_import import Tags, load_any, resolve_stack
     from ..performance.measurements import BUNDLED_FILES, merge_repeats, resolve_path
     from ..performance.profile_text import calibrated_profile_text, stack_profile_text
-    from ..profiles import dtype_bytes, get_hardware, get_stack
+    from ..profiles import dtype_bytes, get_hardware
 
     if output is not None and Path(output).exists() and not Path(output).is_dir():
         raise OutputError(f"`output` {output!r}: exists and is not a folder")

@@ -139,7 +139,6 @@ def answer_simulate_sites(layout_file: str, *, model: str, tpot: str, inputs: st
     own times unless ``rate``/``load``), each request sent to a site with probability its planned rate's share
     (seeded by ``seed``)."""
     from ..analytic.transfer import DEFAULT_POLICY
-    from ..simulator import Requests
     from ..simulator.inputs import paper_requests, read_trace_and_source
     from ..simulator.multisite import MULTI_SCHEDULERS, SiteRun, planned_shares, simulate_sites
     from ..simulator.system import System

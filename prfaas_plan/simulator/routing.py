@@ -31,7 +31,7 @@ class Router:
         length the PD cluster's cache leaves uncached (what the long-term rule observes), and the prefix
         tokens to move to the prefilling cluster first (0: none). ``hashes``: the prompt's block ids (an
         int64 array is fastest), None for none."""
-        pd, rf = self.pd, self.prfaas
+        pd = self.pd
         if pd is None or hashes is None:
             local = (length <= threshold and local_ok) or not self.remote_ok
             return local, length, 0, length, 0
