@@ -495,3 +495,27 @@ def test_the_bound_holds_and_pruning_is_exact(remote, local, link, tpot):
                               lay.pd_sites[0].instances, c.perf.remote_prefill, site.prefill, c.perf.model,
                               site.transfer, site.decode.requests_per_s(sc.output_tokens))
         assert fast == pytest.approx(ub, rel=1e-12)
+
+
+@pytest.mark.parametrize("kw", [
+    {"remote": "64xH200", "local": "32xH20", "tpot": "20ms"},
+    {"remote": "48xH200", "local": "48xH20", "tpot": "80ms"},
+    {"remote": "64xH200", "local": "64xH20", "tpot": "35ms", "link": "40G"},
+])
+def test_candidates_evaluated_at_a_shared_link_bound_optimum_are_their_own_search(kw):
+    """Where the link binds before the remote pool at every step, the search grid-searches one remote
+    candidate per local configuration and evaluates the others at its threshold and split
+    (`link_binds_before_remote`): each must be what its own grid search gives, and the cases must reuse."""
+    from prfaas_plan.analytic.search import link_binds_before_remote, search_best
+    from prfaas_plan.planning.scenario import prfaas_layout
+
+    sc = scenario(model="kimi-linear", **kw)
+    found = search_configurations(sc)
+    shared = 0
+    for c in found.ranked:
+        lay = prfaas_layout(c.scenario)
+        own = search_best(lay, sc.grid, c.perf, sc.mode)
+        assert (c.lambda_max, c.threshold, c.n_prefill, c.binding) == \
+            (own.lambda_max, own.threshold, own.n_prefill, own.binding)
+        shared += link_binds_before_remote(lay, sc.grid, c.perf)
+    assert shared >= 2

@@ -350,6 +350,20 @@ def exact_bounds(layout, grid, perf, n_p: int):
     return bounds
 
 
+def link_binds_before_remote(layout, grid, perf) -> bool:
+    """Whether the remote prefill bound is at least the link bound at every step of the routing statistics
+    (exact mode), so that the offload bound is the link's wherever `search_best` looks. Its threshold and split
+    then do not depend on the remote pool: any other for which this holds, on the same local site, link and
+    decode, has the same (`configurations.search_configurations` grid-searches one and evaluates the others
+    there)."""
+    site = layout.pd_sites[0]
+    if not offloads(layout, perf, site) or site.link is None:
+        return False
+    remote = _bound(float(layout.remote.instances), grid.busy_suffix(perf.remote_prefill))
+    link = _bound(site.link.planned_bps / 8.0, grid.transfer_suffix(perf.model, perf.sites[site.name].transfer))
+    return bool((remote >= link).all())
+
+
 def bisect_steps(grid: LengthGrid, lo: float, hi: float, below: np.ndarray, first: int,
                  iterations: int = 40) -> tuple[float, float]:
     """``iterations`` halvings of the threshold bracket ``[lo, hi]`` (tokens): a midpoint whose step of the

@@ -356,8 +356,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
     ``prune`` (branch and bound, for callers that read ``best`` only) grid-searches a joint configuration
     only while its `lambda_upper_bound` can still reach the best found: ``best`` is the exhaustive search's
     (tests/test_configurations.py), ``ranked`` holds only the candidates evaluated."""
-    from ..analytic.search import search_best
+    from ..analytic.search import link_binds_before_remote, search_best
     from ..analytic.throughput import PerfInputs, SitePerf
+    from ..analytic.throughput import evaluate as evaluate_at
     from ..analytic.ttft import ttft_summary
     from ..performance import parse_instance
     from ..performance.base import Instance
@@ -412,6 +413,9 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
             best = max(best, lam)
 
     by_shape: dict[tuple[int, int], object] = {}   # (remote, local chips per instance) -> layout
+    # (local prefill, decode candidate) -> (threshold, split) of a grid-searched joint configuration whose link
+    # binds before its remote pool everywhere: every other remote candidate for which that holds has the same
+    link_optima: dict[tuple[int, int], tuple[float, int]] = {}
 
     def bound(model, r, n_l, lp, d) -> float:
         """`lambda_upper_bound` of one joint configuration, without building it (exact mode:
@@ -436,7 +440,14 @@ def search_configurations(sc: Scenario, spec: SearchSpec = SearchSpec(), report:
         (n_r, r_moe, _), (_, l_moe, _), (dp, d_moe, cap, _) = r, lp, d
         wd, kd = model.weight_dtype, model.kv_dtype
         cand_sc, perf, lay = joint(model, r, n_l, lp, d)
-        best = search_best(lay, sc.grid, perf, sc.mode)
+        link_bound = sc.mode == "exact" and link_binds_before_remote(lay, sc.grid, perf)
+        known = link_optima.get((id(lp), id(d))) if link_bound else None
+        if known is None:
+            best = search_best(lay, sc.grid, perf, sc.mode)
+            if link_bound:
+                link_optima[id(lp), id(d)] = (best.threshold, best.n_prefill)
+        else:   # the same search would find the same threshold and split (`link_binds_before_remote`)
+            best = evaluate_at(lay, sc.grid, perf, *known, sc.mode)
         ep = expert_parallel_degree
         roles = (RoleConfig("prefill", "remote", n_r, n_r, ep(r_moe, n_r), False, 0, wd, kd),
                  RoleConfig("prefill", "local", n_l, n_l, ep(l_moe, n_l), False, 0, wd, kd),
