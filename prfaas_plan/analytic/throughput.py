@@ -108,11 +108,6 @@ class LengthGrid:
         be a recycled object; a long-lived grid keeps at most `MAX_GRID_ENTRIES` figures."""
         return remembered(self.__dict__.setdefault("_cache", {}), (key, Same(owner)), compute, MAX_GRID_ENTRIES)
 
-    def as_list(self, figures: np.ndarray) -> list[float]:
-        """``figures.tolist()`` for one of this grid's remembered arrays (`_once`: the suffix sums), computed
-        once per array: the same doubles as Python floats, for bisections that read a few elements at a time."""
-        return self._once("as_list", figures, figures.tolist)
-
     def busy_at_lengths(self, prefill: PrefillModel) -> np.ndarray:
         """`busy_s` of ``prefill`` at every support point (seconds per request), computed once per grid
         and prefill model."""

@@ -576,25 +576,22 @@ def crossing_bound(grid, n_remote: int, link_bps: float, n_local: int, remote_pr
     link's planned rate (`Link.planned_bps`, bit/s), the prefill models, the transfer policy and one local
     instance's decode requests/s. The suffix sums are the grid's cached ones (`LengthGrid.busy_suffix`,
     `transfer_suffix`)."""
-    # the suffix sums as lists of the same doubles (once per grid and model): a bisection reads a few
-    # elements each of thousands of times per sweep, and a list element is a Python float already
-    remote_s = grid.as_list(grid.busy_suffix(remote_prefill))
-    link_b = grid.as_list(grid.transfer_suffix(model, transfer))
-    local_suffix = grid.as_list(grid.busy_suffix(local_prefill))
-    total, byte_rate, inf = local_suffix[0], link_bps / 8.0, float("inf")
+    remote_s = grid.busy_suffix(remote_prefill)
+    link_b = grid.transfer_suffix(model, transfer)
+    local_suffix = grid.busy_suffix(local_prefill)
+    total, byte_rate, inf = float(local_suffix[0]), link_bps / 8.0, float("inf")
 
     def rising(k: int) -> float:
-        r, b = remote_s[k], link_b[k]
+        r, b = float(remote_s[k]), float(link_b[k])
         return min(n_remote / r if r > 0 else inf, byte_rate / b if b > 0 else inf)
 
     def falling(k: int) -> float:
-        p = total - local_suffix[k]
+        p = total - float(local_suffix[k])
         if p <= 0:
             return n_local * decode_rps
         meet = n_local * decode_rps * p / (1.0 + decode_rps * p)
         low = min(max(math.floor(meet), 0), n_local)
-        high = min(low + 1, n_local)
-        return max(min(low / p, (n_local - low) * decode_rps), min(high / p, (n_local - high) * decode_rps))
+        return max(min(n / p, (n_local - n) * decode_rps) for n in (low, min(low + 1, n_local)))
 
     lo, hi = 0, len(remote_s) - 1   # the first step where rising >= falling lies in [lo, hi + 1]
     if rising(hi) < falling(hi):
