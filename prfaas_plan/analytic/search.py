@@ -47,14 +47,7 @@ def _candidates(lo: float, hi: float, n: int) -> np.ndarray:
 def search_thresholds(grid: LengthGrid) -> np.ndarray:
     """`threshold_candidates` of ``grid``, read-only and the same array on every call, its
     `LengthGrid.split_index` computed once with it: every search of a grid asks the same 2,049 thresholds."""
-    hit = grid.__dict__.get("_candidate_steps")
-    if hit is None:
-        ts = threshold_candidates(grid)
-        steps = grid.split_index(ts)
-        ts.setflags(write=False)
-        steps.setflags(write=False)
-        hit = grid.__dict__["_candidate_steps"] = (ts, steps)
-    return hit[0]
+    return grid.fixed_thresholds(threshold_candidates)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -178,13 +171,18 @@ def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, r
     ``tau`` at some threshold exactly when its decode bound does and ``N_p / P >= tau`` at the threshold
     with the least local prefill time among those whose offload bound reaches ``tau``."""
     n = len(splits) - 1
+    monotone = len(offload) > 64 and not (np.diff(offload) < 0).any() and not (np.diff(local_s) < 0).any()
+    best_lam, fastest = (_best_at_crossing if monotone else _best_everywhere)(offload, local_s, n, rps)
+    tau = best_lam * (1 - REL_TIE)
     prefill = splits.astype(float)
     decode = (n - prefill) * rps
-    if len(offload) > 64 and not (np.diff(offload) < 0).any() and not (np.diff(local_s) < 0).any():
-        best_lam, fastest = _best_at_crossing(offload, local_s, n, rps)
-        prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= best_lam * (
-            1 - REL_TIE)
-        return best_lam, int(np.argmax(prefill_ok & (decode >= best_lam * (1 - REL_TIE))))
+    prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= tau
+    return best_lam, int(np.argmax(prefill_ok & (decode >= tau)))
+
+
+def _best_everywhere(offload: np.ndarray, local_s: np.ndarray, n: int, rps: float) -> tuple[float, float]:
+    """`_best_splits`' best ``Lambda_max`` and the least local prefill seconds among the thresholds whose
+    offload bound reaches it (within `REL_TIE`), from the best local bound at every threshold."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         meet = np.nan_to_num(n * rps * local_s / (1.0 + rps * local_s), nan=0.0, posinf=n)
         floor = np.floor(meet)
@@ -198,11 +196,7 @@ def _best_splits(offload: np.ndarray, local_s: np.ndarray, splits: np.ndarray, r
             v = np.minimum(np.where(positive, k / per_request, np.inf), (n - k) * rps)
             local = v if local is None else np.maximum(local, v)
     best_lam = float(np.minimum(offload, local).max())
-    tau = best_lam * (1 - REL_TIE)
-    reach = offload >= tau
-    fastest = float(local_s[reach].min())
-    prefill_ok = np.ones(len(splits), dtype=bool) if fastest <= 0 else _bound(prefill, fastest) >= tau
-    return best_lam, int(np.argmax(prefill_ok & (decode >= tau)))
+    return best_lam, float(local_s[offload >= best_lam * (1 - REL_TIE)].min())
 
 
 def _best_at_crossing(offload: np.ndarray, local_s: np.ndarray, n: int, rps: float) -> tuple[float, float]:
@@ -329,12 +323,12 @@ def _gap_signs(layout, grid, perf, mode, n_p: int, fast, steps: np.ndarray) -> n
         return np.sign(np.log(offload) - np.log(local))
 
 
-def exact_bounds(layout, grid, perf, n_p: int):
+def exact_bounds(layout, grid, perf, n_p: int | None):
     """``steps -> (remote prefill, link, local prefill bound)`` (requests/s, arrays) at ``n_p`` local prefill
-    instances and the `LengthGrid.split_index` values ``steps``, read from the grid's suffix sums: in exact
-    mode the figures `stage_bounds` computes from `routing_at`, without the routing's length statistics
-    (most of the cost at a few steps). None for a layout that cannot offload (its bounds take
-    `offload_bounds`' other branch)."""
+    instances and the `LengthGrid.split_index` values ``steps`` (an index array or a slice), read from the
+    grid's suffix sums: in exact mode the figures `stage_bounds` computes from `routing_at`, without the
+    routing's length statistics (most of the cost at a few steps). The local bound is None when ``n_p`` is.
+    None for a layout that cannot offload (its bounds take `offload_bounds`' other branch)."""
     site = layout.pd_sites[0]
     if not offloads(layout, perf, site) or site.link is None:
         return None
@@ -343,9 +337,9 @@ def exact_bounds(layout, grid, perf, n_p: int):
     link_b = grid.transfer_suffix(perf.model, sp.transfer)
     capacity, byte_rate = float(layout.remote.instances), site.link.planned_bps / 8.0
 
-    def bounds(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return (_bound(capacity, remote_s[steps]), _bound(byte_rate, link_b[steps].astype(float)),
-                _bound(float(n_p), local_suffix[0] - local_suffix[steps]))
+    def bounds(steps) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        local = None if n_p is None else _bound(float(n_p), local_suffix[0] - local_suffix[steps])
+        return _bound(capacity, remote_s[steps]), _bound(byte_rate, link_b[steps].astype(float, copy=False)), local
 
     return bounds
 
@@ -356,11 +350,10 @@ def link_binds_before_remote(layout, grid, perf) -> bool:
     then do not depend on the remote pool: any other for which this holds, on the same local site, link and
     decode, has the same (`configurations.search_configurations` grid-searches one and evaluates the others
     there)."""
-    site = layout.pd_sites[0]
-    if not offloads(layout, perf, site) or site.link is None:
+    bounds = exact_bounds(layout, grid, perf, None)
+    if bounds is None:
         return False
-    remote = _bound(float(layout.remote.instances), grid.busy_suffix(perf.remote_prefill))
-    link = _bound(site.link.planned_bps / 8.0, grid.transfer_suffix(perf.model, perf.sites[site.name].transfer))
+    remote, link, _ = bounds(slice(None))
     return bool((remote >= link).all())
 
 

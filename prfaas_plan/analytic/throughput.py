@@ -76,12 +76,25 @@ class LengthGrid:
         return np.concatenate([np.cumsum(wv[::-1])[::-1], [0.0]])
 
     def split_index(self, t) -> np.ndarray:
-        """Index of the first support point strictly longer than ``t``; for the grid's search thresholds
-        (the very array `search.search_thresholds` hands out) the indices computed with them."""
-        hit = self.__dict__.get("_candidate_steps")
+        """Index of the first support point strictly longer than ``t``; for the grid's `fixed_thresholds`
+        (that very array) the indices computed with them."""
+        hit = self.__dict__.get("_fixed_thresholds")
         if hit is not None and hit[0] is t:
             return hit[1]
         return np.searchsorted(self.lengths, np.asarray(t, dtype=float), side="right")
+
+    def fixed_thresholds(self, make) -> np.ndarray:
+        """``make(self)``, thresholds (tokens) computed once per grid and returned read-only, their
+        `split_index` computed with them: the searches' candidates (`search.search_thresholds`), which
+        every search of the grid asks."""
+        hit = self.__dict__.get("_fixed_thresholds")
+        if hit is None:
+            ts = make(self)
+            steps = np.searchsorted(self.lengths, ts, side="right")
+            ts.setflags(write=False)
+            steps.setflags(write=False)
+            hit = self.__dict__["_fixed_thresholds"] = (ts, steps)
+        return hit[0]
 
     def step_of(self, t: float, lo: int = 0, hi: int | None = None) -> int:
         """`split_index` of one threshold ``t`` (tokens, not NaN) known to lie in ``[lo, hi]`` (split indices),
