@@ -148,3 +148,32 @@ def test_harness_terms_are_per_campaign():
     owners = {(m.chip, m.stack.partition("@")[0]): cal.harness_of(m) for m in rows}
     assert owners[("b200", "sglang")] == "aiconfigurator@b200/sglang"
     assert owners[("h200", "sglang")] == "aiconfigurator@h200/sglang"
+
+
+def test_a_system_the_harness_was_not_fitted_on_takes_its_other_campaigns_median():
+    # an unseen system's client time: the median of the same harness's fitted campaigns under the stack, since
+    # the client is the harness's and only the host differs; nothing for a harness with no fitted campaign
+    s = get_stack("sglang")
+    seen = [s.harness[k] for k in ("aiconfigurator@b200", "aiconfigurator@h200")]
+    entry = s.harness_entry("aiconfigurator@h100")
+    assert entry.latency_s == pytest.approx(np.median([h.latency_s for h in seen]))
+    assert entry.stream_s == pytest.approx(np.median([h.stream_s for h in seen]))
+    assert "aiconfigurator@b200" in entry.source and "not fitted on this system" in entry.source
+    assert s.client_s("aiconfigurator@h100", 5) == pytest.approx(entry.latency_s + 4 * entry.stream_s)
+    assert s.harness_entry("aiconfigurator@b200") is s.harness["aiconfigurator@b200"]
+    assert s.harness_entry("") is None and s.harness_entry("another-harness@b200") is None
+
+
+def test_check_says_which_harness_time_it_added(tmp_path):
+    from prfaas_plan.planning.check import answer_check
+    from prfaas_plan._data import REFERENCE_DIR
+
+    lines = (REFERENCE_DIR / "nvidia_silicon_sample_subset.csv").read_text(encoding="utf-8").splitlines()
+    header = [i for i, l in enumerate(lines) if not l.startswith("#")][0]
+    rows = [l for l in lines[header + 1:] if ",h200_sxm,H200,sglang," in l][:2]
+    f = tmp_path / "h100.csv"
+    f.write_text("\n".join([lines[header]] + [r.replace("h200_sxm,H200", "h100_sxm,H100") for r in rows]) + "\n",
+                 encoding="utf-8")
+    notes = answer_check([str(f)]).notes
+    assert any(n.startswith("harness aiconfigurator@h100 under sglang") and "not fitted on this system" in n
+               for n in notes), notes

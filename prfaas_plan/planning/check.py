@@ -113,6 +113,7 @@ def answer_check(files: list[str], tags=None, defaults: dict | None = None) -> C
         if label[0] != label[1]:
             notes.append(f"engine {label[0]}: measured with this version, predicted with stack profile {label[1]} "
                          f"({get_stack(label[1]).versions})")
+    notes += _harness_notes(kept)
     if repeats:
         notes.append(f"counted once: {repeats} rows repeat an earlier row exactly")
     if any(r["derived"] for r in rows):
@@ -120,3 +121,22 @@ def answer_check(files: list[str], tags=None, defaults: dict | None = None) -> C
                      "from Little's law")
     notes += [f"excluded: {e}" for e in excluded]
     return CheckAnswer(", ".join(p.name for p in paths), rows, summary, notes)
+
+
+def _harness_notes(points) -> list[str]:
+    """One note per benchmark-harness campaign whose client time the predicted TTFTs include
+    (`performance.harness`), saying whether it was fitted on that system or borrowed from the others."""
+    from ..performance.harness import campaign
+    from ..profiles import get_stack
+
+    notes = []
+    campaigns = {(m.run_stack, campaign(m.source, m.chip)) for m in points}
+    for stack, name in sorted(c for c in campaigns if c[1]):
+        entry = get_stack(stack).harness_entry(name)
+        if entry is None:
+            notes.append(f"harness {name} under {stack}: no fitted client time, none added to the predicted TTFT")
+        else:
+            notes.append(f"harness {name} under {stack}: {entry.latency_s * 1e3:.1f} ms + "
+                         f"{entry.stream_s * 1e3:.2f} ms per other in-flight request added to the predicted TTFT "
+                         f"(the client's time, not the server's; {entry.source})")
+    return notes

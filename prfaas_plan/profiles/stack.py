@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -121,10 +122,28 @@ class StackProfile:
 
     def client_s(self, harness: str, concurrency) -> float:
         """Seconds harness campaign ``harness`` (``HARNESS@chip``, `prfaas_plan.performance.harness`) adds to a
-        recorded TTFT at ``concurrency`` clients (0 for one this profile has no entry for):
-        ``latency_s + stream_s * (C - 1)``."""
-        h = self.harness.get(harness)
+        recorded TTFT at ``concurrency`` clients: ``latency_s + stream_s * (C - 1)`` of `harness_entry`'s entry (0
+        when there is none)."""
+        h = self.harness_entry(harness)
         return 0.0 if h is None else h.latency_s + h.stream_s * (float(concurrency) - 1.0)
+
+    def harness_entry(self, harness: str) -> HarnessEntry | None:
+        """The client time of campaign ``harness`` (``HARNESS@chip``): its own entry; for a campaign this profile
+        has none for (a system the calibration has not seen), the median of each term over the same harness's
+        fitted campaigns, since the client and its benchmark settings are the harness's and only the host
+        differs; None when the harness has no fitted campaign here (or ``harness`` is "", none modelled).
+        Leaving an unseen system's client time out under-predicts its recorded TTFT by about half at NVIDIA's
+        concurrencies (docs/methods.md, "Leave-one-chip-out")."""
+        if not harness or harness in self.harness:
+            return self.harness.get(harness)
+        name = harness.partition("@")[0]
+        seen = sorted(k for k in self.harness if k.partition("@")[0] == name)
+        if not seen:
+            return None
+        median = lambda values: float(statistics.median(values))  # noqa: E731
+        return HarnessEntry(median([self.harness[k].latency_s for k in seen]),
+                            median([self.harness[k].stream_s for k in seen]),
+                            f"not fitted on this system: the median of {self.name}'s {', '.join(seen)}")
 
     @property
     def version(self) -> str:
