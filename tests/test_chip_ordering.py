@@ -1,6 +1,7 @@
 """Chip ordering (issue 23 item 10): where a chip no weaker on any peak is predicted to prefill slower,
 the cause is a kernel-class efficiency fitted on one chip and assumed on the other (kimi-k3 and prfaas-1t:
-their 4-bit experts run as dequantizing w4a16 GEMMs, fitted 0.17 on H200, assumed 0.40 on H100), and
+their 4-bit experts run as dequantizing w4a16 GEMMs, fitted 0.17 on H200, assumed 0.27 on H100: its
+kernel curves' plateau, 0.40 before issue 20 round 10), and
 the plan says so (`planning.warnings`, code ``kernel-efficiency-mismatch``)."""
 
 from __future__ import annotations

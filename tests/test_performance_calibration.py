@@ -282,3 +282,26 @@ def test_a_held_out_models_prediction_never_sees_its_own_rows():
     held = [(a, b) for a, b in zip(base.points, moved.points) if a.measurement.model == mooncake[0].model]
     assert held and all(a.lomo == b.lomo for a, b in held)
     assert any(a.predicted != b.predicted for a, b in held)   # the full fit did see them
+
+
+def test_uncalibrated_chip_constants_are_the_calibrations_prior():
+    """What the planner runs an uncalibrated chip at (`default_calibration`) is what the fit would give a chip
+    it has no rows for (its prior centres): micro-benchmark seeds, and the kernel curves' plateau for flash
+    attention and W4A16 where the chip has curves (H100) -- not the generic kernel-class defaults."""
+    from prfaas_plan.performance import calibrate as cal
+    from prfaas_plan.performance.constants import default_calibration
+    from prfaas_plan.profiles.efficiency import KERNEL_DEFAULTS
+
+    chips = ["h100", "h800", "mi300x"]
+    params = cal._params(chips, [])
+    for chip in chips:
+        hw = get_hardware(chip)
+        default = default_calibration(hw)
+        prior = {name: float(np.exp(params.centre[params.index(chip, name)])) for o, name in params.keys if o == chip}
+        for cls in [c for c in cal.RATE_CLASSES if c in hw.peak_tflops or c in KERNEL_DEFAULTS]:
+            assert default.gemm_efficiency(cls) == pytest.approx(prior[f"gemm:{cls}"]), (chip, cls)
+        assert (default.memory, default.comm) == pytest.approx((prior["memory"], prior["comm"]))
+    h100 = default_calibration(get_hardware("h100"))
+    assert h100.gemm_efficiency("attention") != KERNEL_DEFAULTS["attention"]
+    assert "kernel_curves.csv" in h100.source
+

@@ -27,7 +27,7 @@ from ..profiles.stack import HarnessEntry, split_stack
 from ..units import plural
 from .base import parse_instance
 from .decode import decode_works
-from .kernel_curves import plateau_efficiency
+from .kernel_curves import kernel_class_seed
 from .kernel_seeds import KERNEL_FILE, MEMORY_SEED, chip_seed
 from .operators import Parallel, pass_work
 from .roofline import OP_CLASSES, expert_parallel, unit_times
@@ -41,9 +41,6 @@ EXACT_LOO_POINTS = 40     # up to this many rows, leave-one-out refits; beyond, 
 LOSS = "soft_l1"          # robust: a point tens of sigmas off (an overloaded run) pulls like a few sigmas
 RATE_CLASSES = ("bf16", "fp8", "fp4", "attention", "linear_attention", "w4a16")
 KERNEL_PRIOR_WIDTH = 0.5  # assumed kernel-class defaults (KERNEL_DEFAULTS) are held loosely
-# kernel classes whose prior is the chip's measured large-shape efficiency (kernel_curves.csv) where it has one:
-# flash attention by the context-attention benchmarks, W4A16 by the fused-MoE int4/mxfp4 weight-only ones
-KERNEL_PRIOR_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16")}
 CURVE_PRIOR_WIDTH = 0.3   # measured on the chip, but by other engine versions and shapes than the serving runs
 QUANTITIES = ("ttft", "tpot", "busy")
 MIN_ERROR_POINTS = 5      # fewer held-out points than this say nothing credible about a chip's error: the
@@ -164,7 +161,7 @@ def _params(chips: list[str], stacks: list[str], harnesses: list[str] = ()) -> _
             kind = name.split(":")[0]
             c, w, l, h = CHIP_PRIORS[kind]
             cls = name.split(":")[1] if kind == "gemm" else ""
-            measured = plateau_efficiency(chip, *KERNEL_PRIOR_OP[cls]) if cls in KERNEL_PRIOR_OP else None
+            measured = kernel_class_seed(chip, cls)   # kernel_curves.csv's plateau, where the chip has one
             if measured is not None:
                 c, w = measured, CURVE_PRIOR_WIDTH
             elif cls in KERNEL_DEFAULTS:

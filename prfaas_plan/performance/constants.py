@@ -5,7 +5,9 @@ tensor-core rate class, HBM efficiency and scale-up collective efficiency. They 
 its profile has a ``calibration:`` block (fitted by ``prfaas-plan calibrate``, seeded by the chip's
 micro-benchmarks). An uncalibrated chip gets principled defaults, never another chip's fit: its own
 micro-benchmark seeds where ``kernel_efficiency.csv`` has them, else the median over the benchmarked
-chips (`prfaas_plan.performance.kernel_seeds`), so two uncalibrated chips differ only by their peaks.
+chips (`prfaas_plan.performance.kernel_seeds`), so two uncalibrated chips differ only by their peaks; flash
+attention and W4A16 at its kernel curves' plateau where ``kernel_curves.csv`` covers the chip. These are the
+calibration's prior centres (`performance.calibrate`): what the fit would give a chip it has no data for.
 Fixed overheads are not chip constants: they belong to the serving stack (`prfaas_plan.profiles.stack`).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..profiles import Calibration, HardwareProfile
+from .kernel_curves import CURVE_FILE, KERNEL_CLASS_OP, kernel_class_seed
 from .kernel_seeds import KERNEL_FILE, chip_seed, kernel_seeds
 
 
@@ -49,8 +52,13 @@ def default_calibration(chip: HardwareProfile) -> Calibration:
     seed = chip_seed(chip.name)
     own = chip.name in kernel_seeds()
     gemm = {k: seed[k] for k in ("bf16", "fp8", "fp4") if k in chip.peak_tflops or k == "bf16"}
+    measured = {k: v for k in KERNEL_CLASS_OP if (v := kernel_class_seed(chip.name, k)) is not None}
+    gemm.update(measured)
+    kernels = (f"; {', '.join(sorted(measured))} from its kernel curves' plateau in {CURVE_FILE}" if measured
+               else "")
     source = (f"assumed: {'its own micro-benchmarks in ' + KERNEL_FILE + ' where present, else ' if own else ''}"
-              f"the median of the chips micro-benchmarked in {KERNEL_FILE}; HBM {seed['memory']:.2f} assumed")
+              f"the median of the chips micro-benchmarked in {KERNEL_FILE}{kernels}; HBM {seed['memory']:.2f} "
+              "assumed; the calibration's prior for a chip without serving data")
     return Calibration(gemm=gemm, memory=seed["memory"], comm=seed["comm"], source=source)
 
 

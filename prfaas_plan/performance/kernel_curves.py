@@ -65,6 +65,19 @@ def plateau_efficiency(chip: str, op: str, cls: str) -> float | None:
     return _plateaus().get((chip, op, cls))
 
 
+# kernel efficiency classes (`profiles.Calibration`) whose large-shape value a chip's kernel data measure: flash
+# attention by the context-attention benchmarks, W4A16 by the fused-MoE int4/mxfp4 weight-only ones
+KERNEL_CLASS_OP = {"attention": ("attention", "bf16"), "w4a16": ("moe", "w4a16")}
+
+
+def kernel_class_seed(chip: str, efficiency_class: str) -> float | None:
+    """``chip``'s measured large-shape efficiency of kernel class ``efficiency_class`` (`KERNEL_CLASS_OP`), or None
+    (no kernel data, or a class the curves do not measure): the calibration's prior centre, and the value an
+    uncalibrated chip runs at (`performance.constants.default_calibration`)."""
+    op = KERNEL_CLASS_OP.get(efficiency_class)
+    return None if op is None else plateau_efficiency(chip, *op)
+
+
 @lru_cache(maxsize=1)
 def curve_chips() -> frozenset[str]:
     """Chips the curve file covers (read once: every operator of every pass asks)."""

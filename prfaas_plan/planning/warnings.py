@@ -103,7 +103,7 @@ def _weaker(a, b) -> bool:
 def _efficiency_mismatch(model, a, b) -> str | None:
     """Why chips ``a`` and ``b`` run ``model``'s 4-bit-weight GEMMs (the w4a16 kernel class) at different
     efficiencies when one was fitted and the other assumed (issue 23: kimi-k3 and prfaas-1t on 8xH200 vs
-    8xH100, H200's fitted 0.17 against H100's assumed 0.40), or None."""
+    8xH100, H200's fitted 0.17 against H100's assumed 0.27), or None."""
     from ..performance.constants import default_calibration
     from ..performance.roofline import FOUR_BIT
 
@@ -113,7 +113,7 @@ def _efficiency_mismatch(model, a, b) -> str | None:
         return None   # a chip with a native 4-bit rate runs no dequantizing kernel
     cal = {c.name: c.calibration or default_calibration(c) for c in (a, b)}
     eff = {n: c.gemm_efficiency("w4a16") for n, c in cal.items()}
-    fitted = {n: "w4a16" in c.gemm for n, c in cal.items()}
+    fitted = {c.name: c.calibration is not None and "w4a16" in c.calibration.gemm for c in (a, b)}
     if fitted[a.name] == fitted[b.name] or abs(eff[a.name] - eff[b.name]) < 0.05:
         return None
     said = {n: f"{n} {eff[n]:.2f} ({'fitted' if fitted[n] else 'assumed, never calibrated'})" for n in eff}
