@@ -284,6 +284,30 @@ def test_a_held_out_models_prediction_never_sees_its_own_rows():
     assert any(a.predicted != b.predicted for a, b in held)   # the full fit did see them
 
 
+def test_a_held_out_chips_prediction_never_sees_its_own_rows():
+    """Leave-one-chip-out predicts a chip's rows from a fit without them, at the constants an uncalibrated chip
+    gets: scaling the held-out chip's measured times moves the full fit but none of its leave-one-chip-out
+    predictions. Only rows whose stack has rows on another chip are predicted (a stack seen on one chip alone
+    would be an unseen engine): the Mooncake H20-3e rows get none."""
+    nvidia, _ = load_measurements(NVIDIA)
+    mooncake, _ = load_measurements(MOONCAKE)
+    rows = [m for chip in ("b200", "h200") for m in [m for m in nvidia if m.chip == chip
+                                                      and m.stack.startswith("sglang")][:8]] + mooncake
+
+    def slower(m):
+        return dataclasses.replace(m, **{f"{q}_s": getattr(m, f"{q}_s") * 1.5 for q in ("ttft", "tpot")
+                                         if getattr(m, f"{q}_s") is not None}) if m.chip == "b200" else m
+
+    base = fit_joint(rows, loo=False, lomo=False)
+    moved = fit_joint([slower(m) for m in rows], loo=False, lomo=False)
+    held = [(a, b) for a, b in zip(base.points, moved.points) if a.measurement.chip == "b200"]
+    assert len(held) == 8 and all(a.loco and a.loco == b.loco for a, b in held)
+    assert any(a.predicted != b.predicted for a, b in held)   # the full fit did see them
+    assert all(not p.loco for p in base.points if p.measurement.chip == "h20-3e")
+    by_chip = {(r["chip"], r["quantity"]): r for r in base.summary("chip")}
+    assert by_chip[("b200", "ttft")]["loco_points"] == 8 and "loco_median" not in by_chip[("h20-3e", "ttft")]
+
+
 def test_uncalibrated_chip_constants_are_the_calibrations_prior():
     """What the planner runs an uncalibrated chip at (`default_calibration`) is what the fit would give a chip
     it has no rows for (its prior centres): micro-benchmark seeds, and the kernel curves' plateau for flash
@@ -305,3 +329,19 @@ def test_uncalibrated_chip_constants_are_the_calibrations_prior():
     assert h100.gemm_efficiency("attention") != KERNEL_DEFAULTS["attention"]
     assert "kernel_curves.csv" in h100.source
 
+
+def test_uncalibrated_chips_error_bars_are_the_leave_one_chip_out_error():
+    """A chip nobody calibrated gets the calibrated chips' median leave-one-chip-out error as its error bar, not
+    the (narrower) width of the fit's prior."""
+    import math
+
+    from prfaas_plan.analytic.uncertainty import decode_error_bar, prefill_error_bar
+
+    loco = {c: get_hardware(c).calibration.loco_error for c in ("b200", "h200")}
+    assert all(v["ttft"] > 0 and v["tpot"] > 0 for v in loco.values())
+    prefill = prefill_error_bar(RooflinePrefill.build(get_model("kimi-linear"), parse_instance("8xH100")), "h100")
+    assert prefill.sigma == pytest.approx(math.log1p(np.median([v["ttft"] for v in loco.values()])) / 0.6745)
+    assert "leave-one-chip-out TTFT" in prefill.source
+    capacity = type("Capacity", (), {"binding": "slo"})()
+    decode = decode_error_bar(capacity, "h100")
+    assert decode.sigma == pytest.approx(math.log1p(np.median([v["tpot"] for v in loco.values()])) / 0.6745)

@@ -165,8 +165,10 @@ def test_degraded_link_loaded_ttft_saturates_beyond_what_it_keeps():
     assert not above.stable and above.p90_s == np.inf
 
 
-def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prior():
+def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prior(monkeypatch):
     from dataclasses import replace
+
+    import prfaas_plan.profiles as profiles
 
     from prfaas_plan.analytic.uncertainty import (
         GEMM_PRIOR_SIGMA,
@@ -182,7 +184,11 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
                                                            lomo_error_by_stack={}), "calibrated"))
     assert "calibration leave-one-out" in prefill_error_bar(loo_only, "h200").source   # the fallback
     default = replace(pm, constants=ChipConstants(pm.constants.calibration, "default"))
-    assert prefill_error_bar(default, "h200").sigma == GEMM_PRIOR_SIGMA
+    # an uncalibrated chip: the calibrated chips' leave-one-chip-out error, else (none recorded) the prior width
+    assert "leave-one-chip-out" in prefill_error_bar(default, "h200").source
+    with monkeypatch.context() as patched:
+        patched.setattr(profiles, "all_hardware", lambda: {})
+        assert prefill_error_bar(default, "h200").sigma == GEMM_PRIOR_SIGMA
     unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={},
                                                                    lomo_error={}, lomo_error_by_stack={}),
                                                      "calibrated"))

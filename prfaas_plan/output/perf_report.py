@@ -70,12 +70,14 @@ def calibrate_report(a) -> Report:
             Column("busy_measured_s", "busy s", ".3f"), Column("busy_error", "busy err", _pct)]
     err_cols = (_err_cols("in") + (_err_cols("loo") if a.loo else []) + _err_cols("lomo")
                 + [Column("points", "points")])
+    # leave-one-chip-out: the rows of a chip (or of a stack on a chip) predicted by a fit without that chip
+    loco_cols = [Column("loco_median", "loco median", ".1%"), Column("loco_points", "loco points")]
     sections = [
         Section("points", f"Joint calibration on {a.data_name}", a.points, cols),
-        Section("by_chip", "|error| per chip (in-sample, leave-one-out, leave-one-model-out)",
-                a.by_chip, [Column("chip", "chip"), Column("quantity", "quantity")] + err_cols),
+        Section("by_chip", "|error| per chip (in-sample, leave-one-out, leave-one-model-out, leave-one-chip-out)",
+                a.by_chip, [Column("chip", "chip"), Column("quantity", "quantity")] + err_cols + loco_cols),
         Section("by_stack", "|error| per stack", a.by_stack,
-                [Column("stack", "stack"), Column("quantity", "quantity")] + err_cols),
+                [Column("stack", "stack"), Column("quantity", "quantity")] + err_cols + loco_cols),
         Section("by_version", "|error| per stack and engine version: pooled profile, then with the version's "
                 "own entry (ver)", a.by_version,
                 [Column("version", "stack@version"), Column("quantity", "quantity")] + err_cols

@@ -271,10 +271,12 @@ class _Problem:
                                       for m in points]) for q in QUANTITIES}
         self.mask = {q: np.isfinite(self.measured[q]) for q in QUANTITIES}
 
-    def predict(self, x: np.ndarray, sharpness: float | None = None) -> dict[str, np.ndarray]:
+    def predict(self, x: np.ndarray, sharpness: float | None = None,
+                effective: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Predicted TTFT, TPOT and busy time of every point; ``sharpness`` None = the model exactly, a number
-        p = its maxima as p-norms (the calibration's continuation stages only, `SMOOTHING`)."""
-        v = np.append(np.exp(self.params.effective(x)), 0.0)
+        p = its maxima as p-norms (the calibration's continuation stages only, `SMOOTHING`); ``effective``: the
+        log-values in effect instead of ``params.effective(x)`` (a fold that sets some entries itself)."""
+        v = np.append(np.exp(self.params.effective(x) if effective is None else effective), 0.0)
         gemm = v[self.term_chip[:, None] + self.cls]                   # terms x ops
         memory = v[self.term_chip + len(RATE_CLASSES)][:, None]
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
@@ -390,12 +392,14 @@ class FitPoint:
     predicted: dict = field(hash=False)
     loo: dict = field(hash=False)
     lomo: dict = field(hash=False)
+    loco: dict = field(default_factory=dict, hash=False)   # only the rows a leave-one-chip-out fold predicts
 
     def error(self, quantity: str, kind: str = "predicted") -> float | None:
         """Relative error (fraction; positive = predicted too slow) of ``quantity`` under ``kind``
-        (``predicted``, ``loo`` or ``lomo``), or None when not measured."""
+        (``predicted``, ``loo``, ``lomo`` or ``loco``), or None when not measured or not predicted that way."""
         measured = getattr(self.measurement, f"{quantity}_s")
-        return None if measured is None else getattr(self, kind)[quantity] / measured - 1.0
+        predicted = getattr(self, kind).get(quantity)
+        return None if measured is None or predicted is None else predicted / measured - 1.0
 
 
 @dataclass(frozen=True)
@@ -418,7 +422,8 @@ class JointFit:
     def summary(self, by: str, chip: str | None = None) -> list[dict]:
         """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack``, ``version`` =
         stack@engine version, or ``model``), over the points on ``chip`` only when given: in-sample,
-        leave-one-out and leave-one-model-out, as fractions."""
+        leave-one-out, leave-one-model-out and (``loco_median``, over the rows a fold predicts, where there are
+        any) leave-one-chip-out, as fractions."""
         groups: dict[str, list[FitPoint]] = {}
         for p in self.points:
             m = p.measurement
@@ -438,6 +443,10 @@ class JointFit:
                     label = {"predicted": "in", "loo": "loo", "lomo": "lomo"}[kind]
                     row.update({f"{label}_median": float(np.median(errs)), f"{label}_worst": float(max(errs))})
                     row["points"] = len(errs)
+                loco = [abs(e) for e in (p.error(q, "loco") for p in pts) if e is not None]
+                if loco and "points" in row:
+                    row.update({"loco_median": float(np.median(loco)), "loco_worst": float(max(loco)),
+                                "loco_points": len(loco)})
                 if "points" in row:
                     out.append(row)
         return out
@@ -451,10 +460,49 @@ def _identified(res, owner: np.ndarray, params: _Params) -> set[tuple[str, str]]
     return {key for key, m in zip(params.keys, moved) if m}
 
 
+def _loco_predictions(problem: _Problem, params: _Params, points: list) -> dict[str, dict[int, float]]:
+    """Leave-one-chip-out: per chip, its rows predicted by a fit without them, as the planner and `check` would
+    predict a chip nobody calibrated -- its constants `constants.default_calibration` (the fit's prior centres,
+    not a fabric partner's fitted collectives) and its harness campaigns the median of the same stack's other
+    campaigns (`StackProfile.harness_entry`). Only rows whose stack has rows on another chip are predicted: a
+    stack seen on one chip alone would measure an unseen engine, not an unseen chip. ``{quantity: {row:
+    seconds}}``."""
+    from .constants import default_calibration
+
+    out: dict[str, dict[int, float]] = {q: {} for q in QUANTITIES}
+    chips = np.array([m.chip for m in points])
+    stacks = np.array([m.stack for m in points])
+    for chip in sorted(set(chips)):
+        held = chips == chip
+        seen = set(stacks[~held])
+        rows = np.flatnonzero(held & np.isin(stacks, sorted(seen)))
+        if not len(rows):
+            continue
+        x = _solve(problem, params, ~held, params.centre.copy())
+        eff = params.effective(x)
+        default = default_calibration(get_hardware(chip))
+        for j, (owner, name) in enumerate(params.keys):
+            if owner == chip:
+                kind, _, cls = name.partition(":")
+                eff[j] = np.log(getattr(default, kind) if kind in ("memory", "comm") else default.gemm_efficiency(cls))
+            elif owner.partition("/")[0].endswith(f"@{chip}"):
+                harness, stack = owner.split("@")[0], owner.partition("/")[2]
+                others = [params.index(o, name) for o, n in params.keys
+                          if n == name and o.startswith(f"{harness}@") and o.endswith(f"/{stack}") and o != owner]
+                eff[j] = np.log(np.median(np.exp(eff[others]))) if others else -np.inf
+        predicted = problem.predict(x, effective=eff)
+        for q in QUANTITIES:
+            for i in rows:
+                if problem.mask[q][i]:
+                    out[q][int(i)] = float(predicted[q][i])
+    return out
+
+
 def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: bool = True,
-              lomo: bool = True) -> JointFit:
+              lomo: bool = True, loco: bool = True) -> JointFit:
     """Fit chip and stack constants on ``points`` (`Measurement` rows); ``data_name`` names the files in
-    the recorded sources; ``loo=False`` skips the leave-one-out refits (one per row)."""
+    the recorded sources; ``loo=False`` skips the leave-one-out refits (one per row), ``lomo=False`` the
+    leave-one-model-out folds, ``loco=False`` the leave-one-chip-out ones (`_loco_predictions`)."""
     if len(points) < 2:
         raise PlanError("calibrate: need at least two measurements")
     points = [_engine_level(m) for m in points]
@@ -485,10 +533,12 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
         p = problem.predict(_solve(problem, params, ~out, params.centre.copy()))
         for q in QUANTITIES:
             lomo_pred[q][out] = p[q][out]
+    loco_pred = _loco_predictions(problem, params, points) if loco else {q: {} for q in QUANTITIES}
     fit_points = tuple(
         FitPoint(m, {q: float(pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
                  {q: float(loo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
-                 {q: float(lomo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]})
+                 {q: float(lomo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
+                 {q: loco_pred[q][i] for q in QUANTITIES if i in loco_pred[q]})
         for i, m in enumerate(points))
     identified = _identified(res, owner, params)
     unidentified = tuple(f"{o} {k}" for o, k in params.keys if (o, k) not in identified)
@@ -541,9 +591,11 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in rows
            if fit.loo_done and "loo_median" in row}
     lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows if _has_lomo(row)}
+    loco = {row["quantity"]: float(f"{row['loco_median']:.3g}") for row in rows
+            if row.get("loco_points", 0) >= MIN_ERROR_POINTS}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
                        comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo,
-                       lomo_error_by_stack=_lomo_by_stack(fit, chip))
+                       lomo_error_by_stack=_lomo_by_stack(fit, chip), loco_error=loco)
 
 
 def _has_lomo(row: dict) -> bool:

@@ -30,6 +30,7 @@ def calibrated_profile_text(chip: HardwareProfile, cal: Calibration) -> str:
                              **({"lomo_error_by_stack": {k: dict(sorted(v.items())) for k, v in
                                                          sorted(cal.lomo_error_by_stack.items())}}
                                 if cal.lomo_error_by_stack else {}),
+                             **({"loco_error": dict(sorted(cal.loco_error.items()))} if cal.loco_error else {}),
                              "source": cal.source}}
     text = "\n".join(kept).rstrip("\n") + "\n" + yaml.safe_dump(block, sort_keys=False, width=110, allow_unicode=True)
     hardware_from_dict(yaml.safe_load(text), chip.path)

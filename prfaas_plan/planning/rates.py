@@ -304,7 +304,7 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
             if getattr(m, f"{q}_s") is not None:
                 row.update({f"{q}_measured_s": getattr(m, f"{q}_s"), f"{q}_predicted_s": p.predicted[q],
                             f"{q}_error": p.error(q), f"{q}_loo_error": p.error(q, "loo") if loo else None,
-                            f"{q}_lomo_error": p.error(q, "lomo"),
+                            f"{q}_lomo_error": p.error(q, "lomo"), f"{q}_loco_error": p.error(q, "loco"),
                             f"{q}_version_error": layered[q] / getattr(m, f"{q}_s") - 1.0})
         rows.append(row)
     chip_rows = [{"chip": c, **{f"gemm_{k}": v for k, v in cal.gemm.items()}, "memory": cal.memory,
@@ -319,7 +319,10 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
              "leave-one-out: " + (("each row predicted by a refit without it" if fit.loo_exact else
                                    "each row predicted by one Gauss-Newton step from the full fit without it "
                                    "(approximate; exact refits up to 40 rows)") if loo else "skipped (--no-loo)"),
-             "leave-one-model-out: each model's rows predicted by a fit without that model"]
+             "leave-one-model-out: each model's rows predicted by a fit without that model",
+             "leave-one-chip-out: each chip's rows predicted by a fit without that chip, the chip at the constants "
+             "an uncalibrated chip gets and its harness campaigns at the median of the stack's others (only rows "
+             "whose stack has rows on another chip); the error bars of uncalibrated chips take its median"]
     if repeats:
         notes.append(f"counted once: {repeats} {plural(repeats, 'row')} {plural(repeats, 'repeats', 'repeat')} "
                      "an earlier row exactly (same tags and measured values: "
@@ -347,8 +350,11 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
     headline = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['lomo_median']:.0%}" for r in fit.summary("chip")
                          if "lomo_median" in r and r["quantity"] in ("ttft", "tpot"))
+    unseen = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['loco_median']:.0%}" for r in fit.summary("chip")
+                       if "loco_median" in r and r["quantity"] in ("ttft", "tpot"))
     notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
-                 + headline)
+                 + headline + (f"; leave-one-chip-out (what a chip it has not seen should expect): {unseen}"
+                               if unseen else ""))
     return CalibrateAnswer(data_name, loo, rows, fit.summary("chip"), fit.summary("stack"), chip_rows, classes,
                            stack_rows, notes, _by_version(fit))
 

@@ -8,6 +8,7 @@
       comm_efficiency: 0.8                       # all-reduce bus bandwidth / scale-up bandwidth per direction
       loo_error: {ttft: 0.18, tpot: 0.09}        # optional: leave-one-out median |error| of the fit, per quantity
       lomo_error: {ttft: 0.36, tpot: 0.14}       # optional: leave-one-model-out median |error| (the error bars')
+      loco_error: {ttft: 0.44, tpot: 0.11}       # optional: leave-one-chip-out median |error| (uncalibrated chips')
       source: "where the numbers come from"
 
 ``gemm_efficiency`` is the achieved fraction of the tensor-core peak per efficiency class: GEMMs by the rate
@@ -39,7 +40,9 @@ class Calibration:
     (fraction) per measured quantity (``ttft``, ``tpot``, ``busy``), empty when not fitted; ``lomo_error`` the
     same leave-one-model-out, what a model the fit has not seen should expect (the planner's error bars), and
     ``lomo_error_by_stack`` that per serving stack ({stack: {quantity: fraction}}, stacks with enough rows on
-    this chip), which the error bars prefer for a plan on that stack."""
+    this chip), which the error bars prefer for a plan on that stack; ``loco_error`` this chip's rows predicted
+    by a fit without them, the chip at an uncalibrated chip's constants (leave-one-chip-out): what a chip no
+    one calibrated should expect, the error bars of uncalibrated chips (`analytic.uncertainty`)."""
 
     gemm: dict[str, float] = field(hash=False)
     memory: float
@@ -48,6 +51,7 @@ class Calibration:
     loo_error: dict[str, float] = field(default_factory=dict, hash=False)
     lomo_error: dict[str, float] = field(default_factory=dict, hash=False)
     lomo_error_by_stack: dict[str, dict[str, float]] = field(default_factory=dict, hash=False)
+    loco_error: dict[str, float] = field(default_factory=dict, hash=False)
 
     def gemm_efficiency(self, efficiency_class: str) -> float:
         """Efficiency of ``efficiency_class``; a class never calibrated falls back to its default (kernel

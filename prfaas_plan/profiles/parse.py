@@ -296,6 +296,7 @@ def _hardware_schema():
         lomo_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
         lomo_error_by_stack: dict[LowerName, dict[Literal["ttft", "tpot", "busy"],
                                                   bounded(100.0, low_exclusive=False)]] = {}
+        loco_error: dict[Literal["ttft", "tpot", "busy"], bounded(100.0, low_exclusive=False)] = {}
         source: Text
 
     class HardwareDoc(Strict):
@@ -345,7 +346,8 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
                                   loo_error=dict(doc.calibration.loo_error),
                                   lomo_error=dict(doc.calibration.lomo_error),
                                   lomo_error_by_stack={k: dict(v) for k, v in
-                                                       doc.calibration.lomo_error_by_stack.items()})
+                                                       doc.calibration.lomo_error_by_stack.items()},
+                                  loco_error=dict(doc.calibration.loco_error))
     name = doc.name.lower()
     return HardwareProfile(
         name=name,
