@@ -1,7 +1,8 @@
 """The headline figures issue 20's rounds compare (docs/methods.md section 2): the joint fit on every bundled set
 (exact repeats merged, as ``prfaas-plan calibrate`` counts them), then median |error| on NVIDIA's distinct rows per
 chip (TTFT and TPOT: in-sample / leave-one-out / leave-one-model-out; leave-one-chip-out, each chip predicted as an
-uncalibrated one by a fit without it, with its signed median per stack), per stack, Table 3 (``paper-sglang`` TTFT
+uncalibrated one by a fit without it, with its signed median per stack and its server part, the harness's client
+time at the full fit's), per stack, Table 3 (``paper-sglang`` TTFT
 in-sample), the signed leave-one-model-out TTFT median per held-out model x chip x stack, and the TTFT length slope
 (per 1K input tokens, 1K -> 8K prompts of one configuration, concurrency and output length) predicted over measured,
 in-sample and held out. Prints JSON.
@@ -50,6 +51,7 @@ def main() -> None:
             if nvidia(m) and (e := p.error(q, "loco")) is not None:
                 loco.setdefault(f"{m.chip} {q}", []).append(e)
                 loco.setdefault(f"{m.chip} {q} {m.stack} (signed)", []).append(e)
+                loco.setdefault(f"{m.chip} {q} server", []).append(p.error(q, "loco_server"))
     out["nvidia leave-one-chip-out median % (|error|, or signed per stack)"] = {
         k: round(100 * float(np.median(v if "signed" in k else np.abs(v))), 1) for k, v in sorted(loco.items())}
     for stack in sorted({p.measurement.stack for p in fit.points}):

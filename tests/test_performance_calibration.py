@@ -302,6 +302,7 @@ def test_a_held_out_chips_prediction_never_sees_its_own_rows():
     moved = fit_joint([slower(m) for m in rows], loo=False, lomo=False)
     held = [(a, b) for a, b in zip(base.points, moved.points) if a.measurement.chip == "b200"]
     assert len(held) == 8 and all(a.loco and a.loco == b.loco for a, b in held)
+    assert all(a.loco_server.keys() == a.loco.keys() for a, _ in held)
     assert any(a.predicted != b.predicted for a, b in held)   # the full fit did see them
     assert all(not p.loco for p in base.points if p.measurement.chip == "h20-3e")
     by_chip = {(r["chip"], r["quantity"]): r for r in base.summary("chip")}

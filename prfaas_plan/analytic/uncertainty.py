@@ -85,8 +85,8 @@ def _loo_of(calibration, quantities: tuple[str, ...], stack: str | None = None) 
 def _uncalibrated_error(quantities: tuple[str, ...]) -> tuple[float, str] | None:
     """What a chip nobody calibrated should expect: the median over the calibrated chips in use of their
     leave-one-chip-out error (each chip's rows predicted by a fit without them, at an uncalibrated chip's
-    constants; `Calibration.loco_error`) on the first of ``quantities`` any records, and a phrase naming them;
-    None when none records one."""
+    constants, the benchmark client's time at its own fit; `Calibration.loco_error`) on the first of
+    ``quantities`` any records, and a phrase naming them; None when none records one."""
     from ..profiles import all_hardware
 
     for q in quantities:

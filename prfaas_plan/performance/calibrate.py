@@ -393,10 +393,12 @@ class FitPoint:
     loo: dict = field(hash=False)
     lomo: dict = field(hash=False)
     loco: dict = field(default_factory=dict, hash=False)   # only the rows a leave-one-chip-out fold predicts
+    loco_server: dict = field(default_factory=dict, hash=False)   # the same, harness time at the full fit's
 
     def error(self, quantity: str, kind: str = "predicted") -> float | None:
         """Relative error (fraction; positive = predicted too slow) of ``quantity`` under ``kind``
-        (``predicted``, ``loo``, ``lomo`` or ``loco``), or None when not measured or not predicted that way."""
+        (``predicted``, ``loo``, ``lomo``, ``loco`` or ``loco_server``), or None when not measured or not
+        predicted that way."""
         measured = getattr(self.measurement, f"{quantity}_s")
         predicted = getattr(self, kind).get(quantity)
         return None if measured is None or predicted is None else predicted / measured - 1.0
@@ -423,7 +425,8 @@ class JointFit:
         """Median and worst |error| of TTFT, TPOT and busy per ``by`` (``chip``, ``stack``, ``version`` =
         stack@engine version, or ``model``), over the points on ``chip`` only when given: in-sample,
         leave-one-out, leave-one-model-out and (``loco_median``, over the rows a fold predicts, where there are
-        any) leave-one-chip-out, as fractions."""
+        any) leave-one-chip-out, as fractions; ``loco_server_median`` is leave-one-chip-out with the
+        benchmark client's time at the full fit's (`_loco_predictions`)."""
         groups: dict[str, list[FitPoint]] = {}
         for p in self.points:
             m = p.measurement
@@ -447,6 +450,8 @@ class JointFit:
                 if loco and "points" in row:
                     row.update({"loco_median": float(np.median(loco)), "loco_worst": float(max(loco)),
                                 "loco_points": len(loco)})
+                    server = [abs(e) for e in (p.error(q, "loco_server") for p in pts) if e is not None]
+                    row["loco_server_median"] = float(np.median(server))
                 if "points" in row:
                     out.append(row)
         return out
@@ -460,16 +465,22 @@ def _identified(res, owner: np.ndarray, params: _Params) -> set[tuple[str, str]]
     return {key for key, m in zip(params.keys, moved) if m}
 
 
-def _loco_predictions(problem: _Problem, params: _Params, points: list) -> dict[str, dict[int, float]]:
+def _loco_predictions(problem: _Problem, params: _Params, points: list,
+                      full: np.ndarray) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, float]]]:
     """Leave-one-chip-out: per chip, its rows predicted by a fit without them, as the planner and `check` would
     predict a chip nobody calibrated -- its constants `constants.default_calibration` (the fit's prior centres,
     not a fabric partner's fitted collectives) and its harness campaigns the median of the same stack's other
     campaigns (`StackProfile.harness_entry`). Only rows whose stack has rows on another chip are predicted: a
-    stack seen on one chip alone would measure an unseen engine, not an unseen chip. ``{quantity: {row:
-    seconds}}``."""
+    stack seen on one chip alone would measure an unseen engine, not an unseen chip. Returns those predictions
+    and the server's part of them: the same fold with the chip's harness campaigns at the full fit's values
+    ``full`` (log-values in effect), which saw the chip's rows. A plan never includes the client's time, so
+    the second is what its error bars use (`Calibration.loco_error`); the client time of an unseen host is
+    most of the first's miss, and a harness offset fitted on the rows can also absorb some of the server's, so
+    the truth for a plan lies between the two. Each ``{quantity: {row: seconds}}``."""
     from .constants import default_calibration
 
     out: dict[str, dict[int, float]] = {q: {} for q in QUANTITIES}
+    server: dict[str, dict[int, float]] = {q: {} for q in QUANTITIES}
     chips = np.array([m.chip for m in points])
     stacks = np.array([m.stack for m in points])
     for chip in sorted(set(chips)):
@@ -490,12 +501,16 @@ def _loco_predictions(problem: _Problem, params: _Params, points: list) -> dict[
                 others = [params.index(o, name) for o, n in params.keys
                           if n == name and o.startswith(f"{harness}@") and o.endswith(f"/{stack}") and o != owner]
                 eff[j] = np.log(np.median(np.exp(eff[others]))) if others else -np.inf
-        predicted = problem.predict(x, effective=eff)
-        for q in QUANTITIES:
-            for i in rows:
-                if problem.mask[q][i]:
-                    out[q][int(i)] = float(predicted[q][i])
-    return out
+        own_harness = [j for j, (owner, _) in enumerate(params.keys) if owner.partition("/")[0].endswith(f"@{chip}")]
+        with_own = eff.copy()
+        with_own[own_harness] = full[own_harness]
+        for target, values in ((out, eff), (server, with_own)):
+            predicted = problem.predict(x, effective=values)
+            for q in QUANTITIES:
+                for i in rows:
+                    if problem.mask[q][i]:
+                        target[q][int(i)] = float(predicted[q][i])
+    return out, server
 
 
 def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: bool = True,
@@ -533,12 +548,14 @@ def fit_joint(points: list, excluded: list[str] = (), data_name: str = "", loo: 
         p = problem.predict(_solve(problem, params, ~out, params.centre.copy()))
         for q in QUANTITIES:
             lomo_pred[q][out] = p[q][out]
-    loco_pred = _loco_predictions(problem, params, points) if loco else {q: {} for q in QUANTITIES}
+    none = {q: {} for q in QUANTITIES}
+    loco_pred, loco_server = _loco_predictions(problem, params, points, params.effective(x)) if loco else (none, none)
     fit_points = tuple(
         FitPoint(m, {q: float(pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
                  {q: float(loo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
                  {q: float(lomo_pred[q][i]) for q in QUANTITIES if problem.mask[q][i]},
-                 {q: loco_pred[q][i] for q in QUANTITIES if i in loco_pred[q]})
+                 {q: loco_pred[q][i] for q in QUANTITIES if i in loco_pred[q]},
+                 {q: loco_server[q][i] for q in QUANTITIES if i in loco_server[q]})
         for i, m in enumerate(points))
     identified = _identified(res, owner, params)
     unidentified = tuple(f"{o} {k}" for o, k in params.keys if (o, k) not in identified)
@@ -591,7 +608,7 @@ def _chip_calibration(chip: str, v: dict, identified: set, fit: JointFit, data_n
     loo = {row["quantity"]: float(f"{row['loo_median']:.3g}") for row in rows
            if fit.loo_done and "loo_median" in row}
     lomo = {row["quantity"]: float(f"{row['lomo_median']:.3g}") for row in rows if _has_lomo(row)}
-    loco = {row["quantity"]: float(f"{row['loco_median']:.3g}") for row in rows
+    loco = {row["quantity"]: float(f"{row['loco_server_median']:.3g}") for row in rows
             if row.get("loco_points", 0) >= MIN_ERROR_POINTS}
     return Calibration(gemm=gemm, memory=float(f"{v[(chip, 'memory')]:.4g}"),
                        comm=float(f"{v[(chip, 'comm')]:.4g}"), source=source, loo_error=loo, lomo_error=lomo,

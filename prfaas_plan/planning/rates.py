@@ -322,7 +322,8 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
              "leave-one-model-out: each model's rows predicted by a fit without that model",
              "leave-one-chip-out: each chip's rows predicted by a fit without that chip, the chip at the constants "
              "an uncalibrated chip gets and its harness campaigns at the median of the stack's others (only rows "
-             "whose stack has rows on another chip); the error bars of uncalibrated chips take its median"]
+             "whose stack has rows on another chip); 'server' sets the chip's harness campaigns at the full fit's "
+             "(a plan never includes the client's time): the error bars of uncalibrated chips take its median"]
     if repeats:
         notes.append(f"counted once: {repeats} {plural(repeats, 'row')} {plural(repeats, 'repeats', 'repeat')} "
                      "an earlier row exactly (same tags and measured values: "
@@ -350,8 +351,9 @@ def answer_calibrate(measurements: list[str] | None = None, output: str | None =
         notes.append(f"wrote {len(fit.chips)} chip and {len(fit.stacks)} stack profiles to {output}")
     headline = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['lomo_median']:.0%}" for r in fit.summary("chip")
                          if "lomo_median" in r and r["quantity"] in ("ttft", "tpot"))
-    unseen = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['loco_median']:.0%}" for r in fit.summary("chip")
-                       if "loco_median" in r and r["quantity"] in ("ttft", "tpot"))
+    unseen = "; ".join(f"{r['chip']} {r['quantity'].upper()} {r['loco_median']:.0%} "
+                       f"(server {r['loco_server_median']:.0%})"
+                       for r in fit.summary("chip") if "loco_median" in r and r["quantity"] in ("ttft", "tpot"))
     notes.insert(0, "headline, leave-one-model-out median |error| (what a model the fit has not seen should expect): "
                  + headline + (f"; leave-one-chip-out (what a chip it has not seen should expect): {unseen}"
                                if unseen else ""))

@@ -41,8 +41,9 @@ class Calibration:
     same leave-one-model-out, what a model the fit has not seen should expect (the planner's error bars), and
     ``lomo_error_by_stack`` that per serving stack ({stack: {quantity: fraction}}, stacks with enough rows on
     this chip), which the error bars prefer for a plan on that stack; ``loco_error`` this chip's rows predicted
-    by a fit without them, the chip at an uncalibrated chip's constants (leave-one-chip-out): what a chip no
-    one calibrated should expect, the error bars of uncalibrated chips (`analytic.uncertainty`)."""
+    by a fit without them, the chip at an uncalibrated chip's constants (leave-one-chip-out), the benchmark
+    client's time at its own fit (a plan never includes it): what a plan on a chip no one calibrated should
+    expect, the error bars of uncalibrated chips (`analytic.uncertainty`)."""
 
     gemm: dict[str, float] = field(hash=False)
     memory: float
