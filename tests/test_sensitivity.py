@@ -94,7 +94,9 @@ def test_model_error_rows_move_the_way_the_chips_do(cli):
     rows = {r["driver"]: r for r in _size_json(cli, "--sensitivity", "--samples", "0", *FIXED)["sections"]
             ["sensitivity"]}
     assert rows["H200 prefill speed"]["low_at"] == "its P10 speed"
-    assert rows["H20 prefill speed"]["low_at"] == "its P90 speed"
+    # faster H20 lowers the gain until the baseline's other stages bind: the low end sits in the fast half (P90
+    # with the prior's width, P83 since the H20 takes the leave-one-chip-out width)
+    assert int(rows["H20 prefill speed"]["low_at"].removeprefix("its P").removesuffix(" speed")) > 50
     # the decode error's gain peaks inside its range (the integer split), so its range includes the median
     decode = rows["H20 decode speed"]
     assert decode["gain_low"] <= decode["gain_high"]

@@ -40,10 +40,13 @@ def test_error_bar_sources():
     lomo = get_hardware("h200").calibration.lomo_error_by_stack["sglang"]["ttft"]
     assert h200.sigma == pytest.approx(np.log1p(lomo) / 0.6745, rel=1e-3)  # the LOMO median h200.yaml records
     assert "leave-one-model-out under sglang" in h200.source and h200.key == "prefill:h200@sglang"
-    # h20's calibration rests on too few rows to record a held-out error: its bar is the prior's width
+    # h20's calibration rests on too few rows to record a held-out error: its bar is what an unseen chip should
+    # expect, the calibrated chips' leave-one-chip-out (server part)
     assert not get_hardware("h20").calibration.lomo_error
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    assert h20.sigma > 0 and "prior width" in h20.source and "fewer than 5 points" in h20.source
+    loco = [get_hardware(c).calibration.loco_error["ttft"] for c in ("b200", "h200")]
+    assert h20.sigma == pytest.approx(np.log1p(np.median(loco)) / 0.6745)
+    assert "leave-one-chip-out" in h20.source and "fewer than 5 points" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
     assert decode_error_bar(PAPER.sites["local"].decode, "h20").sigma == 0            # back-solved: given
     table = prefill_error_bar(PAPER.remote_prefill, "h200")                            # measured table
@@ -192,8 +195,11 @@ def test_uncalibrated_and_unrecorded_constants_fall_back_to_the_calibration_prio
     unrecorded = replace(pm, constants=ChipConstants(replace(pm.constants.calibration, source="hand-set", loo_error={},
                                                                    lomo_error={}, lomo_error_by_stack={}),
                                                      "calibrated"))
-    bar = prefill_error_bar(unrecorded, "h200")
-    assert bar.sigma == GEMM_PRIOR_SIGMA and "records no held-out error" in bar.source
+    bar = prefill_error_bar(unrecorded, "h200")   # too few points: what an unseen chip should expect
+    assert "records no held-out error" in bar.source and "leave-one-chip-out" in bar.source
+    with monkeypatch.context() as patched:
+        patched.setattr(profiles, "all_hardware", lambda: {})
+        assert prefill_error_bar(unrecorded, "h200").sigma == GEMM_PRIOR_SIGMA
     h200_decode = decode_error_bar(decode_capacity(get_model("qwen3-235b"), "8xH200", 0.025, 30_000), "h200")
     assert h200_decode.sigma != MEMORY_PRIOR_SIGMA and "(tpot)" in h200_decode.source   # fitted on NVIDIA TPOT
 

@@ -12,9 +12,10 @@ Method (``docs/methods.md``, "Error bars"):
   prefill takes its chip calibration's leave-one-model-out error where its calibration records one (else leave-one-out) (median absolute relative error ``m`` of the
   leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
   deviation) on TTFT (or saturated prefill busy time); a roofline decode capacity the chip's TPOT
-  leave-one-out error; an uncalibrated chip the calibrated chips' median leave-one-chip-out error (their rows
-  predicted by a fit without them, at an uncalibrated chip's constants; `Calibration.loco_error`), else the
-  width of the calibration prior (`performance/calibrate.py`); a measured
+  leave-one-out error; an uncalibrated chip, or one whose calibration records no held-out error (under 5
+  points), the calibrated chips' median leave-one-chip-out error (their rows predicted by a fit without them,
+  at an uncalibrated chip's constants; `Calibration.loco_error`), else the width of the calibration prior
+  (`performance/calibrate.py`); a measured
   table `MEASURED_SIGMA`; the paper's given and back-solved inputs none ("given, no error bar").
 - ``n`` seeded samples of the factors scale the per-request prefill seconds and the decode capacity of
   the routing statistics, which are computed once on the threshold grid; every sample's best split
@@ -35,6 +36,7 @@ medians).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,29 +96,31 @@ def _uncalibrated_error(quantities: tuple[str, ...]) -> tuple[float, str] | None
                   if chip.calibration is not None and q in chip.calibration.loco_error}
         if errors:
             listed = ", ".join(f"{name} {e:.0%}" for name, e in errors.items())
-            return float(np.median(list(errors.values()))), f"calibrated chips' leave-one-chip-out {q.upper()} ({listed})"
+            # statistics, not numpy: np.median imports numpy.ma, which a cold `size` must not pay for
+            return (float(statistics.median(errors.values())),
+                    f"calibrated chips' leave-one-chip-out {q.upper()} ({listed})")
     return None
 
 
 def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str,
                      stack: str | None = None) -> tuple[float, str, str]:
     """Log-width from a chip's calibration: its held-out median error on ``quantities`` (`_loo_of`, under
-    ``stack`` where recorded), or the calibration prior's width (``prior``) when the chip is uncalibrated or
-    its source records none; with where it comes from and the stack it is specific to ("" for none)."""
-    if constants.origin != "calibrated":
-        found = _uncalibrated_error(quantities)
-        if found is None:
-            return prior, f"{prior_name} prior width x/ e^{prior:g} (no calibration on serving data)", ""
-        m, kind = found
+    ``stack`` where recorded); for a chip that is uncalibrated or whose calibration records none (fewer than 5
+    points: the H20's one), what an unseen chip should expect (`_uncalibrated_error`), else the calibration
+    prior's width (``prior``); with where it comes from and the stack it is specific to ("" for none)."""
+    found = _loo_of(constants.calibration, quantities, stack) if constants.origin == "calibrated" else None
+    if found is not None:
+        m, kind, scope = found
         sigma = math.log1p(m) / _MAD_TO_SIGMA
-        return sigma, f"no calibration on serving data: {kind} median {m:.1%} -> sigma {sigma:.3f}", ""
-    found = _loo_of(constants.calibration, quantities, stack)
-    if found is None:
-        why = "its calibration records no held-out error: calibrate records none from fewer than 5 points"
+        return sigma, f"calibration {kind} median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}", scope
+    why = ("no calibration on serving data" if constants.origin != "calibrated"
+           else "its calibration records no held-out error: calibrate records none from fewer than 5 points")
+    unseen = _uncalibrated_error(quantities)
+    if unseen is None:
         return prior, f"{prior_name} prior width x/ e^{prior:g} ({why})", ""
-    m, kind, scope = found
+    m, kind = unseen
     sigma = math.log1p(m) / _MAD_TO_SIGMA
-    return sigma, f"calibration {kind} median {m:.1%} ({'/'.join(quantities)}) -> sigma {sigma:.3f}", scope
+    return sigma, f"{why}; {kind} median {m:.1%} -> sigma {sigma:.3f}", ""
 
 
 def prefill_error_bar(prefill, chip_name: str) -> ErrorBar:
