@@ -8,9 +8,9 @@ in-sample), the signed leave-one-model-out TTFT median per held-out model x chip
 in-sample and held out. Prints JSON.
 
 Run from the repository root after ``pip install -e .``: ``OPENBLAS_NUM_THREADS=1 python3
-benchmarks/calibration_headline.py`` (about 12 s). ``--set MODULE.NAME=JSON`` updates a dict constant of a
-``prfaas_plan.performance`` module before the fit (a round's switches, e.g. on round 7's experiment commit
-``--set operators.TOKEN_PASSES='{"moe_permute": false}'``).
+benchmarks/calibration_headline.py`` (about 18 s with the leave-one-chip-out folds). ``--set MODULE.NAME=JSON``
+updates a dict constant of a ``prfaas_plan.performance`` module before the fit (a round's switches, e.g. on round
+7's experiment commit ``--set operators.TOKEN_PASSES='{"moe_permute": false}'``).
 """
 
 from __future__ import annotations
