@@ -331,18 +331,28 @@ def test_uncalibrated_chip_constants_are_the_calibrations_prior():
     assert "kernel_curves.csv" in h100.source
 
 
-def test_uncalibrated_chips_error_bars_are_the_leave_one_chip_out_error():
-    """A chip nobody calibrated gets the calibrated chips' median leave-one-chip-out error as its error bar, not
-    the (narrower) width of the fit's prior."""
+def unseen_chip_sigma(quantity: str) -> float:
+    """The log-width a plan on an uncalibrated chip should carry: the calibrated chips' median leave-one-model-out
+    and leave-one-chip-out errors in quadrature (an unseen model on an unseen chip)."""
     import math
 
+    cals = [get_hardware(c).calibration for c in ("b200", "h200")]
+    widths = [math.log1p(np.median([getattr(c, f"{kind}_error")[quantity] for c in cals])) for kind in ("lomo", "loco")]
+    return math.hypot(*widths) / 0.6745
+
+
+def test_uncalibrated_chips_error_bars_combine_an_unseen_model_and_an_unseen_chip():
+    """A chip nobody calibrated gets the calibrated chips' leave-one-model-out and leave-one-chip-out errors in
+    quadrature as its error bar: wider than any calibrated chip's own, not the (narrower) width of the fit's
+    prior."""
     from prfaas_plan.analytic.uncertainty import decode_error_bar, prefill_error_bar
 
     loco = {c: get_hardware(c).calibration.loco_error for c in ("b200", "h200")}
     assert all(v["ttft"] > 0 and v["tpot"] > 0 for v in loco.values())
     prefill = prefill_error_bar(RooflinePrefill.build(get_model("kimi-linear"), parse_instance("8xH100")), "h100")
-    assert prefill.sigma == pytest.approx(math.log1p(np.median([v["ttft"] for v in loco.values()])) / 0.6745)
-    assert "leave-one-chip-out TTFT" in prefill.source
+    assert prefill.sigma == pytest.approx(unseen_chip_sigma("ttft"), rel=1e-9)
+    assert "leave-one-chip-out" in prefill.source and "leave-one-model-out" in prefill.source
+    calibrated = prefill_error_bar(RooflinePrefill.build(get_model("kimi-linear"), parse_instance("8xH200")), "h200")
+    assert prefill.sigma > calibrated.sigma
     capacity = type("Capacity", (), {"binding": "slo"})()
-    decode = decode_error_bar(capacity, "h100")
-    assert decode.sigma == pytest.approx(math.log1p(np.median([v["tpot"] for v in loco.values()])) / 0.6745)
+    assert decode_error_bar(capacity, "h100").sigma == pytest.approx(unseen_chip_sigma("tpot"), rel=1e-9)

@@ -26,6 +26,23 @@ def test_hardware_lists_required_chips(cli):
         assert f"\n{chip}," in out
 
 
+def test_hardware_says_how_far_to_trust_each_chip(cli):
+    """Each chip's row carries the held-out error its plans' error bars take: its own leave-one-model-out where
+    its calibration records one, else (uncalibrated, or calibrated on too few rows) an unseen model on an unseen
+    chip, never narrower than a calibrated chip's."""
+    import math
+
+    code, out, _ = cli("hardware", "--format", "json")
+    rows = {r["chip"]: r for r in json.loads(out)["sections"]["hardware"]}
+    h200 = profiles.get_hardware("h200").calibration
+    assert rows["h200"]["ttft_error"] == pytest.approx(h200.lomo_error["ttft"])
+    assert rows["h200"]["ttft_error_basis"] == "leave-one-model-out"
+    for chip in ("h100", "h20"):
+        assert rows[chip]["ttft_error_basis"] == "unseen model and chip"
+        assert rows[chip]["ttft_error"] > max(rows[c]["ttft_error"] for c in ("b200", "h200"))
+        assert math.isfinite(rows[chip]["tpot_error"])
+
+
 def test_alias_lookup_and_show(cli):
     assert profiles.get_model("KIMI-LINEAR").name == "kimi-linear-48b"
     code, out, _ = cli("show", "kimi-linear")

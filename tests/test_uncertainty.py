@@ -28,6 +28,7 @@ from prfaas_plan.planning.confidence import mode_verdicts, plan_error_bars
 from prfaas_plan.planning.plans import compare, scenario_for
 from prfaas_plan.profiles import get_hardware, get_model
 from prfaas_plan.workload import TruncatedLogNormal, paper_workload
+from test_performance_calibration import unseen_chip_sigma  # the width an uncalibrated chip should carry
 
 GRID = LengthGrid.from_distribution(TruncatedLogNormal(9.9, 1.0, 128, 128_000), 1024)
 PAPER = paper.case_study_perf("paper")
@@ -40,12 +41,11 @@ def test_error_bar_sources():
     lomo = get_hardware("h200").calibration.lomo_error_by_stack["sglang"]["ttft"]
     assert h200.sigma == pytest.approx(np.log1p(lomo) / 0.6745, rel=1e-3)  # the LOMO median h200.yaml records
     assert "leave-one-model-out under sglang" in h200.source and h200.key == "prefill:h200@sglang"
-    # h20's calibration rests on too few rows to record a held-out error: its bar is what an unseen chip should
-    # expect, the calibrated chips' leave-one-chip-out (server part)
+    # h20's calibration rests on too few rows to record a held-out error: its bar is what an unseen model on an
+    # unseen chip should expect (the calibrated chips' leave-one-model-out and leave-one-chip-out in quadrature)
     assert not get_hardware("h20").calibration.lomo_error
     h20 = prefill_error_bar(prefill_model(m, "8xH20"), "h20")
-    loco = [get_hardware(c).calibration.loco_error["ttft"] for c in ("b200", "h200")]
-    assert h20.sigma == pytest.approx(np.log1p(np.median(loco)) / 0.6745)
+    assert h20.sigma == pytest.approx(unseen_chip_sigma("ttft"), rel=1e-9)
     assert "leave-one-chip-out" in h20.source and "fewer than 5 points" in h20.source
     assert prefill_error_bar(PAPER.sites["local"].prefill, "h20").sigma == 0          # back-solved: given
     assert decode_error_bar(PAPER.sites["local"].decode, "h20").sigma == 0            # back-solved: given

@@ -13,9 +13,9 @@ Method (``docs/methods.md``, "Error bars"):
   leave-one-out predictions, ``sigma = ln(1 + m) / 0.6745``, the normal distribution's median absolute
   deviation) on TTFT (or saturated prefill busy time); a roofline decode capacity the chip's TPOT
   leave-one-out error; an uncalibrated chip, or one whose calibration records no held-out error (under 5
-  points), the calibrated chips' median leave-one-chip-out error (their rows predicted by a fit without them,
-  at an uncalibrated chip's constants; `Calibration.loco_error`), else the width of the calibration prior
-  (`performance/calibrate.py`); a measured
+  points), the calibrated chips' median leave-one-model-out and leave-one-chip-out errors in quadrature (an
+  unseen model on an unseen chip; `Calibration.loco_error`: their rows predicted by a fit without them, at an
+  uncalibrated chip's constants), else the width of the calibration prior (`performance/calibrate.py`); a measured
   table `MEASURED_SIGMA`; the paper's given and back-solved inputs none ("given, no error bar").
 - ``n`` seeded samples of the factors scale the per-request prefill seconds and the decode capacity of
   the routing statistics, which are computed once on the threshold grid; every sample's best split
@@ -85,21 +85,39 @@ def _loo_of(calibration, quantities: tuple[str, ...], stack: str | None = None) 
 
 
 def _uncalibrated_error(quantities: tuple[str, ...]) -> tuple[float, str] | None:
-    """What a chip nobody calibrated should expect: the median over the calibrated chips in use of their
-    leave-one-chip-out error (each chip's rows predicted by a fit without them, at an uncalibrated chip's
-    constants, the benchmark client's time at its own fit; `Calibration.loco_error`) on the first of
-    ``quantities`` any records, and a phrase naming them; None when none records one."""
+    """What a plan on a chip nobody calibrated should expect, for a model the fit may not have seen either: the
+    calibrated chips' median leave-one-model-out error (`Calibration.lomo_error`, an unseen model on a seen chip)
+    and their median leave-one-chip-out error (`Calibration.loco_error`, an unseen chip running seen models, the
+    server's part), added in quadrature as log-widths (the two transfers assumed independent), on the first of
+    ``quantities`` the calibrated chips record both for; the combined median (a fraction) and a phrase naming
+    the parts; None when none records both."""
     from ..profiles import all_hardware
 
     for q in quantities:
-        errors = {name: chip.calibration.loco_error[q] for name, chip in sorted(all_hardware().items())
-                  if chip.calibration is not None and q in chip.calibration.loco_error}
-        if errors:
-            listed = ", ".join(f"{name} {e:.0%}" for name, e in errors.items())
+        chips = {name: chip.calibration for name, chip in sorted(all_hardware().items())
+                 if chip.calibration is not None}
+        lomo = {n: c.lomo_error[q] for n, c in chips.items() if q in c.loco_error and q in c.lomo_error}
+        loco = {n: c.loco_error[q] for n, c in chips.items() if q in c.loco_error and q in c.lomo_error}
+        if lomo:
             # statistics, not numpy: np.median imports numpy.ma, which a cold `size` must not pay for
-            return (float(statistics.median(errors.values())),
-                    f"calibrated chips' leave-one-chip-out {q.upper()} ({listed})")
+            widths = [math.log1p(statistics.median(v.values())) for v in (lomo, loco)]
+            combined = math.expm1(math.hypot(*widths))
+            listed = "; ".join(f"{kind} ({', '.join(f'{n} {e:.0%}' for n, e in v.items())})"
+                               for kind, v in (("leave-one-model-out", lomo), ("leave-one-chip-out", loco)))
+            return combined, f"calibrated chips' {q.upper()} {listed} in quadrature"
     return None
+
+
+def expected_error(constants, quantities: tuple[str, ...]) -> tuple[float | None, str]:
+    """The median relative error (a fraction) a plan's error bar takes for a chip with ``constants`` on the first
+    of ``quantities`` recorded, over every stack, and its basis (``leave-one-model-out``, ``leave-one-out``,
+    ``unseen model and chip`` for a chip calibrated on too few rows or none, ``prior``); None with ``prior``
+    when nothing records one (`_calibrated_sigma` states the prior's width instead)."""
+    found = _loo_of(constants.calibration, quantities) if constants.origin == "calibrated" else None
+    if found is not None:
+        return found[0], found[1]
+    unseen = _uncalibrated_error(quantities)
+    return (unseen[0], "unseen model and chip") if unseen is not None else (None, "prior")
 
 
 def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prior_name: str,

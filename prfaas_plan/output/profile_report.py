@@ -35,9 +35,14 @@ def hardware_report(rows: list[dict]) -> Report:
             Column("nic_gbps", "NIC Gbps", ".0f"), Column("power_w", "power W", ".0f"),
             Column("price_usd", "price $ (indication)", ",.0f"),
             Column("cloud_usd_per_hour", "$/GPU-h (indication)", ".2f"),
-            Column("calibrated", "calibrated")]
+            Column("calibrated", "calibrated"),
+            Column("ttft_error", "TTFT error", lambda v: "-" if v is None else f"{v:.0%}"),
+            Column("ttft_error_basis", "TTFT error from")]
     notes = ["peak FLOPS are dense (no sparsity), per chip; instance shapes are COUNTxCHIP, e.g. 8xH200",
-             "prices are labelled indications (community listings or assumed), not quotes"]
+             "prices are labelled indications (community listings or assumed), not quotes",
+             "TTFT error: the held-out median |error| a plan's error bars take for the chip, over every stack "
+             "(leave-one-model-out where its calibration records one; leave-one-chip-out of the calibrated chips, "
+             "the server's part, for a chip calibrated on fewer than 5 rows or none); TPOT's is in JSON/CSV"]
     return Report([Section("hardware", "Hardware profiles", rows, cols)], notes)
 
 

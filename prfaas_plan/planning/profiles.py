@@ -52,8 +52,18 @@ def answer_models() -> ModelsAnswer:
 
 
 def answer_hardware() -> list[dict]:
-    """Every chip profile: peak TFLOPS per dtype, HBM GB and TB/s, scale-up GB/s, NIC Gbps, power W, prices."""
+    """Every chip profile: peak TFLOPS per dtype, HBM GB and TB/s, scale-up GB/s, NIC Gbps, power W, prices, and
+    the held-out TTFT and TPOT error its plans' error bars take (`analytic.uncertainty.expected_error`: fractions,
+    with their basis)."""
+    from ..analytic.uncertainty import expected_error
+    from ..performance.constants import chip_constants
     from ..profiles import all_hardware
+
+    def errors(h) -> dict:
+        constants = chip_constants(h)
+        ttft, ttft_basis = expected_error(constants, ("ttft", "busy"))
+        tpot, tpot_basis = expected_error(constants, ("tpot",))
+        return {"ttft_error": ttft, "ttft_error_basis": ttft_basis, "tpot_error": tpot, "tpot_error_basis": tpot_basis}
 
     return [{
         "chip": name,
@@ -68,6 +78,7 @@ def answer_hardware() -> list[dict]:
         "price_usd": h.price.purchase_usd if h.price else None,
         "cloud_usd_per_hour": h.price.cloud_usd_per_hour if h.price else None,
         "calibrated": h.calibration is not None,
+        **errors(h),
     } for name, h in sorted(all_hardware().items())]
 
 
