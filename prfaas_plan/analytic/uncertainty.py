@@ -93,9 +93,8 @@ def _uncalibrated_error(quantities: tuple[str, ...]) -> tuple[float, str] | None
     the parts; None when none records both."""
     from ..profiles import all_hardware
 
+    chips = {name: chip.calibration for name, chip in sorted(all_hardware().items()) if chip.calibration is not None}
     for q in quantities:
-        chips = {name: chip.calibration for name, chip in sorted(all_hardware().items())
-                 if chip.calibration is not None}
         lomo = {n: c.lomo_error[q] for n, c in chips.items() if q in c.loco_error and q in c.lomo_error}
         loco = {n: c.loco_error[q] for n, c in chips.items() if q in c.loco_error and q in c.lomo_error}
         if lomo:
@@ -124,8 +123,9 @@ def _calibrated_sigma(constants, quantities: tuple[str, ...], prior: float, prio
                      stack: str | None = None) -> tuple[float, str, str]:
     """Log-width from a chip's calibration: its held-out median error on ``quantities`` (`_loo_of`, under
     ``stack`` where recorded); for a chip that is uncalibrated or whose calibration records none (fewer than 5
-    points: the H20's one), what an unseen chip should expect (`_uncalibrated_error`), else the calibration
-    prior's width (``prior``); with where it comes from and the stack it is specific to ("" for none)."""
+    points: the H20's one), what an unseen model on an unseen chip should expect (`_uncalibrated_error`), else the
+    calibration prior's width (``prior``); with where it comes from and the stack it is specific to ("" for
+    none)."""
     found = _loo_of(constants.calibration, quantities, stack) if constants.origin == "calibrated" else None
     if found is not None:
         m, kind, scope = found
