@@ -17,7 +17,7 @@ from prfaas_plan.analytic.throughput import LengthGrid
 from prfaas_plan.layout import Link
 from prfaas_plan.planning import plans as P
 from prfaas_plan.planning import sweep as S
-from prfaas_plan.planning.sweep_run import balanced, run_sweep, warm_points
+from prfaas_plan.planning.sweep_run import balanced, parallel_tasks, run_sweep, warm_points
 
 # Points that share their scenario and differ in link rate, round trip and price (the memo's hits), and
 # points that differ in the local site and the TPOT (shared grids and remote prefill models).
@@ -130,6 +130,27 @@ def test_warm_points_take_one_point_per_group_spanning_batches(groups, size):
                 assert len(c) >= size
 
 
+@settings(max_examples=40, deadline=None)
+@given(axes=st.permutations(["remote", "local", "tpot", "link", "rtt"]), size=st.integers(1, 12),
+       workers=st.integers(2, 3))
+def test_parallel_tasks_keep_what_points_share_together(axes, size, workers):
+    values = {"remote": ["8xH200", "16xH200"], "local": ["32xH20", "64xH20"], "tpot": ["20ms", "40ms"],
+              "link": ["10G", "100G"], "rtt": ["0ms", "10ms"]}
+    pts = S.points(S.parse_spec({"grid": {k: values[k] for k in axes}}))
+    tasks = parallel_tasks([pts[i:i + size] for i in range(0, len(pts), size)], workers)
+    order = [p for t in tasks for p in t]
+    assert sorted(p.index for p in order) == list(range(len(pts)))
+
+    def contiguous(key) -> bool:   # each value of ``key`` occupies one run of the order
+        runs = [key(p.values) for i, p in enumerate(order) if i == 0 or key(order[i - 1].values) != key(p.values)]
+        return len(runs) == len(set(runs))
+
+    assert contiguous(S.search_group)
+    # the local site's candidates (a local pool at one TPOT) are shared by every remote pool and link
+    assert contiguous(lambda v: (v["local"], v["tpot"]))
+    assert contiguous(lambda v: (v["local"], v["tpot"], v["link"]))
+
+
 def test_a_profile_edited_between_sweeps_is_planned_with_its_new_figures(tmp_path):
     """Caches are keyed by profile names; the token of the files' bytes empties them when a file changes."""
     from prfaas_plan import profiles
@@ -156,6 +177,17 @@ def test_workers_warmed_by_the_parent_give_the_serial_rows(tmp_path):
     serial = run_sweep(spec, tmp_path / "a.csv").rows
     S.clear_caches()
     assert run_sweep(spec, tmp_path / "b.csv", workers=2, chunk_size=5).rows == serial
+
+
+def test_workers_given_the_points_in_sharing_order_give_the_serial_rows(tmp_path):
+    # the remote pool outermost: the workers' tasks hold the points in another order than the spec's
+    spec = S.parse_spec({"grid": {"remote": ["8xH200", "16xH200"], "local": ["32xH20", "64xH20"],
+                                  "tpot": ["20ms", "40ms"]}})
+    tasks = parallel_tasks([S.points(spec)[i:i + 2] for i in range(0, 8, 2)], 2)
+    assert [p.index for t in tasks for p in t] != list(range(8))
+    serial = run_sweep(spec, tmp_path / "a.csv").rows
+    S.clear_caches()
+    assert run_sweep(spec, tmp_path / "b.csv", workers=2, chunk_size=2).rows == serial
 
 
 def test_dask_workers_warmed_by_a_run_give_the_serial_rows(tmp_path):

@@ -663,6 +663,27 @@ def search_group(v: dict) -> tuple:
     return shared_inputs(v) + (v["link"], v["link_efficiency"], v["link_headroom"])
 
 
+def sharing_order(pts: list[Point]) -> list[Point]:
+    """``pts`` reordered for a parallel backend, whose workers each build the caches of their own tasks:
+    grouped by every shared input but the remote pool (what the local site's prefill and decode candidates
+    depend on, `configurations.decode_candidates`: a local shape at one TPOT, the costliest caches a
+    search shares), within that by link (rate, efficiency, headroom), within that by remote pool, so that
+    each `search_group` stays contiguous; groups in the order they first appear, points within a group in
+    theirs. A sweep of 5 remote pools x 4 local pools x 10 TPOTs in spec order (remote outermost) had every
+    worker build every local shape's decode candidates (benchmarks/bench_sweep.py, ``shapes``). Rows do not
+    depend on the order."""
+    rank: dict[tuple, int] = {}
+
+    def key(p: Point) -> tuple:
+        v = p.values
+        local = tuple(x for k, x in zip(SHARED, shared_inputs(v)) if k != "remote")
+        link = local + (v["link"], v["link_efficiency"], v["link_headroom"])
+        levels = (("local",) + local, ("link",) + link, ("remote",) + link + (v["remote"],))
+        return tuple(rank.setdefault(level, len(rank)) for level in levels) + (p.index,)
+
+    return sorted(pts, key=key)
+
+
 def _memo_dicts() -> tuple[dict, ...]:
     """Every dict the sweep memoizes in: `clear_caches` empties them, a change of the profile folders too
     (`_forget_with_profiles`)."""

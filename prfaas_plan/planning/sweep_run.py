@@ -37,6 +37,7 @@ from .sweep import (
     search_spec,
     search_space,
     shared_inputs,
+    sharing_order,
 )
 
 # The columns a row's check covers: everything but its position and the Pareto flags (which depend on
@@ -89,6 +90,15 @@ def balanced(chunks: list[list[Point]], workers: int) -> list[list[Point]]:
         out.append(pts[start:end])
         start = end
     return out
+
+
+def parallel_tasks(chunks: list[list[Point]], workers: int) -> list[list[Point]]:
+    """The tasks ``workers`` parallel workers run: the points of ``chunks`` in `sweep.sharing_order`, in
+    batches as large as ``chunks``'s, `balanced`."""
+    pts = [p for c in chunks for p in c]
+    if not pts:
+        return []
+    return balanced(batches(sharing_order(pts), max(len(c) for c in chunks)), workers)
 
 
 def _serial(chunks, token: str | None = None) -> Iterator[list[dict]]:
@@ -151,7 +161,7 @@ def _processes(chunks, workers: int, token: str | None = None) -> Iterator[list[
         warm, chunks = warm_points(chunks)
         if warm:
             yield evaluate_chunk(warm, token)
-    chunks = balanced(chunks, workers)
+    chunks = parallel_tasks(chunks, workers)
     import gc
 
     gc.freeze()   # forked workers' collections then leave the inherited objects (and their pages) alone
@@ -209,7 +219,7 @@ def _dask(chunks, address: str | None, workers: int, client=None, token: str | N
         warm, chunks = warm_points(chunks)
         if warm:
             yield next(iter(client.run(evaluate_chunk, warm, token).values()))
-        chunks = balanced(chunks, len(client.scheduler_info().get("workers", {})) or workers)
+        chunks = parallel_tasks(chunks, len(client.scheduler_info().get("workers", {})) or workers)
         futures = client.map(evaluate_chunk, chunks, token=token, pure=False)
         for fut in as_completed(futures):
             yield fut.result()
