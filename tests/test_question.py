@@ -16,7 +16,7 @@ from prfaas_plan.planning.question import FIELDS, LAYOUT_FIELDS, Question, follo
 from prfaas_plan.units import parse_rate_bps, parse_tpot_s
 
 BAD = {
-    "model": "no-such-model", "remote": "33xH200", "local": "64 H20", "link": "100", "link_efficiency": 1.5,
+    "model": "no-such-model", "remote": "33 H200", "local": "64 H20", "link": "100", "link_efficiency": 1.5,
     "link_price": -1.0, "rtt": "20", "tpot": "0ms", "workload": "nowhere.jsonl", "instance_chips": 0,
     "mode": "bogus", "inputs": "guessed", "stack": "no-such-stack", "transfer_bytes": "twice", "basis": "vibes",
     "remote_instance_chips": 0, "local_instance_chips": 3, "weight_dtype": "fp7", "kv_dtype": "fp3",
@@ -38,6 +38,18 @@ def test_a_bad_input_is_one_plan_error_naming_it(name):
     else:   # a chip count that does not fill the instance shape names the chips it divides
         assert {"local_instance_chips": "local"}.get(name, name) in exc.value.inputs, message
     assert "\n" not in message
+
+
+def test_a_pool_left_to_the_search_stands_on_a_shape_that_divides_it():
+    # the configuration search replaces the shape; until it does, the question needs whole instances
+    assert Question.parse(remote="12xH200").pools["remote"].instance.chips == 4
+    assert Question.parse(remote="33xH200").pools["remote"].instance.chips == 1
+    assert Question.parse(remote="32xH200").pools["remote"].instance.chips == 8   # the default where it divides
+    for pinned in ({"instance_chips": 8}, {"remote_instance_chips": 8}):   # a pinned shape is the user's
+        with pytest.raises(PlanError, match="12 chips do not make whole 8-chip instances"):
+            Question.parse(remote="12xH200", **pinned)
+    with pytest.raises(PlanError, match="12 chips do not make whole 8-chip instances"):   # not searched
+        Question.parse(model="prfaas-1t", inputs="paper", remote="12xH200")
 
 
 def test_an_unknown_input_is_refused_with_the_closest_name():

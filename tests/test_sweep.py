@@ -35,7 +35,7 @@ def _spec(tmp_path, text: str) -> str:
     ("zip: {link: [10G, 40G], remote: [16xH200]}", "must have one length"),
     ("grid: {instance_chips: [8, x]}", "expected a whole number"),
     ("grid: {link: [10G, 10X]}", "sweep point 2 (link=10X): link '10X'"),
-    ("grid: {remote: [12xH200]}", "12 chips do not make whole 8-chip instances"),
+    ("base: {instance_chips: 8}\ngrid: {remote: [12xH200]}", "12 chips do not make whole 8-chip instances"),
     ("grid: {mode: [exact, fast]}", "mode 'fast': expected representative or exact"),
     ("grid: {model: [kimi-linear, no-such-model]}", "sweep point 2 (model=no-such-model)"),
 ])

@@ -309,6 +309,7 @@ class Question:
     layout: Layout | None = None
     layout_path: str | None = None
     input_notes: tuple[str, ...] | None = None   # None: the rtt and stack notes of `scenario`
+    explicit: frozenset[str] = frozenset()   # the inputs the caller gave (`parse`), the rest at their defaults
 
     # --- constructors
 
@@ -332,7 +333,8 @@ class Question:
             resolved[name] = f.parse(given[name])
             if memo is not None:
                 memo[key] = resolved[name]
-        q = cls(MappingProxyType(given), MappingProxyType(resolved))
+        q = cls(MappingProxyType(given), MappingProxyType(resolved),
+                explicit=frozenset(k for k, v in text.items() if v is not None))
         q.pools  # the chip totals make whole instances of their shapes
         return q
 
@@ -394,11 +396,30 @@ class Question:
 
     @property
     def instance_chips(self) -> tuple[int, int]:
-        """(chips per local instance, chips per remote instance)."""
+        """(chips per local instance, chips per remote instance): the shapes given, or the default's
+        (`nominal_shape` where the default does not divide the pool)."""
         r = self.resolved
         local = r["instance_chips"] if r["local_instance_chips"] is None else r["local_instance_chips"]
         remote = r["instance_chips"] if r["remote_instance_chips"] is None else r["remote_instance_chips"]
-        return local, remote
+        return self.nominal_shape("local", local), self.nominal_shape("remote", remote)
+
+    def nominal_shape(self, site: str, chips: int) -> int:
+        """Chips per instance of ``site``'s pool before the configuration search: ``chips``, unless the shape
+        was left to the search (neither `instance_chips` nor the site's own shape given, predicted inputs, no
+        layout file) and ``chips`` does not make whole instances of the pool; then the first shape of the
+        search's order (`configurations.SHAPE_ORDER`) that does, e.g. 4 for ``12xH200``. The search replaces
+        it; the question only needs whole instances to stand on (`pools`). ``inputs`` paper is not searched:
+        its 8-chip tables keep 8, and a pool they do not divide stays an error."""
+        pinned = {"instance_chips", f"{site}_instance_chips"} & self.explicit
+        if pinned or self.layout is not None or self.inputs == "paper" or not self.given[site]:
+            return chips
+        from ..units import parse_chip_count
+        from .configurations import SHAPE_ORDER
+
+        total = parse_chip_count(self.given[site], f"`{site}`").count
+        if total % chips == 0:
+            return chips
+        return next((n for n in SHAPE_ORDER if total % n == 0), chips)
 
     @cached_property
     def pools(self) -> dict[str, Pool | None]:
