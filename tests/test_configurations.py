@@ -223,6 +223,48 @@ def test_infeasible_candidates_say_why():
     assert reasons and all("GB" in i.reason and "usable" in i.reason for i in reasons)
 
 
+@pytest.mark.parametrize("name", ["kimi-linear", "qwen3-235b", "qwen3.5-397b", "deepseek-v3", "minimax-m2.5",
+                                  "qwen3-8b", "nemotron-h-8b"])
+def test_engines_split_every_bundled_model_over_a_power_of_two_and_refuse_what_they_cannot(name):
+    from prfaas_plan.performance.sharding import split_reason
+    from prfaas_plan.planning.configurations import moe_splits
+
+    model = get_model(name)
+    for chips in (1, 2, 4, 8, 16):
+        assert all(split_reason(model, chips, moe, dp) is None for moe in moe_splits(model, chips)
+                   for dp in (False, True)), chips
+    # 6 TP ranks: no bundled architecture's heads divide by 6 (32, 64, 128, or 8 KV heads)
+    assert all(split_reason(model, 6, moe) for moe in moe_splits(model, 6))
+
+
+def test_split_reasons_name_what_does_not_divide():
+    from prfaas_plan.performance.sharding import split_reason
+
+    assert "32 heads" in split_reason(get_model("kimi-linear"), 12, "tp")
+    # DP attention keeps every head on a rank: then the experts must split (256 over 3 groups cannot)
+    assert "256 routed experts" in split_reason(get_model("kimi-linear"), 3, "ep", dp_attention=True)
+    assert "width 1024" in split_reason(get_model("kimi-linear"), 3, "tp", dp_attention=True)
+    # 4 KV heads on 8 ranks are copied, not split (Qwen3-235B on TP8); on 12 ranks they can be neither
+    assert split_reason(get_model("qwen3-235b"), 8, "tp") is None
+    assert split_reason(get_model("prfaas-1t"), 8, "tp") is None   # a reconstruction's 60 KDA heads are fitted
+
+
+def test_a_pool_of_twelve_is_searched_over_the_shapes_engines_can_run(cli):
+    # 12 H200 and 24 H20 are not whole 8-chip instances: the search picks shapes that divide both the pools
+    # and the model, and says why 3-, 6- and 12-chip ones do not run
+    code, out, err = cli("size", "--remote", "12xH200", "--local", "24xH20", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {c["chips_per_instance"] for c in doc["sections"]["configurations"]} <= {1, 2, 4, 8}
+    split = [r for r in doc["sections"]["infeasible"] if "split evenly" in r["reason"]]
+    assert {r["chips_per_instance"] for r in split} == {3, 6, 12}
+    assert len({(r["site"], r["role"], r["chips_per_instance"], r["reason"]) for r in split}) == len(split)
+    code, out, err = cli("size", "--remote", "12xH200", "--local", "24xH20", "--local-instance-chips", "12")
+    assert code == 2 and out == "" and "32 heads do not split evenly over 12" in err and "power of two" in err
+    code, out, err = cli("size", "--remote", "12xH200", "--instance-chips", "8")
+    assert code == 2 and "12 chips do not make whole 8-chip instances" in err
+
+
 # ---- the CLI and the files -------------------------------------------------------------------------
 
 

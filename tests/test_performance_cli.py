@@ -35,6 +35,13 @@ def test_rates_decode_section_and_slo_forms(cli):
     assert json.loads(out2)["sections"]["decode"] == json.loads(out)["sections"]["decode"]
 
 
+def test_rates_warns_on_a_shape_no_engine_can_split(cli):
+    code, out, _ = cli("rates", "-m", "kimi-linear", "-i", "12xH20", "--len", "8k")
+    assert code == 0 and out.count("WARNING [uneven-split]: the mla layers' 32 heads do not split evenly") == 1
+    code, out, _ = cli("rates", "-m", "kimi-linear", "-i", "8xH20", "--len", "8k")
+    assert code == 0 and "uneven-split" not in out
+
+
 def test_rates_table_warns_when_weights_do_not_fit(cli):
     code, out, _ = cli("rates", "-m", "kimi-k2", "-i", "8xH20", "--len", "32k")
     assert code == 0

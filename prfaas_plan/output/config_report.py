@@ -66,7 +66,20 @@ def config_sections(found, runner_ups: int = 5) -> list[Section]:
     sections.append(Section("pareto", "Pareto fronts among the reported configurations", pareto, PARETO_COLUMNS,
                             [found.front_rule]))
     if found.infeasible:
-        sections.append(Section("infeasible", "Role candidates that do not fit", [
-            {"site": i.site, "role": i.role, "chips_per_instance": i.chips_per_instance, "parallel": i.parallel,
-             "weight_dtype": i.weight_dtype, "reason": i.reason} for i in found.infeasible], INFEASIBLE_COLUMNS))
+        sections.append(Section("infeasible", "Role candidates that do not fit", _infeasible_rows(found.infeasible),
+                                INFEASIBLE_COLUMNS))
     return sections
+
+
+def _infeasible_rows(infeasible) -> list[dict]:
+    """One row per site, role, shape, weights and reason, the parallelisms that share them joined (a 12-chip
+    shape's six MoE splits all fail on the same attention heads)."""
+    rows: dict[tuple, dict] = {}
+    for i in infeasible:
+        key = (i.site, i.role, i.chips_per_instance, i.weight_dtype, i.reason)
+        if key in rows:
+            rows[key]["parallel"] += f"; {i.parallel}"
+        else:
+            rows[key] = {"site": i.site, "role": i.role, "chips_per_instance": i.chips_per_instance,
+                         "parallel": i.parallel, "weight_dtype": i.weight_dtype, "reason": i.reason}
+    return list(rows.values())

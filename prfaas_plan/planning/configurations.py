@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import PlanError
+from ..performance.sharding import SPLIT_PHRASE, split_reason
 from ..performance.sharing import Same, shared
 from .scenario import Scenario, prfaas_layout, with_dtypes
 
@@ -284,7 +285,7 @@ def prefill_candidates(model, pool, shapes: tuple[int, ...], grid: Same, context
         inst = Instance(pool.chip, n)
         for moe in moe_splits(model, n):
             tried += 1
-            why = prefill_fits(model, inst, context)
+            why = split_reason(model, n, moe) or prefill_fits(model, inst, context)
             if why:
                 bad.append((n, moe_split_label(moe, n), why))
                 continue
@@ -315,6 +316,10 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
     for dp in attention_modes(n_l, transfer):
         for moe in moe_splits(model, n_l):
             tried += 1
+            why = split_reason(model, n_l, moe, dp)
+            if why:
+                bad.append((f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}", why))
+                continue
             cap = decode_capacity(model, inst, tpot_s, context, moe, stack=stack, dp_attention=dp)
             if cap.batch <= 0:
                 mem = decode_memory(model, inst, context, dp)
@@ -622,9 +627,11 @@ def _no_configuration(sc: Scenario, infeasible: list[Infeasible], counts: dict, 
         raise PlanError(f"no configuration of {sc.model.name} fits: no local instance shape both prefills and "
                         "decodes (each fits alone on another shape); pin `local_instance_chips`")
     first = max(bad[role], key=lambda i: i.chips_per_instance)
+    hint = ("choose chips per instance that divide them (a power of two does for every bundled model)"
+            if SPLIT_PHRASE in first.reason else "use chips with more HBM, more chips per instance or lighter "
+            "weights (`weight_dtype` fp8)")
     raise PlanError(f"no configuration of {sc.model.name} fits: {role} on {first.chips_per_instance}-chip instances "
-                    f"({first.parallel}): {first.reason}; use chips with more HBM, more chips per instance or "
-                    "lighter weights (`weight_dtype` fp8)")
+                    f"({first.parallel}): {first.reason}; {hint}")
 
 
 def _tie_level(lam: float, top: float) -> float:

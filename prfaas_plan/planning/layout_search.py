@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import PlanError
 from ..layout import Layout, PDSite
+from ..performance.sharding import split_reason
 from .configurations import (REL_TIE, RoleConfig, SearchSpec, attention_modes, dominated, dtype_models,
                              expert_parallel_degree, instance_shapes, moe_split_label, moe_splits, prefill_fits)
 from .scenario import Scenario
@@ -166,7 +167,7 @@ def _prefill_candidates(model, sc, chip, pool: int, shapes, stack: str, site: st
         inst = Instance(chip, n)
         for moe in moe_splits(model, n):
             counts[role][0] += 1
-            why = prefill_fits(model, inst, sc.context_tokens)
+            why = split_reason(model, n, moe) or prefill_fits(model, inst, sc.context_tokens)
             if why:
                 infeasible.append(("prefill", site, n, f"{moe_split_label(moe, n)}: {why}"))
                 continue
@@ -196,6 +197,11 @@ def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, i
         for dp in attention_modes(n, spec.transfer):
             for moe in moe_splits(model, n):
                 counts["local decode"][0] += 1
+                why = split_reason(model, n, moe, dp)
+                if why:
+                    infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "
+                                       f"{moe_split_label(moe, n)}: {why}"))
+                    continue
                 cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=stack, dp_attention=dp)
                 if cap.batch <= 0:
                     infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "

@@ -164,6 +164,12 @@ def answer_rates(model: str, instance: str, lengths: list[int], tpot_s: float = 
         warnings.append(PlanWarning("weights-do-not-fit", f"{m.name} weights ({A.weight_bytes(m) / 1e9:,.0f} GB at "
                                     f"{m.weights_summary}) do not fit {inst} ({inst.hbm_bytes / 1e9:,.0f} GB HBM): "
                                     "the instance cannot serve it"))
+    from ..performance.sharding import split_reason
+
+    uneven = split_reason(m, inst.chips, moe)
+    if uneven:
+        warnings.append(PlanWarning("uneven-split", f"{uneven}: SGLang and vLLM cannot start {m.name} on {inst} "
+                                    f"(MoE {moe}); the figures are the roofline's for a split no engine runs"))
     if weight_dtype:
         notes.append(f"weights, routed experts included, overridden to {m.weight_dtype} (--weight-dtype)")
     if m.reconstruction:
