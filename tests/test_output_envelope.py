@@ -57,7 +57,8 @@ def _check_envelope(doc: dict, name: str) -> None:
     assert meta["command"] == name.split(" --")[0]
     assert meta["inputs"]["fmt"] == {"value": "json", "default": False}
     for key, entry in meta["inputs"].items():
-        assert set(entry) == {"value", "default"} and isinstance(entry["default"], bool), key
+        assert set(entry) - {"replaced_by"} == {"value", "default"} and isinstance(entry["default"], bool), key
+        assert "replaced_by" not in entry or entry["default"], key   # only a default can be decided by another
     assert "stack" in meta and meta["data_sources"]["profiles"]
     for w in doc["warnings"]:
         assert set(w) == {"code", "message"} and w["code"].replace("-", "").isalnum()
@@ -318,3 +319,12 @@ def test_reproduce_names_its_within_column_as_its_json_key(cli):
     header = next(l for l in table.splitlines() if l.startswith("┃") and "published" in l)
     assert "within" in [c.strip() for c in header.strip("┃").split("┃")] and " ok " not in header
     assert all("within" in r for r in json.loads(out)["sections"]["figures"])
+
+
+def test_defaults_the_search_replaces_say_so(cli):
+    code, out, err = cli("size", "--samples", "0", "--remote-instance-chips", "2", "--format", "json")
+    assert code == 0, err
+    inputs = json.loads(out)["meta"]["inputs"]
+    assert inputs["instance_chips"]["replaced_by"] == "the configuration search"   # the local shape is searched
+    assert inputs["transfer_bytes"]["replaced_by"] == "the configuration search"
+    assert "replaced_by" not in inputs["remote_instance_chips"] and "replaced_by" not in inputs["tpot"]

@@ -139,6 +139,8 @@ def test_the_documented_envelope_renders_inputs_codes_and_nonfinite_values():
     """The shape of docs/output.md (meta.inputs, coded warnings, null + <key>_nonfinite)."""
     doc = {"meta": {"tool": "prfaas-plan", "command": "compare", "model": "kimi-linear-48b",
                     "inputs": {"link": {"value": "40G", "default": False}, "tpot": {"value": "25ms", "default": True},
+                               "instance_chips": {"value": 8, "default": True,
+                                                  "replaced_by": "the configuration search"},
                                "fmt": {"value": "json", "default": False}},
                     "data_sources": {"profiles": ["model_profiles", "hardware_profiles"]}},
            "warnings": [{"code": "prfaas-not-better", "message": "PrfaaS-PD does not beat homogeneous-pd"}],
@@ -150,6 +152,7 @@ def test_the_documented_envelope_renders_inputs_codes_and_nonfinite_values():
     page = Page(build_html(result_from_json(doc, "c.json")))
     cells = [c for t in page.tables for r in t for c in r]
     assert "40G" in cells and "25ms (default)" in cells and "json" not in cells
+    assert "chosen by the configuration search (the answer gives it)" in cells and "8 (default)" not in cells
     assert "∞" in cells and not any("nonfinite" in c for c in cells)
     assert "PrfaaS-PD does not beat homogeneous-pd" in page.items
     assert "data source (profiles): model_profiles, hardware_profiles" in page.items

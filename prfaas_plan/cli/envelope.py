@@ -55,11 +55,17 @@ def defaults_note(replaced: tuple[str, ...] = ()) -> str | None:
     return f"defaults in effect: {', '.join(shown)}" if shown else None
 
 
-def envelope_meta(report: Report) -> dict:
-    """``meta`` of the envelope: tool, version, command, inputs, stack, data sources, then the report's own."""
+def envelope_meta(report: Report, replaced: tuple[str, ...] = (), replaced_by: str | None = None) -> dict:
+    """``meta`` of the envelope: tool, version, command, inputs, stack, data sources, then the report's own.
+    An input of ``replaced`` left at its default carries ``"replaced_by": replaced_by`` (what decided it
+    instead: the configuration search, a layout file)."""
     from ..profiles import profile_dirs
 
     command, inputs = inputs_in_effect()
+    if replaced_by:
+        for name in replaced:
+            if inputs.get(name, {}).get("default"):
+                inputs[name]["replaced_by"] = replaced_by
     stack = inputs.get("stack", {}).get("value")
     meta = {"tool": "prfaas-plan", "version": __version__, "command": command, "inputs": inputs,
             "stack": stack, "data_sources": {"profiles": [str(p) for p in profile_dirs()],
@@ -68,10 +74,11 @@ def envelope_meta(report: Report) -> dict:
     return meta
 
 
-def emit(report: Report, fmt: str, out=None, replaced: tuple[str, ...] = ()) -> None:
+def emit(report: Report, fmt: str, out=None, replaced: tuple[str, ...] = (), replaced_by: str | None = None) -> None:
     """Render ``report`` in the envelope and write it in one piece (stdout unless ``out``); ``replaced``
-    names options an input file stands in for (left out of the defaults note)."""
-    report.meta = envelope_meta(report)
+    names options whose defaults ``replaced_by`` stands in for (an input file, the configuration search): left
+    out of the defaults note, marked in ``meta.inputs``."""
+    report.meta = envelope_meta(report, replaced, replaced_by)
     note = defaults_note(replaced) if str(fmt) == "table" else None  # machine formats carry it in meta.inputs
     if note:
         report.notes = [note] + list(report.notes)

@@ -69,6 +69,10 @@ def _search_spec(question: QuestionText):
                        given.get("local_instance_chips"), given.get("transfer_bytes"))
 
 
+SEARCH = "the configuration search"   # what stands in for a replaced default (`envelope.emit`)
+LAYOUT_FILE = "the layout file"
+
+
 def _searched(search) -> tuple[str, ...]:
     """The inputs whose defaults the configuration search replaces (not 'in effect': it chose them)."""
     if search is None:
@@ -113,7 +117,7 @@ def size_cmd(
         if not hasattr(answer, "plan"):
             if plot:
                 raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
-            emit(layout_report(answer), fmt, replaced=replaced)
+            emit(layout_report(answer), fmt, replaced=replaced, replaced_by=LAYOUT_FILE)
             return
     else:
         search = _search_spec(question)
@@ -127,7 +131,7 @@ def size_cmd(
 
             plot_pareto(answer.configurations, pareto_path(plot), f"{answer.scenario.model.name}: searched configurations")
             report.notes.append(f"Pareto figure of the configuration search: {pareto_path(plot)}")
-    emit(report, fmt, replaced=replaced)
+    emit(report, fmt, replaced=replaced, replaced_by=LAYOUT_FILE if layout is not None else SEARCH)
 
 
 @app.command("compare")
@@ -159,7 +163,7 @@ def compare_cmd(
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs "
                     "threshold")
-    emit(report, fmt, replaced=_searched(search))
+    emit(report, fmt, replaced=_searched(search), replaced_by=SEARCH)
 
 
 def _compare_layout(question: QuestionText, layout, load, rate, samples, seed, sensitivity, plot, fmt) -> None:
@@ -174,11 +178,11 @@ def _compare_layout(question: QuestionText, layout, load, rate, samples, seed, s
     if not hasattr(answer, "plans"):
         if plot:
             raise PlanError("--plot shows a one-site plan; a layout file with several PD sites has none")
-        emit(layout_report(answer, "compare"), fmt, replaced=LAYOUT_FIELDS)
+        emit(layout_report(answer, "compare"), fmt, replaced=LAYOUT_FIELDS, replaced_by=LAYOUT_FILE)
         return
     if plot:
         _write_plot(plot, answer.plans["prfaas-pd"], f"{answer.scenario.model.name}: PrfaaS-PD throughput vs threshold")
-    emit(compare_report(answer), fmt, replaced=LAYOUT_FIELDS)
+    emit(compare_report(answer), fmt, replaced=LAYOUT_FIELDS, replaced_by=LAYOUT_FILE)
 
 
 @app.command("reproduce")

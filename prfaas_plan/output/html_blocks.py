@@ -44,10 +44,11 @@ OUTPUT_OPTIONS = ("fmt", "format", "plot", "output", "quiet")  # how to print, n
 
 
 def inputs_block(res: Result) -> str:
-    """The inputs in effect (the envelope's ``meta.inputs`` {name: {value, default}}, else the
+    """The inputs in effect (the envelope's ``meta.inputs`` {name: {value, default, replaced_by}}, else the
     ``default X: Y`` notes), then the result's other scalar facts."""
     inputs = res.meta.get("inputs") if isinstance(res.meta.get("inputs"), dict) else {}  # today: the input level
-    pairs = [(k, fmt(v["value"], k) + (" (default)" if v.get("default") else ""))
+    pairs = [(k, f"chosen by {v['replaced_by']} (the answer gives it)" if v.get("replaced_by") else
+              fmt(v["value"], k) + (" (default)" if v.get("default") else ""))
              for k, v in inputs.items() if isinstance(v, dict) and "value" in v and k not in OUTPUT_OPTIONS
              and not (v["value"] in (None, False) and v.get("default"))]  # options not asked for
     if not pairs:
