@@ -24,7 +24,9 @@ def test_shipped_profiles_count_in_agreement():
     flat = re.sub(r"\s+", " ", "\n".join(p.read_text() for p in files))
     assert re.search(r"\b1 (points|groups|rows)\b", flat) is None
     assert "(s)" not in flat
-    assert re.search(r"\(1 point\)", flat)   # the one-point chip note the fix is about is still there
+    assert re.search(r"\(1 point,", flat)   # the one-point chip note the fix is about is still there
+    # and below 5 points it gives no held-out error, as the profile's error records do not
+    assert "(1 point, too few for a held-out error)" in flat and "leave-one-model-out 0% (1 point" not in flat
 
 
 def test_a_schema_count_agrees(tmp_path, monkeypatch, capsys):

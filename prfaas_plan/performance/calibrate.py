@@ -586,10 +586,12 @@ def _error_note(fit: JointFit, by: str, key: str) -> str:
     parts = []
     for row in fit.summary(by):
         if row[by] == key:
-            lomo = f", leave-one-model-out {row['lomo_median']:.0%}" if "lomo_median" in row else ""
-            loo = f", LOO {row['loo_median']:.0%}" if "loo_median" in row and fit.loo_done else ""
+            held = row["points"] >= MIN_ERROR_POINTS   # fewer: the profile records no held-out error either
+            lomo = f", leave-one-model-out {row['lomo_median']:.0%}" if held and "lomo_median" in row else ""
+            loo = f", LOO {row['loo_median']:.0%}" if held and "loo_median" in row and fit.loo_done else ""
+            few = "" if held else ", too few for a held-out error"
             parts.append(f"{row['quantity'].upper()} median |err| {row['in_median']:.0%}{loo}{lomo} "
-                         f"({row['points']} {plural(row['points'], 'point')})")
+                         f"({row['points']} {plural(row['points'], 'point')}{few})")
     return "; ".join(parts)
 
 
