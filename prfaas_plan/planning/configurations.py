@@ -224,6 +224,11 @@ def moe_split_label(moe: str, chips: int) -> str:
     return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
+def decode_split_label(dp_attention: bool, moe: str, chips: int) -> str:
+    """How a decode candidate's parallelism is named in infeasibility reasons: ``DP8 attention, MoE EP8``."""
+    return f"{'DP' if dp_attention else 'TP'}{chips} attention, {moe_split_label(moe, chips)}"
+
+
 def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
     """For each of ``rows`` (one role candidate's figures, e.g. requests/s at every prompt length, all of one
     length), whether another row is at least as good everywhere (``higher_better``: larger is better) and
@@ -318,12 +323,12 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
             tried += 1
             why = split_reason(model, n_l, moe, dp)
             if why:
-                bad.append((f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}", why))
+                bad.append((decode_split_label(dp, moe, n_l), why))
                 continue
             cap = decode_capacity(model, inst, tpot_s, context, moe, stack=stack, dp_attention=dp)
             if cap.batch <= 0:
                 mem = decode_memory(model, inst, context, dp)
-                bad.append((f"{'DP' if dp else 'TP'}{n_l} attention, {moe_split_label(moe, n_l)}",
+                bad.append((decode_split_label(dp, moe, n_l),
                             f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
                             f"{tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
                             f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "

@@ -39,8 +39,9 @@ import numpy as np
 from ..errors import PlanError
 from ..layout import Layout, PDSite
 from ..performance.sharding import split_reason
-from .configurations import (REL_TIE, RoleConfig, SearchSpec, attention_modes, dominated, dtype_models,
-                             expert_parallel_degree, instance_shapes, moe_split_label, moe_splits, prefill_fits)
+from .configurations import (REL_TIE, RoleConfig, SearchSpec, attention_modes, decode_split_label, dominated,
+                             dtype_models, expert_parallel_degree, instance_shapes, moe_split_label, moe_splits,
+                             prefill_fits)
 from .scenario import Scenario
 
 FINALISTS = 3          # distinct choices of the screen whose linear program is solved
@@ -199,13 +200,11 @@ def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, i
                 counts["local decode"][0] += 1
                 why = split_reason(model, n, moe, dp)
                 if why:
-                    infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "
-                                       f"{moe_split_label(moe, n)}: {why}"))
+                    infeasible.append(("decode", site.name, n, f"{decode_split_label(dp, moe, n)}: {why}"))
                     continue
                 cap = decode_capacity(model, inst, sc.tpot_s, sc.context_tokens, moe, stack=stack, dp_attention=dp)
                 if cap.batch <= 0:
-                    infeasible.append(("decode", site.name, n, f"{'DP' if dp else 'TP'}{n} attention, "
-                                       f"{moe_split_label(moe, n)}: "
+                    infeasible.append(("decode", site.name, n, f"{decode_split_label(dp, moe, n)}: "
                                        + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
                                           else "no HBM for one request")))
                     continue

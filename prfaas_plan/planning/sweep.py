@@ -660,7 +660,13 @@ def prefill_group(v: dict) -> tuple:
 def search_group(v: dict) -> tuple:
     """Points with the same search group share all `plan_of` caches but the TTFT and costs of their
     round trip and price: batches cut between groups compute each search once (`sweep_run.balanced`)."""
-    return shared_inputs(v) + (v["link"], v["link_efficiency"], v["link_headroom"])
+    return shared_inputs(v) + searched_link(v)
+
+
+def searched_link(v: dict) -> tuple:
+    """The link inputs a point's configuration search reads (`plans.search_free_link`): rate, efficiency,
+    headroom; not the round trip or price."""
+    return v["link"], v["link_efficiency"], v["link_headroom"]
 
 
 def sharing_order(pts: list[Point]) -> list[Point]:
@@ -677,7 +683,7 @@ def sharing_order(pts: list[Point]) -> list[Point]:
     def key(p: Point) -> tuple:
         v = p.values
         local = tuple(x for k, x in zip(SHARED, shared_inputs(v)) if k != "remote")
-        link = local + (v["link"], v["link_efficiency"], v["link_headroom"])
+        link = local + searched_link(v)
         levels = (("local",) + local, ("link",) + link, ("remote",) + link + (v["remote"],))
         return tuple(rank.setdefault(level, len(rank)) for level in levels) + (p.index,)
 
