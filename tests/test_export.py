@@ -158,6 +158,26 @@ def test_configurations_section_sets_parallelism_when_present(plan_file, tmp_pat
         read_plan(str(path))
 
 
+@pytest.mark.parametrize("batch, sglang_total, vllm_per_rank", [(64, "64", "8"), (63, "56", "7"), (5, "8", "1")])
+def test_dp_attention_batch_is_written_as_each_engine_counts_it(plan_file, tmp_path, batch, sglang_total,
+                                                                vllm_per_rank):
+    """SGLang's --max-running-requests is the instance's total, which its scheduler divides over the DP ranks;
+    vLLM runs one engine core per DP rank, so --max-num-seqs is per rank. A plan's batch that does not divide
+    is rounded down to whole ranks (at least one request each), and the script says so."""
+    doc = json.loads(plan_file.read_text())
+    doc["sections"]["configurations"] = [
+        {"role": "decode", "site": "local", "chips_per_instance": 8, "tp": 8, "ep": 8, "dp_attention": True,
+         "batch": batch, "weight_dtype": "fp8", "kv_dtype": "fp8"}]
+    path = tmp_path / "dp.json"
+    path.write_text(json.dumps(doc))
+    for engine, flag, want in (("sglang", "--max-running-requests", sglang_total),
+                               ("vllm", "--max-num-seqs", vllm_per_rank)):
+        answer_export(str(path), engine, str(tmp_path / engine))
+        cmd = _commands(tmp_path / engine)["local-decode.sh"]
+        assert cmd[cmd.index(flag) + 1] == want
+        assert f"(the plan's {batch})" in (tmp_path / engine / "local-decode.sh").read_text()
+
+
 @pytest.mark.parametrize("mutate, needle", [
     (lambda d: d.pop("sections"), "not a prfaas-plan JSON"),
     (lambda d: d["sections"].pop("plan"), "no 'plan' section"),

@@ -78,8 +78,9 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
     if role.dp_attention:
         cmd += ["--enable-dp-attention", "--dp-size", str(role.tp)]
     cmd += ["--chunked-prefill-size", str(d.chunk_tokens)]
-    if role.batch:
-        cmd += ["--max-running-requests", str(role.batch)]
+    if role.batch:  # SGLang divides this instance total over its DP-attention ranks (Scheduler: // dp_size)
+        ranks = role.tp if role.dp_attention else 1
+        cmd += ["--max-running-requests", str(role.rank_batch * ranks)]
     cmd += _quant(role.weight_dtype, "sglang") + _kv_dtype(role.kv_dtype, "sglang")
     cmd += ["--disaggregation-mode", role.role, "--disaggregation-transfer-backend", backend]
     if role.role == "prefill":
@@ -105,8 +106,8 @@ def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
     if role.ep > 1 or role.dp_attention:
         cmd += ["--enable-expert-parallel"]
     cmd += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(d.chunk_tokens)]
-    if role.batch:
-        cmd += ["--max-num-seqs", str(role.batch)]
+    if role.batch:  # vLLM runs one engine core, with its own scheduler, per data-parallel rank
+        cmd += ["--max-num-seqs", str(role.rank_batch)]
     cmd += _quant(role.weight_dtype, "vllm") + _kv_dtype(role.kv_dtype, "vllm")
     if backend == "nixl":
         config = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
@@ -152,6 +153,9 @@ def _role_header(d, role, engine: str) -> list[str]:
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
                        f"{', DP attention' if role.dp_attention else ''}); run this on each instance",
                        f"{role.basis}",
+                       *([f"decode batch: {role.rank_batch} running requests on each of {role.tp} DP attention "
+                          f"ranks, {role.rank_batch * role.tp} per instance (the plan's {role.batch})"]
+                         if role.dp_attention and role.batch else []),
                        f"flags checked against prfaas_plan/data/engine_args/{engine}-{ENGINE_VERSIONS[engine]}.txt"]
 
 

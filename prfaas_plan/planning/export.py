@@ -32,7 +32,8 @@ BACKENDS = ("mooncake", "nixl")
 @dataclass(frozen=True)
 class Role:
     """One site's role: ``instances`` of ``instance`` (``chips`` each) run as ``tp``/``ep``/``dp_attention``
-    with at most ``batch`` running requests (0 = engine default); ``basis`` says where these came from."""
+    with at most ``batch`` running requests per instance (0 = engine default); ``basis`` says where these came
+    from."""
 
     site: str
     role: str
@@ -46,6 +47,14 @@ class Role:
     weight_dtype: str = ""
     kv_dtype: str = ""
     basis: str = ""
+
+    @property
+    def rank_batch(self) -> int:
+        """Running requests per attention rank: under DP attention each of the ``tp`` ranks schedules its own
+        requests (``batch`` rounded down to whole ranks, at least one each), else the whole ``batch``."""
+        if not (self.dp_attention and self.batch):
+            return self.batch
+        return max(1, self.batch // self.tp)
 
 
 @dataclass(frozen=True)
