@@ -13,8 +13,8 @@ computed, not typed in:
   joined by a link far faster than any transfer (10 Tbit/s, no RTT), every request prefilled in the prefill
   pool (the planner's naive-heterogeneous layout: threshold 0), for ``k`` = 8, 16, 24, each pool's instance
   shape, MoE split and decode attention mode searched (`planning.configurations`); and at aiconfigurator's
-  16 + 16 with instances of at most 8 chips (one H200 node: the planner treats 16 chips as one NVLink
-  domain, which an H200 node is not);
+  16 + 16 with instances of at most 8 chips (one H200 node; wider instances' collectives cross the NICs,
+  docs/methods.md "Instances over several nodes");
 - **PD instances on one site** (the planner's homogeneous PD): 32 H200 in instances of one searched shape,
   the split between prefill and decode optimized.
 

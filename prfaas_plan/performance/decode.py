@@ -30,7 +30,7 @@ from .operators import (
     pass_work,
     state_bytes_per_chip,
 )
-from .roofline import pass_seconds
+from .roofline import nodes_note, pass_seconds
 from .sharing import shared
 
 # EP decode from the engines' measured MoE kernels (`moe_split`): off until the bundled profiles are refitted
@@ -215,7 +215,8 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
     else:
         batch, binding = 0, ("memory" if cap < 1 else "slo")
     gb = 1e9
-    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}) at {context_tokens:,.0f} "
+    source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}){nodes_note(instance)} "
+              f"at {context_tokens:,.0f} "
               f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
               f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request"

@@ -15,7 +15,8 @@ Operator classes (`OpWork.name`):
   in decode;
 - ``dense_ffn``, ``moe_routed``, ``moe_shared`` (shared experts, router, latent projections), ``lm_head``;
 - ``elementwise``: norms, residual adds and the embedding lookup (memory-bound);
-- ``comm_tp`` (tensor-parallel all-reduce) and ``comm_ep`` (expert-parallel all-to-all) on the scale-up link.
+- ``comm_tp`` (tensor-parallel all-reduce) and ``comm_ep`` (expert-parallel all-to-all) on the scale-up link,
+  and through the NICs for an instance wider than one scale-up domain.
 
 Assumptions (each stated where it is used): activations in bf16; the attention core computes in bf16;
 weights are stored in the profile's ``weight_dtype``, except routed experts in its ``expert_dtype`` (W4A16
@@ -104,7 +105,9 @@ class OpWork:
     ``flops`` (FLOPs) run at the chip's peak for ``dtype``, the dtype the operator's weights are stored in
     (`HardwareProfile.flops` maps it to a tensor-core rate); ``hbm_bytes`` (bytes) move between HBM and the
     chip; ``link_bytes`` (bytes) leave the chip on the scale-up link (per direction) in ``link_calls``
-    collectives, each paying a latency. Values are floats or arrays shaped like the pass. ``shape`` is the
+    collectives, each paying a latency, over ``span`` chips in the ``pattern`` ``"ring"`` or ``"all-to-all"``
+    (`HardwareProfile.collective_bytes_per_s`: beyond one scale-up domain the NICs carry part of it). Values
+    are floats or arrays shaped like the pass. ``shape`` is the
     variable its kernel's efficiency moves with (`prfaas_plan.performance.kernel_curves`: tokens per GEMM,
     tokens per routed expert, keys attended), None when it has none.
     """
@@ -116,6 +119,8 @@ class OpWork:
     link_bytes: object = 0.0
     link_calls: object = 0.0
     shape: object = None
+    span: int = 1
+    pattern: str = "ring"
 
 
 def _weight_bytes(model: ModelProfile) -> float:
@@ -298,7 +303,8 @@ def _moe_ops(model: ModelProfile, par: Parallel, bases: dict) -> list[OpWork]:
         link = T * m.top_k * (2.0 / e) * (n * (tp - 1) / tp * width * ab)
         ops = [OpWork("moe_routed", flops, nbytes, model.expert_dtype,
                       shape=chip_assign / np.maximum(chip_experts, 1e-9)),
-               OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n)]
+               OpWork("comm_ep", link_bytes=link, link_calls=2.0 * n, span=tp,
+                      pattern="all-to-all")]
     p = _model_facts(model).params
     shared = (p.moe_shared + p.router) / n
     ops.insert(1, OpWork("moe_shared", T * (n * 2.0 * shared / tp),
@@ -353,12 +359,14 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
         # already carries them from and to their attention rank.
         calls = len(dense) + (1.0 if par.moe == "tp" else 0.0) * len(model.moe_layers)
         if calls:
-            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls,
+                              span=tp))
     elif tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
         # all-reduce by its all-to-all.
         # Layers without an FFN (Nemotron-H mixers followed by a mixer) all-reduce once, after the mixer.
         calls = (2.0 * len(dense) + (2.0 if par.moe == "tp" else 1.0) * len(model.moe_layers)
                  + len(model.no_ffn_layers))
-        ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls))
+        ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls,
+                          span=tp))
     return ops

@@ -99,7 +99,7 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
         arrays["compute"][i] = (np.asarray(w.flops) / chip.flops(w.dtype)
                                 / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
-        arrays["link"][i] = np.asarray(w.link_bytes) / (chip.scaleup_gb_s * 1e9)
+        arrays["link"][i] = np.asarray(w.link_bytes) / chip.collective_bytes_per_s(w.span, w.pattern)
         arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
@@ -126,7 +126,6 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
     10^5 lengths cost a few dozen array operations instead of a stacked copy per operator class.
     """
     hbm = chip.hbm_tb_s * 1e12 * cal.memory
-    link = chip.scaleup_gb_s * 1e9 * cal.comm
     total = 0.0
     for w in works:
         if _nonzero(w.flops) or _nonzero(w.hbm_bytes):
@@ -134,8 +133,22 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
             rate = peak * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if _nonzero(w.link_calls):
+            link = chip.collective_bytes_per_s(w.span, w.pattern) * cal.comm
             total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
     return np.asarray(total, dtype=float)
+
+
+def nodes_note(instance: Instance) -> str:
+    """`` over 2 nodes of 8 chips (400 Gb/s NICs: all-reduce at 400 GB/s per chip, all-to-all at 94; scale-up
+    link 450)`` for an instance wider than its chip's scale-up domain (`HardwareProfile.collective_bytes_per_s`),
+    else empty."""
+    chip, n = instance.chip, instance.chips
+    if n <= chip.scaleup_domain:
+        return ""
+    ring, a2a = (chip.collective_bytes_per_s(n, p) / 1e9 for p in ("ring", "all-to-all"))
+    return (f" over {-(-n // chip.scaleup_domain)} nodes of {chip.scaleup_domain} chips ({chip.nic_gbps:,.0f} Gb/s "
+            f"NICs: all-reduce at {ring:,.0f} GB/s per chip, all-to-all at {a2a:,.0f}; scale-up link "
+            f"{chip.scaleup_gb_s:,.0f})")
 
 
 def expert_parallel(model: ModelProfile, par: Parallel) -> bool:
@@ -211,7 +224,8 @@ class RooflinePrefill:
     @property
     def source(self) -> str:
         """Where the numbers come from (shown to the user)."""
-        return (f"roofline {self.instance} ({self.parallel}) on the {self.model.name} architecture"
+        return (f"roofline {self.instance} ({self.parallel}){nodes_note(self.instance)} on the {self.model.name} "
+                "architecture"
                 f"{' (reconstruction)' if self.model.reconstruction else ''}; "
                 f"{self.constants.describe(self.instance.chip)}; stack {self.stack.name} (its note gives its numbers)")
 

@@ -73,6 +73,7 @@ def answer_hardware() -> list[dict]:
         "hbm_gb": h.hbm_gb,
         "hbm_tb_s": h.hbm_tb_s,
         "scaleup_gb_s": h.scaleup_gb_s,
+        "scaleup_domain": h.scaleup_domain,
         "nic_gbps": h.nic_gbps,
         "power_w": h.power_w,
         "price_usd": h.price.purchase_usd if h.price else None,

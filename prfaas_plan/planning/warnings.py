@@ -96,8 +96,10 @@ def _busy_warnings(ev, util: dict[str, float], skip: set[str]) -> list[PlanWarni
 
 
 def _weaker(a, b) -> bool:
-    """True when chip ``a`` has a lower bf16 peak, HBM bandwidth or scale-up bandwidth than ``b``."""
-    return (a.flops("bf16") < b.flops("bf16") or a.hbm_tb_s < b.hbm_tb_s or a.scaleup_gb_s < b.scaleup_gb_s)
+    """True when chip ``a`` has a lower bf16 peak, HBM bandwidth, scale-up bandwidth, scale-up domain or NIC
+    rate than ``b``."""
+    return (a.flops("bf16") < b.flops("bf16") or a.hbm_tb_s < b.hbm_tb_s or a.scaleup_gb_s < b.scaleup_gb_s
+            or a.scaleup_domain < b.scaleup_domain or a.nic_gbps < b.nic_gbps)
 
 
 def _efficiency_mismatch(model, a, b) -> str | None:

@@ -310,6 +310,7 @@ def _hardware_schema():
         hbm_tb_s: bounded(1e4)
         scaleup_gb_s: bounded(1e6)
         nic_gbps: bounded(1e6, low_exclusive=False) = 0.0
+        scaleup_domain: Annotated[int, Field(ge=1, le=100_000)] = 8
         power_w: bounded(1e6, low_exclusive=False) = 0.0
         price: PriceDoc | None = None
         calibration: CalibrationDoc | None = None
@@ -357,6 +358,7 @@ def hardware_from_dict(data: dict, path: str = "<dict>") -> HardwareProfile:
         hbm_tb_s=doc.hbm_tb_s,
         scaleup_gb_s=doc.scaleup_gb_s,
         nic_gbps=doc.nic_gbps,
+        scaleup_domain=doc.scaleup_domain,
         power_w=doc.power_w,
         price=price,
         calibration=calibration,

@@ -182,6 +182,7 @@ class HardwareProfile:
     hbm_tb_s: float = 0.0               # bandwidth, 1e12 bytes/s
     scaleup_gb_s: float = 0.0           # NVLink-class bandwidth per direction per chip, 1e9 bytes/s
     nic_gbps: float = 0.0               # scale-out NIC per chip, 1e9 bit/s
+    scaleup_domain: int = 8             # chips one scale-up fabric joins (an HGX node: 8; NVL72: 72)
     power_w: float = 0.0                # board power, W
     price: Price | None = None
     calibration: Calibration | None = None
@@ -197,6 +198,33 @@ class HardwareProfile:
         chip with native fp4 tensor cores. fp16 runs at the bf16 rate.
         """
         return self.peak_tflops[self.rate_class(dtype)] * 1e12
+
+    def collective_bytes_per_s(self, span: int, pattern: str = "ring") -> float:
+        """Bytes/s per chip and direction of a collective over ``span`` chips, before the calibration's
+        comm efficiency (docs/methods.md, "Instances over several nodes").
+
+        Within one ``scaleup_domain`` it is the scale-up link. Beyond it the chips sit on ``nodes`` nodes of
+        ``d = span / nodes`` chips, each chip with its own NIC (``nic_gbps``). A ``"ring"`` collective
+        (all-reduce, all-gather, reduce-scatter) runs one ring per NIC, so a node's ``d`` NICs carry between
+        them what one chip sends: the rate is ``min(scale-up, d x NIC)``. An ``"all-to-all"`` (EP dispatch and
+        combine) sends ``(span - d) / (span - 1)`` of a chip's bytes through that chip's own NIC while the
+        rest goes over the scale-up link at the same time.
+        """
+        if pattern not in ("ring", "all-to-all"):
+            raise ValueError(f"unknown collective pattern {pattern!r}")
+        scaleup = self.scaleup_gb_s * 1e9
+        if span <= self.scaleup_domain:
+            return scaleup
+        if self.nic_gbps <= 0:
+            raise PlanError(f"hardware {self.name}: a {span}-chip instance spans more than its "
+                            f"{self.scaleup_domain}-chip scale-up domain, and the profile gives no nic_gbps for "
+                            "the collectives between nodes; add nic_gbps or choose instances of at most "
+                            f"{self.scaleup_domain} chips")
+        nic = self.nic_gbps * 1e9 / 8
+        d = span / -(-span // self.scaleup_domain)
+        if pattern == "ring":
+            return min(scaleup, d * nic)
+        return 1.0 / max((d - 1) / (span - 1) / scaleup, (span - d) / (span - 1) / nic)
 
     def rate_class(self, dtype: str) -> str:
         """The ``peak_tflops`` key (tensor-core rate class) GEMMs on ``dtype`` weights run at (see `flops`)."""

@@ -1,0 +1,101 @@
+"""Instances wider than one scale-up domain: their collectives cross the NICs (docs/methods.md, "Instances over
+several nodes"), so a 16-chip H20 instance is not an 8-chip one with twice the NVLink."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.errors import PlanError
+from prfaas_plan.performance.base import Instance
+from prfaas_plan.performance.constants import chip_constants
+from prfaas_plan.performance.decode import decode_step_s
+from prfaas_plan.performance.operators import Parallel, pass_work
+from prfaas_plan.performance.roofline import RooflinePrefill, pass_seconds
+from prfaas_plan.profiles import get_hardware, get_model, hardware_from_dict
+
+
+def test_a_collective_within_the_domain_runs_on_the_scaleup_link_and_beyond_it_partly_on_the_nics():
+    """Two 8-chip nodes with a 400 Gb/s (50 GB/s) NIC per chip: a ring runs one ring per NIC, so a node's
+    eight NICs (400 GB/s) carry what one chip sends; an all-to-all sends 8/15 of a chip's bytes through its
+    own NIC while 7/15 go over NVLink at the same time."""
+    h20 = get_hardware("h20")
+    assert h20.scaleup_domain == 8 and h20.nic_gbps == 400 and h20.scaleup_gb_s == 450
+    for pattern in ("ring", "all-to-all"):
+        assert h20.collective_bytes_per_s(8, pattern) == 450e9
+    assert h20.collective_bytes_per_s(16, "ring") == pytest.approx(400e9)
+    assert h20.collective_bytes_per_s(16, "all-to-all") == pytest.approx(50e9 * 15 / 8)
+    assert h20.collective_bytes_per_s(12, "ring") == pytest.approx(300e9)      # two nodes of 6 chips
+    with pytest.raises(ValueError, match="pattern"):
+        h20.collective_bytes_per_s(4, "broadcast")
+
+
+def test_only_the_collectives_of_a_16_chip_pass_slow_down():
+    """Across nodes the comm classes take the NICs' time; every other operator of the pass is the same, and a
+    chip whose profile puts 16 chips in one domain (an NVL72-class rack) keeps the scale-up link's time."""
+    model, h200 = get_model("kimi-k2"), get_hardware("h200")
+    cal = chip_constants(h200).calibration
+    works = pass_work(model, Parallel(16, "ep"), 1.0, np.array([8192.0]), 0.0, "prefill")
+    rack = dataclasses.replace(h200, scaleup_domain=72)
+    rest = [w for w in works if not w.name.startswith("comm")]
+    assert pass_seconds(rest, h200, cal) == pass_seconds(rest, rack, cal)
+    for name, pattern, slower in (("comm_tp", "ring", 450 / 400), ("comm_ep", "all-to-all", 450 / (50 * 15 / 8))):
+        (w,) = [w for w in works if w.name == name]
+        assert (w.span, w.pattern) == (16, pattern)
+        latency = w.link_calls * 8e-6
+        nvlink, nic = pass_seconds([w], rack, cal)[0] - latency, pass_seconds([w], h200, cal)[0] - latency
+        assert nic == pytest.approx(nvlink * slower)
+
+
+def test_the_rates_source_says_the_instance_spans_nodes(cli):
+    code, out, err = cli("rates", "-m", "kimi-linear", "-i", "16xH20", "-l", "8k")
+    assert code == 0 and "over 2 nodes of 8 chips" in out
+    code, out, err = cli("rates", "-m", "kimi-linear", "-i", "8xH20", "-l", "8k")
+    assert code == 0 and "nodes of" not in out
+
+
+def _profile(**changes) -> dict:
+    doc = {"name": "x1", "peak_tflops": {"bf16": 500}, "hbm_gb": 80, "hbm_tb_s": 3, "scaleup_gb_s": 400,
+           "nic_gbps": 400, "sources": {"peaks": "test"}}
+    return {**doc, **changes}
+
+
+def test_a_profile_may_set_its_domain_and_bad_values_are_refused():
+    assert hardware_from_dict(_profile()).scaleup_domain == 8
+    assert hardware_from_dict(_profile(scaleup_domain=72)).collective_bytes_per_s(64, "all-to-all") == 400e9
+    with pytest.raises(PlanError, match="scaleup_domain"):
+        hardware_from_dict(_profile(scaleup_domain=0))
+    with pytest.raises(PlanError, match="scaleup_domain"):
+        hardware_from_dict(_profile(scaleup_domain=8.5))
+
+
+def test_an_instance_over_the_domain_without_a_nic_says_what_is_missing():
+    chip = hardware_from_dict(_profile(nic_gbps=0))
+    assert chip.collective_bytes_per_s(8) == 400e9
+    with pytest.raises(PlanError, match="gives no nic_gbps") as exc:
+        chip.collective_bytes_per_s(16)
+    assert "\n" not in str(exc.value)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(model=st.sampled_from(["kimi-linear", "qwen3-235b", "deepseek-v3", "qwen3-8b"]),
+       chips=st.sampled_from([2, 4, 8, 16, 32]), small=st.sampled_from([1, 2, 4, 8]),
+       length=st.sampled_from([1024, 32768]))
+def test_a_wider_scaleup_domain_is_never_slower(model, chips, small, length):
+    """Prefill and a decode step never take longer when more of the instance shares one scale-up fabric."""
+    m, h200 = get_model(model), get_hardware("h200")
+    narrow, wide = (dataclasses.replace(h200, scaleup_domain=d) for d in (small, 2 * small))
+    constants = chip_constants(h200)
+
+    def prefill(chip):
+        return float(RooflinePrefill.build(m, Instance(chip, chips), constants=constants)
+                     .latency_s(np.array([float(length)]))[0])
+
+    def step(chip):
+        return float(decode_step_s(m, Instance(chip, chips), 16, float(length), constants=constants))
+
+    assert prefill(wide) <= prefill(narrow) and step(wide) <= step(narrow)
