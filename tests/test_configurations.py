@@ -483,7 +483,7 @@ def test_vllm_export_refuses_a_hybrid():
 
     from prfaas_plan.output.deploy import vllm_command
 
-    role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0)
+    role = SimpleNamespace(site="local", role="prefill", tp=8, ep=2, dp_attention=False, batch=0, nodes=1)
     with pytest.raises(PlanError, match="vLLM has no expert-TP x EP split"):
         vllm_command(SimpleNamespace(model_path="m"), role, "nixl")
 

@@ -222,3 +222,51 @@ def test_a_failed_write_leaves_nothing(plan_file, tmp_path, monkeypatch):
     with pytest.raises(PlanError, match="No space left"):
         answer_export(str(plan_file), "vllm", str(tmp_path / "o"))
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def two_node_plan(plan_file, tmp_path_factory):
+    """The fixed plan with its local instances made 16 H20s: two 8-GPU nodes each."""
+    doc = json.loads(plan_file.read_text())
+    doc["sections"]["plan"][0]["local_instance"] = "16xH20"
+    doc["sections"]["configurations"] = [
+        {"role": "decode", "site": "local", "chips_per_instance": 16, "tp": 16, "ep": 16, "dp_attention": True,
+         "batch": 64, "weight_dtype": "bf16", "kv_dtype": "bf16"}]
+    path = tmp_path_factory.mktemp("two-node") / "plan.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_instance_over_two_nodes_is_launched_on_each_with_its_rank(two_node_plan, tmp_path):
+    answer = answer_export(str(two_node_plan), "sglang", str(tmp_path / "s"))
+    cmds = _commands(tmp_path / "s")
+    decode = cmds["local-decode.sh"]
+    assert decode[decode.index("--nnodes") + 1] == "2" and "--node-rank" in decode and "--dist-init-addr" in decode
+    assert "--nnodes" not in cmds["remote-prefill.sh"]                     # 8xH200: one node
+    text = (tmp_path / "s" / "local-decode.sh").read_text()
+    assert "spans 2 nodes of 8 GPUs" in text and '"${NODE_RANK:?' in text and '"${NODE0_ADDR:?' in text
+    assert set(flags_in(decode)) <= engine_args("sglang", ENGINE_VERSIONS["sglang"])
+    assert any("NODE_RANK" in n for n in answer.notes)
+
+
+def test_kubernetes_runs_a_two_node_instance_as_a_leader_worker_set(two_node_plan, tmp_path):
+    answer_export(str(two_node_plan), "k8s", str(tmp_path / "k"))
+    docs = list(yaml.safe_load_all((tmp_path / "k" / "deployments.yaml").read_text()))
+    by_role = {"-".join(d["metadata"]["name"].rsplit("-", 2)[-2:]): d for d in docs if d["kind"] != "ConfigMap"}
+    lws = by_role["local-decode"]
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    pod = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert pod["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert pod["args"][pod["args"].index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
+    assert pod["args"][pod["args"].index("--dist-init-addr") + 1] == "$(LWS_LEADER_ADDRESS):20000"
+    assert by_role["remote-prefill"]["kind"] == "Deployment"
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")   # LeaderWorkerSet is a CRD: check its pod
+    kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "lws"},
+                                  "template": lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]}, "1.30",
+                                 strict=True)
+
+
+def test_vllm_export_of_a_two_node_instance_is_refused_in_one_line(two_node_plan, tmp_path):
+    with pytest.raises(PlanError, match="span 2 nodes") as exc:
+        answer_export(str(two_node_plan), "vllm", str(tmp_path / "v"))
+    assert "\n" not in str(exc.value) and not (tmp_path / "v").exists()

@@ -20,7 +20,11 @@ Engines and routers (versions of the bundled lists):
   experimental upstream: a request whose effective, i.e. uncached, prompt is within the threshold skips the
   remote prefill) and ``python -m dynamo.sglang`` workers taking SGLang's arguments;
 - Kubernetes: one apps/v1 Deployment per site and role (replicas = instances, ``nvidia.com/gpu`` = chips
-  per instance) and a ConfigMap holding the router rule.
+  per instance) and a ConfigMap holding the router rule; a role whose instances span several nodes (more chips
+  than the chip's scale-up domain) is a LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``: ``size`` = nodes,
+  one pod of chips/nodes GPUs per node, ``LWS_WORKER_INDEX`` and ``LWS_LEADER_ADDRESS`` as SGLang's
+  ``--node-rank`` and ``--dist-init-addr``). SGLang scripts for such instances take ``NODE_RANK`` and
+  ``NODE0_ADDR`` from the environment; vLLM's per-node launches are not written.
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ PORTS = {"sglang": 30000, "vllm": 8000}
 BOOTSTRAP_PORT = 8998       # SGLang's and vLLM-Mooncake's default bootstrap port
 NIXL_PORT = 5600            # vLLM's default NIXL side-channel port (vllm/envs.py)
 TARGETS = ("sglang", "vllm", "dynamo", "llm-d", "k8s")
-SHELL_VARS = {"${IB_DEVICE}": '"${IB_DEVICE:?set IB_DEVICE to the RDMA device for Mooncake, e.g. mlx5_0}"'}
+DIST_INIT_PORT = 20000      # SGLang multi-node rendezvous port on an instance's node 0 (any free port)
+SHELL_VARS = {"${IB_DEVICE}": "${IB_DEVICE:?set IB_DEVICE to the RDMA device for Mooncake, e.g. mlx5_0}",
+              "${NODE_RANK}": "${NODE_RANK:?set NODE_RANK to the rank of this node in its instance, 0 on the first}",
+              "${NODE0_ADDR}": "${NODE0_ADDR:?set NODE0_ADDR to the address of node 0 of this instance}"}
 
 
 @lru_cache(maxsize=None)
@@ -73,6 +80,9 @@ def _kv_dtype(dtype: str, engine: str) -> list[str]:
 def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") -> list[str]:
     """``python3 -m sglang.launch_server`` (or a Dynamo worker module) for one role."""
     cmd = ["python3", "-m", module, "--model-path", d.model_path, "--tp-size", str(role.tp)]
+    if role.nodes > 1:  # one launch per node, the same command with its NODE_RANK
+        cmd += ["--nnodes", str(role.nodes), "--node-rank", "${NODE_RANK}",
+                "--dist-init-addr", f"${{NODE0_ADDR}}:{DIST_INIT_PORT}"]
     if role.ep > 1:
         cmd += ["--ep-size", str(role.ep)]
     if role.dp_attention:
@@ -94,6 +104,10 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
 
 def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
     """``vllm serve`` for one role, and the environment its KV connector reads its address from."""
+    if role.nodes > 1:
+        raise PlanError(f"{role.site} {role.role}: the plan's {role.instance} instances span {role.nodes} nodes, "
+                        "whose vLLM launches differ per node (headless workers, data-parallel start ranks), which "
+                        "export does not write; export it for sglang, which starts every node with one command")
     cmd = ["vllm", "serve", d.model_path]
     if 1 < role.ep < role.tp:
         raise PlanError(f"{role.site} {role.role}: vLLM has no expert-TP x EP split (the plan's TP{role.tp} with "
@@ -140,18 +154,32 @@ def min_uncached_tokens(threshold: float) -> int:
     return int(threshold // 1) + 1
 
 
+def _shell_word(word: str) -> str:
+    """``word`` quoted for sh, with the `SHELL_VARS` it holds left to expand (and to fail, saying what to set,
+    when unset)."""
+    used = [v for v in SHELL_VARS if v in word]
+    if not used:
+        return shlex.quote(word)
+    for v in used:
+        word = word.replace(v, SHELL_VARS[v])
+    return f'"{word}"'
+
+
 def _shell(header: list[str], cmd: list[str], env: dict[str, str] | None = None) -> str:
     lines = ["#!/bin/sh", _comment(header).rstrip("\n"), "set -eu"]
     for k, v in (env or {}).items():
         lines.append(f'export {k}="{v}"')
-    lines.append(" ".join(SHELL_VARS.get(c, shlex.quote(c)) for c in cmd))
+    lines.append(" ".join(_shell_word(c) for c in cmd))
     return "\n".join(lines) + "\n"
 
 
 def _role_header(d, role, engine: str) -> list[str]:
     return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
-                       f"{', DP attention' if role.dp_attention else ''}); run this on each instance",
+                       f"{', DP attention' if role.dp_attention else ''}); " + (
+                           f"each instance spans {role.nodes} nodes of {role.chips_per_node} GPUs: run this on each "
+                           f"of them with NODE_RANK 0 to {role.nodes - 1} and NODE0_ADDR the address of rank 0"
+                           if role.nodes > 1 else "run this on each instance"),
                        f"{role.basis}",
                        *([f"decode batch: {role.rank_batch} running requests on each of {role.tp} DP attention "
                           f"ranks, {role.rank_batch * role.tp} per instance (the plan's {role.batch})"]
@@ -250,22 +278,31 @@ def k8s_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[list[s
         env_list += [{"name": k, "value": re.sub(r"\$\{POD_IP[^}]*\}", "$(POD_IP)", v)} for k, v in env.items()]
         if backend == "mooncake" and engine == "sglang":
             env_list.append({"name": "IB_DEVICE", "value": "mlx5_0"})
-        args = [c.replace("${IB_DEVICE}", "$(IB_DEVICE)") for c in cmd]
+        args = [c.replace("${IB_DEVICE}", "$(IB_DEVICE)").replace("${NODE_RANK}", "$(LWS_WORKER_INDEX)")
+                .replace("${NODE0_ADDR}", "$(LWS_LEADER_ADDRESS)") for c in cmd]
+        pod = {"metadata": {"labels": labels},
+               "spec": {"nodeSelector": {"prfaas-plan/site": role.site},
+                        "containers": [{"name": "engine", "image": IMAGES[engine], "command": args[:1],
+                                        "args": args[1:], "env": env_list,
+                                        "ports": [{"containerPort": PORTS[engine]}],
+                                        "resources": {"limits": {"nvidia.com/gpu": role.chips_per_node}}}]}}
+        if role.nodes > 1:  # one pod per node; LeaderWorkerSet gives each its index and the leader's address
+            docs.append({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                         "metadata": {"name": name, "labels": labels},
+                         "spec": {"replicas": role.instances,
+                                  "leaderWorkerTemplate": {"size": role.nodes, "workerTemplate": pod}}})
+            continue
         docs.append({"apiVersion": "apps/v1", "kind": "Deployment",
                      "metadata": {"name": name, "labels": labels},
                      "spec": {"replicas": role.instances, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-                              "template": {"metadata": {"labels": labels},
-                                           "spec": {"nodeSelector": {"prfaas-plan/site": role.site},
-                                                    "containers": [{"name": "engine", "image": IMAGES[engine],
-                                                                    "command": args[:1], "args": args[1:],
-                                                                    "env": env_list,
-                                                                    "ports": [{"containerPort": PORTS[engine]}],
-                                                                    "resources": {"limits": {
-                                                                        "nvidia.com/gpu": role.chips}}}]}}}})
+                              "template": pod}})
     docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{d.slug}-router-rule"},
                  "data": {"router-rule.json": json.dumps(rule(d), indent=2)}})
     head = d.header + [f"Kubernetes: {engine} {ENGINE_VERSIONS[engine]} Deployments, one per site and role; label "
                        "each site's GPU nodes prfaas-plan/site=<site>; the ConfigMap holds the router rule",
+                       *(["roles whose instances span several nodes run as LeaderWorkerSets (one pod per node; "
+                          "install the LeaderWorkerSet controller, sigs.k8s.io/lws)"]
+                         if any(r.nodes > 1 for r in d.roles) else []),
                        *sorted({r.basis for r in d.roles})]
     text = _comment(head) + yaml.safe_dump_all(docs, sort_keys=False)
     return {"deployments.yaml": text}, commands, docs

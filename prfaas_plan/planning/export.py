@@ -31,9 +31,9 @@ BACKENDS = ("mooncake", "nixl")
 
 @dataclass(frozen=True)
 class Role:
-    """One site's role: ``instances`` of ``instance`` (``chips`` each) run as ``tp``/``ep``/``dp_attention``
-    with at most ``batch`` running requests per instance (0 = engine default); ``basis`` says where these came
-    from."""
+    """One site's role: ``instances`` of ``instance`` (``chips`` each, on ``nodes`` nodes: more than one when
+    the chips exceed the chip's scale-up domain) run as ``tp``/``ep``/``dp_attention`` with at most ``batch``
+    running requests per instance (0 = engine default); ``basis`` says where these came from."""
 
     site: str
     role: str
@@ -47,6 +47,12 @@ class Role:
     weight_dtype: str = ""
     kv_dtype: str = ""
     basis: str = ""
+    nodes: int = 1
+
+    @property
+    def chips_per_node(self) -> int:
+        """GPUs each of the instance's nodes gives it."""
+        return self.chips // self.nodes
 
     @property
     def rank_batch(self) -> int:
@@ -149,6 +155,16 @@ def _configured(rows, path: str) -> dict[tuple[str, str], dict]:
     return out
 
 
+def _nodes(instance) -> int:
+    """Nodes one instance spans: its chips over the chip profile's scale-up domain, rounded up (a 16-chip
+    H200 instance is two 8-GPU nodes, docs/methods.md "Instances over several nodes")."""
+    nodes = -(-instance.chips // instance.chip.scaleup_domain)
+    if instance.chips % nodes:
+        raise PlanError(f"{instance} spans {nodes} nodes of at most {instance.chip.scaleup_domain} chips, which its "
+                        f"{instance.chips} chips cannot fill evenly: export needs the same GPUs on every node")
+    return nodes
+
+
 def read_plan(path: str, model_path: str | None = None) -> Deployment:
     """The `Deployment` a plan JSON describes (see the module docstring for what is derived)."""
     from ..profiles import get_model, get_stack
@@ -193,7 +209,7 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
                               bool(c.get("dp_attention")), int(c.get("batch") or 0),
                               str(c.get("weight_dtype") or dtype["weight_dtype"]),
                               str(c.get("kv_dtype") or dtype["kv_dtype"]),
-                              "parallelism and batch: the plan's configurations section"))
+                              "parallelism and batch: the plan's configurations section", _nodes(inst)))
             continue
         if role == "decode":
             decode_batch = _decode_batch(inputs, str(inst)) if decode_batch is None else decode_batch
@@ -203,7 +219,7 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
                                   "SLO and workload" if role == "decode" else
                                   "running requests left to the engine (prefill packs by the token budget)"))
         roles.append(Role(site, role, str(inst), inst.chips, int(n), inst.chips, 1, False, batch,
-                          dtype["weight_dtype"], dtype["kv_dtype"], basis))
+                          dtype["weight_dtype"], dtype["kv_dtype"], basis, _nodes(inst)))
     degraded = None
     row = _one(doc, "degraded_link", path)
     if row is not None:
@@ -307,4 +323,10 @@ def answer_export(plan: str, target: str, out: str, engine: str | None = None, b
              *sorted({r.basis for r in d.roles}),
              f"KV transfer backend: {backend}; addresses: engine host 0.0.0.0, bootstrap/side-channel ports as "
              "written (set POD_IP / IB_DEVICE in the environment)"]
+    wide = [r for r in d.roles if r.nodes > 1]
+    if wide and target != "k8s":
+        notes.append("instances over several nodes (" + ", ".join(f"{r.site} {r.role}: {r.nodes} x "
+                                                              f"{r.chips_per_node} GPUs" for r in wide)
+                     + "): run their script on every node of an instance with NODE_RANK 0, 1, ... and NODE0_ADDR "
+                     "the address of rank 0")
     return ExportAnswer(out, target, rows, notes)
