@@ -266,7 +266,23 @@ def test_kubernetes_runs_a_two_node_instance_as_a_leader_worker_set(two_node_pla
                                  strict=True)
 
 
-def test_vllm_export_of_a_two_node_instance_is_refused_in_one_line(two_node_plan, tmp_path):
+def test_vllm_launches_a_two_node_instance_as_a_head_and_a_headless_worker(two_node_plan, tmp_path):
+    """vLLM's multi-node data parallelism: node 0 serves, node 1 runs headless with its ranks starting at 8."""
+    answer_export(str(two_node_plan), "vllm", str(tmp_path / "v"))
+    cmds = _commands(tmp_path / "v")
+    head, worker = cmds["local-decode.sh"], cmds["local-decode-worker.sh"]
+    assert "--headless" in worker and "--headless" not in head
+    for cmd in (head, worker):
+        assert cmd[cmd.index("--data-parallel-size") + 1] == "16"
+        assert cmd[cmd.index("--data-parallel-size-local") + 1] == "8" and "--data-parallel-address" in cmd
+        assert set(flags_in(cmd)) <= engine_args("vllm", ENGINE_VERSIONS["vllm"])
+    assert "--data-parallel-start-rank" in worker and "--data-parallel-start-rank" not in head
+    text = (tmp_path / "v" / "local-decode-worker.sh").read_text()
+    assert 'export DP_START_RANK="$((${NODE_RANK:?' in text and "* 8))" in text
+    assert "remote-prefill-worker.sh" not in cmds                          # 8xH200: one node
+
+
+def test_kubernetes_refuses_a_two_node_vllm_instance_in_one_line(two_node_plan, tmp_path):
     with pytest.raises(PlanError, match="span 2 nodes") as exc:
-        answer_export(str(two_node_plan), "vllm", str(tmp_path / "v"))
-    assert "\n" not in str(exc.value) and not (tmp_path / "v").exists()
+        answer_export(str(two_node_plan), "k8s", str(tmp_path / "k"), engine="vllm")
+    assert "\n" not in str(exc.value) and not (tmp_path / "k").exists()

@@ -24,7 +24,9 @@ Engines and routers (versions of the bundled lists):
   than the chip's scale-up domain) is a LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``: ``size`` = nodes,
   one pod of chips/nodes GPUs per node, ``LWS_WORKER_INDEX`` and ``LWS_LEADER_ADDRESS`` as SGLang's
   ``--node-rank`` and ``--dist-init-addr``). SGLang scripts for such instances take ``NODE_RANK`` and
-  ``NODE0_ADDR`` from the environment; vLLM's per-node launches are not written.
+  ``NODE0_ADDR`` from the environment; vLLM's are two, node 0's and a headless ``-worker.sh`` for the other
+  nodes (``--data-parallel-start-rank`` or ``--node-rank`` from ``NODE_RANK``), and are not written for
+  Kubernetes.
 """
 
 from __future__ import annotations
@@ -45,9 +47,12 @@ BOOTSTRAP_PORT = 8998       # SGLang's and vLLM-Mooncake's default bootstrap por
 NIXL_PORT = 5600            # vLLM's default NIXL side-channel port (vllm/envs.py)
 TARGETS = ("sglang", "vllm", "dynamo", "llm-d", "k8s")
 DIST_INIT_PORT = 20000      # SGLang multi-node rendezvous port on an instance's node 0 (any free port)
+VLLM_DP_RPC_PORT = 13345    # vLLM's data-parallel RPC port on node 0 (the value of its multi-node DP example)
+VLLM_MASTER_PORT = 29501    # vLLM's multi-node torch.distributed port on node 0 (any free port)
 SHELL_VARS = {"${IB_DEVICE}": "${IB_DEVICE:?set IB_DEVICE to the RDMA device for Mooncake, e.g. mlx5_0}",
               "${NODE_RANK}": "${NODE_RANK:?set NODE_RANK to the rank of this node in its instance, 0 on the first}",
-              "${NODE0_ADDR}": "${NODE0_ADDR:?set NODE0_ADDR to the address of node 0 of this instance}"}
+              "${NODE0_ADDR}": "${NODE0_ADDR:?set NODE0_ADDR to the address of node 0 of this instance}",
+              "${DP_START_RANK}": "${DP_START_RANK}"}
 
 
 @lru_cache(maxsize=None)
@@ -102,21 +107,30 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
     return cmd
 
 
-def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
-    """``vllm serve`` for one role, and the environment its KV connector reads its address from."""
-    if role.nodes > 1:
-        raise PlanError(f"{role.site} {role.role}: the plan's {role.instance} instances span {role.nodes} nodes, "
-                        "whose vLLM launches differ per node (headless workers, data-parallel start ranks), which "
-                        "export does not write; export it for sglang, which starts every node with one command")
-    cmd = ["vllm", "serve", d.model_path]
+def vllm_command(d, role, backend: str, worker: bool = False) -> tuple[list[str], dict[str, str]]:
+    """``vllm serve`` for one role, and the environment its KV connector reads its address from. For an
+    instance over several nodes, node 0's command, or with ``worker`` that of every other node: headless,
+    its data-parallel ranks starting at ``NODE_RANK`` x GPUs per node (DP attention) or its ``--node-rank``
+    (TP)."""
+    cmd = ["vllm", "serve", d.model_path] + (["--headless"] if worker else [])
     if 1 < role.ep < role.tp:
         raise PlanError(f"{role.site} {role.role}: vLLM has no expert-TP x EP split (the plan's TP{role.tp} with "
                         f"EP{role.ep}; its expert parallelism spreads the experts over every rank): export it for "
                         "sglang, which runs it")
+    node_env = {}
     if role.dp_attention:
         cmd += ["--tensor-parallel-size", "1", "--data-parallel-size", str(role.tp)]
+        if role.nodes > 1:
+            cmd += ["--data-parallel-size-local", str(role.chips_per_node), "--data-parallel-address", "${NODE0_ADDR}",
+                    "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]
+            if worker:
+                cmd += ["--data-parallel-start-rank", "${DP_START_RANK}"]
+                node_env = {"DP_START_RANK": f"$((${{NODE_RANK}} * {role.chips_per_node}))"}
     else:
         cmd += ["--tensor-parallel-size", str(role.tp)]
+        if role.nodes > 1:
+            cmd += ["--nnodes", str(role.nodes), "--node-rank", "${NODE_RANK}" if worker else "0",
+                    "--master-addr", "${NODE0_ADDR}", "--master-port", str(VLLM_MASTER_PORT)]
     if role.ep > 1 or role.dp_attention:
         cmd += ["--enable-expert-parallel"]
     cmd += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(d.chunk_tokens)]
@@ -133,7 +147,7 @@ def vllm_command(d, role, backend: str) -> tuple[list[str], dict[str, str]]:
         env = {"VLLM_MOONCAKE_BOOTSTRAP_PORT": str(BOOTSTRAP_PORT)}
     cmd += ["--kv-transfer-config", json.dumps(config, separators=(",", ":")),
             "--host", "0.0.0.0", "--port", str(PORTS["vllm"])]
-    return cmd, env
+    return cmd, {**node_env, **env}
 
 
 def rule(d) -> dict:
@@ -168,18 +182,34 @@ def _shell_word(word: str) -> str:
 def _shell(header: list[str], cmd: list[str], env: dict[str, str] | None = None) -> str:
     lines = ["#!/bin/sh", _comment(header).rstrip("\n"), "set -eu"]
     for k, v in (env or {}).items():
+        for var, expansion in SHELL_VARS.items():
+            v = v.replace(var, expansion)
         lines.append(f'export {k}="{v}"')
     lines.append(" ".join(_shell_word(c) for c in cmd))
     return "\n".join(lines) + "\n"
 
 
-def _role_header(d, role, engine: str) -> list[str]:
+def _where_to_run(role, engine: str, worker: bool) -> str:
+    """Which nodes run a role's script: every instance, every node of one (SGLang), or vLLM's node 0 and the
+    rest (``worker``)."""
+    if role.nodes == 1:
+        return "run this on each instance"
+    spans = f"each instance spans {role.nodes} nodes of {role.chips_per_node} GPUs"
+    if engine == "sglang":
+        return (f"{spans}: run this on each of them with NODE_RANK 0 to {role.nodes - 1} and NODE0_ADDR the address "
+                "of rank 0")
+    if worker:
+        others = "node 1" if role.nodes == 2 else f"nodes 1 to {role.nodes - 1}"
+        return (f"{spans}: run this on {others} (headless) with NODE_RANK set and NODE0_ADDR the address of node 0, "
+                f"which runs {role.site}-{role.role}.sh")
+    return (f"{spans}: run this on node 0 with NODE0_ADDR its own address, and {role.site}-{role.role}-worker.sh "
+            "on the others")
+
+
+def _role_header(d, role, engine: str, worker: bool = False) -> list[str]:
     return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
-                       f"{', DP attention' if role.dp_attention else ''}); " + (
-                           f"each instance spans {role.nodes} nodes of {role.chips_per_node} GPUs: run this on each "
-                           f"of them with NODE_RANK 0 to {role.nodes - 1} and NODE0_ADDR the address of rank 0"
-                           if role.nodes > 1 else "run this on each instance"),
+                       f"{', DP attention' if role.dp_attention else ''}); " + _where_to_run(role, engine, worker),
                        f"{role.basis}",
                        *([f"decode batch: {role.rank_batch} running requests on each of {role.tp} DP attention "
                           f"ranks, {role.rank_batch * role.tp} per instance (the plan's {role.batch})"]
@@ -191,12 +221,16 @@ def engine_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[lis
     """Per role a launch script for ``engine`` (sglang or vllm), and the commands written (for checking)."""
     files, commands = {}, []
     for role in d.roles:
-        name = f"{role.site}-{role.role}.sh"
+        name = f"{role.site}-{role.role}"
         if engine == "sglang":
             cmd, env = sglang_command(d, role, backend), None
         else:
             cmd, env = vllm_command(d, role, backend)
-        files[name] = _shell(_role_header(d, role, engine), cmd, env)
+            if role.nodes > 1:
+                wcmd, wenv = vllm_command(d, role, backend, worker=True)
+                files[f"{name}-worker.sh"] = _shell(_role_header(d, role, engine, worker=True), wcmd, wenv)
+                commands.append(wcmd)
+        files[f"{name}.sh"] = _shell(_role_header(d, role, engine), cmd, env)
         commands.append(cmd)
     return files, commands
 
@@ -269,6 +303,11 @@ def k8s_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[list[s
     for role in d.roles:
         if engine == "sglang":
             cmd, env = sglang_command(d, role, backend), {}
+        elif role.nodes > 1:
+            raise PlanError(f"{role.site} {role.role}: the plan's {role.instance} instances span {role.nodes} nodes; "
+                            "vLLM's headless workers would each need their own data-parallel start rank, which a "
+                            "LeaderWorkerSet pod template cannot compute: use the sglang engine for Kubernetes, or "
+                            "export for vllm, whose worker script computes it")
         else:
             cmd, env = vllm_command(d, role, backend)
         commands.append(cmd)

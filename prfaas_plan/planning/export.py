@@ -327,6 +327,8 @@ def answer_export(plan: str, target: str, out: str, engine: str | None = None, b
     if wide and target != "k8s":
         notes.append("instances over several nodes (" + ", ".join(f"{r.site} {r.role}: {r.nodes} x "
                                                               f"{r.chips_per_node} GPUs" for r in wide)
-                     + "): run their script on every node of an instance with NODE_RANK 0, 1, ... and NODE0_ADDR "
-                     "the address of rank 0")
+                     + ("): node 0 of an instance runs its script, the others its -worker.sh with NODE_RANK 1, 2, "
+                        "...; NODE0_ADDR is node 0's address" if target == "vllm" or target == "llm-d" else
+                        "): run their script on every node of an instance with NODE_RANK 0, 1, ... and NODE0_ADDR "
+                        "the address of rank 0"))
     return ExportAnswer(out, target, rows, notes)
