@@ -286,3 +286,18 @@ def test_kubernetes_refuses_a_two_node_vllm_instance_in_one_line(two_node_plan, 
     with pytest.raises(PlanError, match="span 2 nodes") as exc:
         answer_export(str(two_node_plan), "k8s", str(tmp_path / "k"), engine="vllm")
     assert "\n" not in str(exc.value) and not (tmp_path / "k").exists()
+
+
+def test_an_fp8_checkpoint_is_not_told_its_own_quantization(plan_file, tmp_path):
+    """Engines read an fp8 checkpoint's method from its config (and refuse a flag naming another); only fp8
+    weights from a bf16 checkpoint (kimi-linear, above) need --quantization fp8."""
+    doc = json.loads(plan_file.read_text())
+    doc["meta"]["model"] = "deepseek-v3"                                    # stored in fp8 (its profile)
+    doc["sections"]["configurations"] = [
+        {"role": "decode", "site": "local", "chips_per_instance": 8, "tp": 8, "ep": 8, "dp_attention": True,
+         "batch": 64, "weight_dtype": "fp8", "kv_dtype": "bf16"}]
+    path = tmp_path / "fp8.json"
+    path.write_text(json.dumps(doc))
+    for engine in ("sglang", "vllm"):
+        answer_export(str(path), engine, str(tmp_path / engine))
+        assert "--quantization" not in _commands(tmp_path / engine)["local-decode.sh"]

@@ -72,8 +72,11 @@ def _comment(lines: list[str], mark: str = "#") -> str:
     return "".join(f"{mark} {ln}\n" if ln else f"{mark}\n" for ln in lines)
 
 
-def _quant(dtype: str, engine: str) -> list[str]:
-    return ["--quantization", "fp8"] if dtype == "fp8" else []
+def _quant(d, dtype: str) -> list[str]:
+    """``--quantization fp8`` where the plan runs fp8 weights from a checkpoint stored otherwise (online
+    quantization). An fp8 checkpoint carries its method in its config, which both engines read, and refuse
+    to start when the flag names another (a compressed-tensors FP8 checkpoint, say)."""
+    return ["--quantization", "fp8"] if dtype == "fp8" and d.checkpoint_dtype != "fp8" else []
 
 
 def _kv_dtype(dtype: str, engine: str) -> list[str]:
@@ -96,7 +99,7 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
     if role.batch:  # SGLang divides this instance total over its DP-attention ranks (Scheduler: // dp_size)
         ranks = role.tp if role.dp_attention else 1
         cmd += ["--max-running-requests", str(role.rank_batch * ranks)]
-    cmd += _quant(role.weight_dtype, "sglang") + _kv_dtype(role.kv_dtype, "sglang")
+    cmd += _quant(d, role.weight_dtype) + _kv_dtype(role.kv_dtype, "sglang")
     cmd += ["--disaggregation-mode", role.role, "--disaggregation-transfer-backend", backend]
     if role.role == "prefill":
         cmd += ["--disaggregation-bootstrap-port", str(BOOTSTRAP_PORT)]
@@ -136,7 +139,7 @@ def vllm_command(d, role, backend: str, worker: bool = False) -> tuple[list[str]
     cmd += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(d.chunk_tokens)]
     if role.batch:  # vLLM runs one engine core, with its own scheduler, per data-parallel rank
         cmd += ["--max-num-seqs", str(role.rank_batch)]
-    cmd += _quant(role.weight_dtype, "vllm") + _kv_dtype(role.kv_dtype, "vllm")
+    cmd += _quant(d, role.weight_dtype) + _kv_dtype(role.kv_dtype, "vllm")
     if backend == "nixl":
         config = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
         env = {"VLLM_NIXL_SIDE_CHANNEL_HOST": "${POD_IP:?set POD_IP to this host's address}",

@@ -66,7 +66,9 @@ class Role:
 @dataclass(frozen=True)
 class Deployment:
     """What a plan says to deploy: the model's checkpoint, the roles, the threshold (tokens), the degraded
-    link ``(Gbps, threshold)`` if planned, the chunked-prefill size and the header every file carries."""
+    link ``(Gbps, threshold)`` if planned, the chunked-prefill size, the header every file carries and the dtype
+    the checkpoint's weights are stored in (the model profile's ``weight_dtype``: engines read a quantized
+    checkpoint's method from it, so only a different dtype is asked for)."""
 
     plan_name: str
     slug: str
@@ -78,6 +80,7 @@ class Deployment:
     degraded: tuple[float, float] | None
     chunk_tokens: int
     header: list[str] = field(default_factory=list, hash=False)
+    checkpoint_dtype: str = ""
 
 
 @dataclass(frozen=True)
@@ -229,7 +232,7 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
                   "plan assumed")
     slug = re.sub(r"[^a-z0-9-]+", "-", model.name.lower()).strip("-")[:40] or "plan"
     return Deployment(Path(path).name, slug, model.name, hf, stack.name, tuple(r for r in roles if r.instances > 0),
-                      threshold, degraded, int(stack.prefill_token_budget), header)
+                      threshold, degraded, int(stack.prefill_token_budget), header, model.weight_dtype)
 
 
 def _check_flags(engine: str, version: str, command: list[str]) -> None:
