@@ -52,7 +52,9 @@ VLLM_MASTER_PORT = 29501    # vLLM's multi-node torch.distributed port on node 0
 SHELL_VARS = {"${IB_DEVICE}": "${IB_DEVICE:?set IB_DEVICE to the RDMA device for Mooncake, e.g. mlx5_0}",
               "${NODE_RANK}": "${NODE_RANK:?set NODE_RANK to the rank of this node in its instance, 0 on the first}",
               "${NODE0_ADDR}": "${NODE0_ADDR:?set NODE0_ADDR to the address of node 0 of this instance}",
-              "${DP_START_RANK}": "${DP_START_RANK}"}
+              "${DP_START_RANK}": "${DP_START_RANK}"}    # computed by the worker script itself
+K8S_VARS = {"${IB_DEVICE}": "$(IB_DEVICE)", "${NODE_RANK}": "$(LWS_WORKER_INDEX)",
+            "${NODE0_ADDR}": "$(LWS_LEADER_ADDRESS)"}   # the same variables in a pod's args
 
 
 @lru_cache(maxsize=None)
@@ -97,8 +99,7 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
         cmd += ["--enable-dp-attention", "--dp-size", str(role.tp)]
     cmd += ["--chunked-prefill-size", str(d.chunk_tokens)]
     if role.batch:  # SGLang divides this instance total over its DP-attention ranks (Scheduler: // dp_size)
-        ranks = role.tp if role.dp_attention else 1
-        cmd += ["--max-running-requests", str(role.rank_batch * ranks)]
+        cmd += ["--max-running-requests", str(role.instance_batch)]
     cmd += _quant(d, role.weight_dtype) + _kv_dtype(role.kv_dtype, "sglang")
     cmd += ["--disaggregation-mode", role.role, "--disaggregation-transfer-backend", backend]
     if role.role == "prefill":
@@ -171,23 +172,25 @@ def min_uncached_tokens(threshold: float) -> int:
     return int(threshold // 1) + 1
 
 
+def _expand(text: str, table: dict[str, str]) -> str:
+    """``text`` with each variable of ``table`` (`SHELL_VARS`, `K8S_VARS`) replaced by its form there."""
+    for var, form in table.items():
+        text = text.replace(var, form)
+    return text
+
+
 def _shell_word(word: str) -> str:
     """``word`` quoted for sh, with the `SHELL_VARS` it holds left to expand (and to fail, saying what to set,
     when unset)."""
-    used = [v for v in SHELL_VARS if v in word]
-    if not used:
+    if not any(v in word for v in SHELL_VARS):
         return shlex.quote(word)
-    for v in used:
-        word = word.replace(v, SHELL_VARS[v])
-    return f'"{word}"'
+    return f'"{_expand(word, SHELL_VARS)}"'
 
 
 def _shell(header: list[str], cmd: list[str], env: dict[str, str] | None = None) -> str:
     lines = ["#!/bin/sh", _comment(header).rstrip("\n"), "set -eu"]
     for k, v in (env or {}).items():
-        for var, expansion in SHELL_VARS.items():
-            v = v.replace(var, expansion)
-        lines.append(f'export {k}="{v}"')
+        lines.append(f'export {k}="{_expand(v, SHELL_VARS)}"')
     lines.append(" ".join(_shell_word(c) for c in cmd))
     return "\n".join(lines) + "\n"
 
@@ -215,7 +218,7 @@ def _role_header(d, role, engine: str, worker: bool = False) -> list[str]:
                        f"{', DP attention' if role.dp_attention else ''}); " + _where_to_run(role, engine, worker),
                        f"{role.basis}",
                        *([f"decode batch: {role.rank_batch} running requests on each of {role.tp} DP attention "
-                          f"ranks, {role.rank_batch * role.tp} per instance (the plan's {role.batch})"]
+                          f"ranks, {role.instance_batch} per instance (the plan's {role.batch})"]
                          if role.dp_attention and role.batch else []),
                        f"flags checked against prfaas_plan/data/engine_args/{engine}-{ENGINE_VERSIONS[engine]}.txt"]
 
@@ -320,8 +323,7 @@ def k8s_files(d, engine: str, backend: str) -> tuple[dict[str, str], list[list[s
         env_list += [{"name": k, "value": re.sub(r"\$\{POD_IP[^}]*\}", "$(POD_IP)", v)} for k, v in env.items()]
         if backend == "mooncake" and engine == "sglang":
             env_list.append({"name": "IB_DEVICE", "value": "mlx5_0"})
-        args = [c.replace("${IB_DEVICE}", "$(IB_DEVICE)").replace("${NODE_RANK}", "$(LWS_WORKER_INDEX)")
-                .replace("${NODE0_ADDR}", "$(LWS_LEADER_ADDRESS)") for c in cmd]
+        args = [_expand(c, K8S_VARS) for c in cmd]
         pod = {"metadata": {"labels": labels},
                "spec": {"nodeSelector": {"prfaas-plan/site": role.site},
                         "containers": [{"name": "engine", "image": IMAGES[engine], "command": args[:1],

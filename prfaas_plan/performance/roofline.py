@@ -146,7 +146,7 @@ def nodes_note(instance: Instance) -> str:
     if n <= chip.scaleup_domain:
         return ""
     ring, a2a = (chip.collective_bytes_per_s(n, p) / 1e9 for p in ("ring", "all-to-all"))
-    return (f" over {-(-n // chip.scaleup_domain)} nodes of {chip.scaleup_domain} chips ({chip.nic_gbps:,.0f} Gb/s "
+    return (f" over {chip.nodes_for(n)} nodes of {chip.scaleup_domain} chips ({chip.nic_gbps:,.0f} Gb/s "
             f"NICs: all-reduce at {ring:,.0f} GB/s per chip, all-to-all at {a2a:,.0f}; scale-up link "
             f"{chip.scaleup_gb_s:,.0f})")
 

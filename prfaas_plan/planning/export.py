@@ -62,6 +62,11 @@ class Role:
             return self.batch
         return max(1, self.batch // self.tp)
 
+    @property
+    def instance_batch(self) -> int:
+        """`rank_batch` over all of an instance's attention ranks: ``batch`` rounded to whole DP ranks."""
+        return self.rank_batch * (self.tp if self.dp_attention else 1)
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -159,9 +164,9 @@ def _configured(rows, path: str) -> dict[tuple[str, str], dict]:
 
 
 def _nodes(instance) -> int:
-    """Nodes one instance spans: its chips over the chip profile's scale-up domain, rounded up (a 16-chip
-    H200 instance is two 8-GPU nodes, docs/methods.md "Instances over several nodes")."""
-    nodes = -(-instance.chips // instance.chip.scaleup_domain)
+    """Nodes one instance spans (`HardwareProfile.nodes_for`: a 16-chip H200 instance is two 8-GPU nodes,
+    docs/methods.md "Instances over several nodes"), refused unless they hold equal shares of its chips."""
+    nodes = instance.chip.nodes_for(instance.chips)
     if instance.chips % nodes:
         raise PlanError(f"{instance} spans {nodes} nodes of at most {instance.chip.scaleup_domain} chips, which its "
                         f"{instance.chips} chips cannot fill evenly: export needs the same GPUs on every node")
@@ -331,7 +336,7 @@ def answer_export(plan: str, target: str, out: str, engine: str | None = None, b
         notes.append("instances over several nodes (" + ", ".join(f"{r.site} {r.role}: {r.nodes} x "
                                                               f"{r.chips_per_node} GPUs" for r in wide)
                      + ("): node 0 of an instance runs its script, the others its -worker.sh with NODE_RANK 1, 2, "
-                        "...; NODE0_ADDR is node 0's address" if target == "vllm" or target == "llm-d" else
+                        "...; NODE0_ADDR is node 0's address" if target in ("vllm", "llm-d") else
                         "): run their script on every node of an instance with NODE_RANK 0, 1, ... and NODE0_ADDR "
                         "the address of rank 0"))
     return ExportAnswer(out, target, rows, notes)

@@ -199,6 +199,10 @@ class HardwareProfile:
         """
         return self.peak_tflops[self.rate_class(dtype)] * 1e12
 
+    def nodes_for(self, chips: int) -> int:
+        """Nodes (scale-up domains) an instance of ``chips`` of this chip spans: ``ceil(chips / scaleup_domain)``."""
+        return -(-chips // self.scaleup_domain)
+
     def collective_bytes_per_s(self, span: int, pattern: str = "ring") -> float:
         """Bytes/s per chip and direction of a collective over ``span`` chips, before the calibration's
         comm efficiency (docs/methods.md, "Instances over several nodes").
@@ -221,7 +225,7 @@ class HardwareProfile:
                             "the collectives between nodes; add nic_gbps or choose instances of at most "
                             f"{self.scaleup_domain} chips")
         nic = self.nic_gbps * 1e9 / 8
-        d = span / -(-span // self.scaleup_domain)
+        d = span / self.nodes_for(span)
         if pattern == "ring":
             return min(scaleup, d * nic)
         return 1.0 / max((d - 1) / (span - 1) / scaleup, (span - d) / (span - 1) / nic)
