@@ -377,7 +377,7 @@ def test_bisect_last_within_matches_the_scalar_bisection():
 
 def test_decode_capacity_beyond_the_tabulated_batches_matches_scalar_steps():
     """Above `VECTOR_BATCHES` the bisection's steps come in vectorized batches: the batch is still the
-    largest whose scalar step meets the SLO."""
+    largest whole number of requests per attention rank whose scalar step meets the SLO."""
     from prfaas_plan.performance.decode import VECTOR_BATCHES, decode_memory
 
     model = get_model("kimi-linear")
@@ -386,5 +386,26 @@ def test_decode_capacity_beyond_the_tabulated_batches_matches_scalar_steps():
     c = decode_capacity(model, "16xh20", 0.05, 3000.0, "ep", dp_attention=True)
     b = int(c.batch)
     step = lambda n: float(decode_step_s(model, "16xh20", n, 3000.0, "ep", dp_attention=True))  # noqa: E731
-    assert step(b) <= 0.05 and (b == cap or step(b + 1) > 0.05)
+    assert b % 16 == 0 and step(b) <= 0.05 and (b == cap or step(b + 16) > 0.05)
     assert c.step_s == step(b)
+
+
+@pytest.mark.parametrize("instance,tpot_s", [("4xh20", 0.025), ("8xh20", 0.025), ("8xh200", 0.015)])
+def test_dp_attention_decode_batch_is_whole_requests_per_rank(instance, tpot_s):
+    """Under DP attention the fullest rank sets the step, and the operator model is exact only where every
+    rank holds as many requests as the others: the batch is the largest multiple of the ranks within the
+    SLO and HBM, so a batch one rank more is over the SLO (or HBM), and `export` writes the same cap."""
+    from prfaas_plan.performance.decode import decode_memory
+
+    model, inst = get_model("kimi-linear"), parse_instance(instance)
+    ranks = inst.chips
+    c = decode_capacity(model, inst, tpot_s, 28_000.0, "tp", dp_attention=True)
+    b = int(c.batch)
+    step = lambda n: float(decode_step_s(model, inst, n, 28_000.0, "tp", dp_attention=True))  # noqa: E731
+    cap = decode_memory(model, inst, 28_000.0, True).max_batch
+    assert b > 0 and b % ranks == 0
+    assert step(b) <= tpot_s and (b + ranks > cap or step(b + ranks) > tpot_s)
+    assert f"({b // ranks} on each of {ranks} attention ranks)" in c.source
+    tp = decode_capacity(model, inst, tpot_s, 28_000.0, "tp")   # TP attention: any whole batch
+    tp_step = lambda n: float(decode_step_s(model, inst, n, 28_000.0, "tp"))  # noqa: E731
+    assert tp_step(tp.batch) <= tpot_s and (tp.binding == "memory" or tp_step(tp.batch + 1) > tpot_s)

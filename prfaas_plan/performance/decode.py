@@ -182,7 +182,9 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
 
     ``context_tokens`` is the mean context a request holds while decoding (input + output/2). The batch is
     the largest that meets both the SLO and HBM; ``binding`` says which limit set it (``"slo"`` or
-    ``"memory"``); a batch of 0 means not even one request fits (its step time is still reported).
+    ``"memory"``); a batch of 0 means not even one request fits (its step time is still reported). Under
+    ``dp_attention`` the batch is a whole number of requests per attention rank, and "one request" is one
+    on each rank.
     """
     if tpot_s <= 0 or context_tokens < 0:
         raise ValueError("tpot_s must be > 0 and context_tokens >= 0")
@@ -195,10 +197,15 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
         return float(decode_step_s(model, instance, b, context_tokens, moe, constants, stack, dp_attention))
 
     cap = mem.max_batch
+    # DP attention: every rank holds the same whole number of requests. The ranks step together (the FFN's
+    # tokens are gathered across them), so the fullest rank sets the step; the operator model spreads a batch
+    # evenly, which is exact at whole multiples of the ranks only. The engines cap the batch per rank too
+    # (`export.Role.rank_batch`).
+    unit = mem.ranks
     if 1 <= cap <= VECTOR_BATCHES:  # every batch's step in one vectorized pass, read by the same bisection
         steps = decode_steps(model, instance, cap, context_tokens, moe, constants, stack, dp_attention)
         step = lambda b: float(steps[b - 1])  # noqa: E731 - the same figures, looked up
-    if cap >= 1 and step(1) <= tpot_s:
+    if cap >= unit and step(unit) <= tpot_s:
         lo, hi = 1, cap                   # step is increasing in the batch: bisect for the last b within SLO
         if step(hi) <= tpot_s:
             lo = hi
@@ -211,15 +218,17 @@ def decode_capacity(model: ModelProfile | str, instance: Instance | str, tpot_s:
             while hi - lo > 1:
                 mid = (lo + hi) // 2
                 lo, hi = (mid, hi) if step(mid) <= tpot_s else (lo, mid)
-        batch, binding = lo, ("memory" if lo == cap else "slo")
+        batch = lo // unit * unit   # within the SLO, as every smaller batch is (the step grows with it)
+        binding = "memory" if batch == cap else "slo"
     else:
-        batch, binding = 0, ("memory" if cap < 1 else "slo")
+        batch, binding = 0, ("memory" if cap < unit else "slo")
     gb = 1e9
     source = (f"roofline decode on {instance} ({Parallel(instance.chips, moe, dp_attention)}){nodes_note(instance)} "
               f"at {context_tokens:,.0f} "
-              f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}; HBM per chip "
+              f"tokens of context, TPOT <= {tpot_s * 1e3:g} ms: batch {batch} set by {binding}"
+              f"{f' ({batch // unit} on each of {unit} attention ranks)' if unit > 1 and batch else ''}; HBM per chip "
               f"{mem.usable_bytes / gb:.1f} GB usable ({MEM_FRACTION:.0%} of {instance.chip.hbm_gb:g} GB, "
               f"assumed), weights {mem.weight_bytes / gb:.1f} GB, {mem.request_bytes / 1e6:,.1f} MB per request"
               f"{f' on each of its {mem.ranks} attention ranks' if mem.ranks > 1 else ''} (fits {cap:,}); "
               f"{constants.describe(instance.chip)}; stack {stack.name} (its note gives its numbers)")
-    return DecodeCapacity(batch=float(batch), step_s=step(max(batch, 1)), binding=binding, source=source)
+    return DecodeCapacity(batch=float(batch), step_s=step(max(batch, unit)), binding=binding, source=source)

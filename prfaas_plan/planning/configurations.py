@@ -329,7 +329,8 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
             if cap.batch <= 0:
                 mem = decode_memory(model, inst, context, dp)
                 bad.append((decode_split_label(dp, moe, n_l),
-                            f"even one request's step takes {cap.step_s * 1e3:.1f} ms, over the "
+                            f"even one request's step{f' (one on each of its {n_l} attention ranks)' if dp else ''} "
+                            f"takes {cap.step_s * 1e3:.1f} ms, over the "
                             f"{tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
                             f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
                             f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the {mem.usable_bytes / 1e9:.1f} GB "
