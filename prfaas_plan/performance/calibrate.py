@@ -216,7 +216,7 @@ class _Problem:
     `prfaas_plan.performance.serving`)."""
 
     def __init__(self, points: list, params: _Params):
-        rows = {k: [] for k in ("compute", "memory", "link", "latency")}
+        rows = {k: [] for k in ("compute", "memory", "link", "nic", "latency")}
         term_chip, term_ovh, term_mult, cls = [], [], [], []
         class_index = {c: i for i, c in enumerate(RATE_CLASSES)}
         none = len(params.keys)   # index of a constant 0 appended to the parameters
@@ -282,7 +282,7 @@ class _Problem:
         comm = v[self.term_chip + len(RATE_CLASSES) + 1][:, None]
         compute, traffic = self.u["compute"] / gemm, self.u["memory"] / memory
         roof = np.maximum(compute, traffic) if sharpness is None else smooth_max(compute, traffic, sharpness)
-        t = ((roof + self.u["link"] / comm
+        t = ((roof + np.maximum(self.u["link"] / comm, self.u["nic"])
               + self.u["latency"]).sum(axis=1) + v[self.term_ovh].sum(axis=1)) * self.term_mult
         s, i = self.shape, self.idx
         client = v[i["harness"]] + v[i["stream"]] * (s["concurrency"] - 1.0)

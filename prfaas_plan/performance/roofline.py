@@ -16,6 +16,7 @@ forwards (short ones batched up to the token budget, long ones chunked). So a pr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,12 @@ from .operators import OpWork, Parallel, pass_work
 from .sharing import Same, remembered
 
 LINK_LATENCY_S = 8e-6  # one small-message collective on NVLink (custom one-shot all-reduce), assumed
+# A collective across nodes adds the network hops of NCCL's latency model (NCCL 2.30.7 src/graph/tuning.cc,
+# default tuner constants): its tree all-reduce with the LL protocol, the cheapest at small sizes, crosses
+# floor(log2 nodes) network hops up and as many down at 5.0 us each (over 2 nodes of 8: 25.2 us in all
+# against 15.2 within one node; a ring's 40). Only the hops are added to the in-domain latency, so a wider
+# domain is never slower.
+NET_HOP_S = 5.0e-6
 OP_CLASSES = ("attn_proj", "attn_full", "attn_swa", "attn_linear", "dense_ffn", "moe_routed", "moe_shared",
               "lm_head", "elementwise", "comm_tp", "comm_ep")
 # Attention cores are not GEMMs: their kernels (flash attention, chunked linear attention) reach their own
@@ -54,16 +61,28 @@ def efficiency_class(chip: HardwareProfile, w: OpWork) -> str:
     return "w4a16" if w.dtype in FOUR_BIT and rate == "bf16" else rate
 
 
+def collective_latency_s(chip: HardwareProfile, span: int) -> float:
+    """Seconds of one small-message collective over ``span`` chips: `LINK_LATENCY_S`, plus `NET_HOP_S` for
+    each of the ``2 floor(log2 nodes)`` network hops of a tree over the nodes it spans (18 us over 2 nodes;
+    the same figure for every pattern, all-gather, reduce-scatter and all-to-all included)."""
+    if span <= chip.scaleup_domain:
+        return LINK_LATENCY_S
+    return LINK_LATENCY_S + 2 * math.floor(math.log2(chip.nodes_for(span))) * NET_HOP_S
+
+
 @dataclass(frozen=True)
 class UnitTimes:
     """Seconds of every operator class (rows, in `OP_CLASSES` order) at 100% efficiency on one chip:
     ``compute`` (FLOPs / peak of the class's rate, ``rate_class`` per row), ``memory`` (bytes / HBM
-    bandwidth), ``link`` (bytes / scale-up bandwidth) and ``latency`` (collective calls x `LINK_LATENCY_S`).
+    bandwidth), ``link`` (bytes on the scale-up link / its bandwidth), ``nic`` (bytes through a NIC / its line
+    rate, for collectives beyond the scale-up domain: they take the longer of the two,
+    `HardwareProfile.collective_seconds_per_byte`) and ``latency`` (collective calls x `collective_latency_s`).
     Trailing axes are the pass shape."""
 
     compute: np.ndarray
     memory: np.ndarray
     link: np.ndarray
+    nic: np.ndarray
     latency: np.ndarray
     rate_class: tuple[str, ...]
 
@@ -74,7 +93,7 @@ class UnitTimes:
     def seconds_by_op(self, cal: Calibration) -> np.ndarray:
         """Seconds of each operator class with the efficiencies of ``cal``."""
         return (np.maximum(self.compute / self._gemm(cal), self.memory / cal.memory)
-                + self.link / cal.comm + self.latency)
+                + np.maximum(self.link / cal.comm, self.nic) + self.latency)
 
     def seconds(self, cal: Calibration) -> np.ndarray:
         """Total seconds of the pass."""
@@ -84,14 +103,14 @@ class UnitTimes:
         """What binds each operator class: ``compute``, ``memory``, ``link`` or ``-`` (absent)."""
         c = self.compute / self._gemm(cal)
         m = self.memory / cal.memory
-        k = self.link / cal.comm + self.latency
+        k = np.maximum(self.link / cal.comm, self.nic) + self.latency
         return np.where(k > 0, "link", np.where((c == 0) & (m == 0), "-", np.where(c >= m, "compute", "memory")))
 
 
 def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
     """Stack the work of one pass into `UnitTimes` on ``chip``."""
     shape = np.broadcast_shapes(*(np.shape(x) for w in works for x in (w.flops, w.hbm_bytes, w.link_bytes)))
-    arrays = {k: np.zeros((len(OP_CLASSES),) + shape) for k in ("compute", "memory", "link", "latency")}
+    arrays = {k: np.zeros((len(OP_CLASSES),) + shape) for k in ("compute", "memory", "link", "nic", "latency")}
     classes = ["bf16"] * len(OP_CLASSES)
     for w in works:
         i = OP_CLASSES.index(w.name)
@@ -99,8 +118,12 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
         arrays["compute"][i] = (np.asarray(w.flops) / chip.flops(w.dtype)
                                 / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
-        arrays["link"][i] = np.asarray(w.link_bytes) / chip.collective_bytes_per_s(w.span, w.pattern)
-        arrays["latency"][i] = np.asarray(w.link_calls) * LINK_LATENCY_S
+        up, nic = chip.collective_seconds_per_byte(w.span, w.pattern)
+        if nic == 0.0:   # within the scale-up domain
+            arrays["link"][i] = np.asarray(w.link_bytes) / chip.collective_bytes_per_s(w.span, w.pattern)
+        else:
+            arrays["link"][i], arrays["nic"][i] = np.asarray(w.link_bytes) * up, np.asarray(w.link_bytes) * nic
+        arrays["latency"][i] = np.asarray(w.link_calls) * collective_latency_s(chip, w.span)
     return UnitTimes(rate_class=tuple(classes), **arrays)
 
 
@@ -133,22 +156,23 @@ def pass_seconds(works: list[OpWork], chip: HardwareProfile, cal: Calibration) -
             rate = peak * cal.gemm_efficiency(cls) * relative_efficiency(chip.name, w.name, cls, w.shape)
             total = total + np.maximum(w.flops / rate, w.hbm_bytes / hbm)
         if _nonzero(w.link_calls):
-            link = chip.collective_bytes_per_s(w.span, w.pattern) * cal.comm
-            total = total + (w.link_bytes / link + w.link_calls * LINK_LATENCY_S)
+            link = chip.collective_bytes_per_s(w.span, w.pattern, cal.comm)
+            total = total + (w.link_bytes / link + w.link_calls * collective_latency_s(chip, w.span))
     return np.asarray(total, dtype=float)
 
 
 def nodes_note(instance: Instance) -> str:
     """`` over 2 nodes of 8 chips (400 Gb/s NICs: all-reduce at 400 GB/s per chip, all-to-all at 94; scale-up
-    link 450)`` for an instance wider than its chip's scale-up domain (`HardwareProfile.collective_bytes_per_s`),
-    else empty."""
+    link 450; 18 us per collective against 8)`` for an instance wider than its chip's scale-up domain
+    (`HardwareProfile.collective_bytes_per_s`, `collective_latency_s`), else empty."""
     chip, n = instance.chip, instance.chips
     if n <= chip.scaleup_domain:
         return ""
     ring, a2a = (chip.collective_bytes_per_s(n, p) / 1e9 for p in ("ring", "all-to-all"))
     return (f" over {chip.nodes_for(n)} nodes of {chip.scaleup_domain} chips ({chip.nic_gbps:,.0f} Gb/s "
             f"NICs: all-reduce at {ring:,.0f} GB/s per chip, all-to-all at {a2a:,.0f}; scale-up link "
-            f"{chip.scaleup_gb_s:,.0f})")
+            f"{chip.scaleup_gb_s:,.0f}; {collective_latency_s(chip, n) * 1e6:.0f} us per collective against "
+            f"{LINK_LATENCY_S * 1e6:.0f})")
 
 
 def expert_parallel(model: ModelProfile, par: Parallel) -> bool:

@@ -203,22 +203,25 @@ class HardwareProfile:
         """Nodes (scale-up domains) an instance of ``chips`` of this chip spans: ``ceil(chips / scaleup_domain)``."""
         return -(-chips // self.scaleup_domain)
 
-    def collective_bytes_per_s(self, span: int, pattern: str = "ring") -> float:
-        """Bytes/s per chip and direction of a collective over ``span`` chips, before the calibration's
-        comm efficiency (docs/methods.md, "Instances over several nodes").
+    def collective_seconds_per_byte(self, span: int, pattern: str = "ring") -> tuple[float, float]:
+        """Seconds per byte a chip sends in a collective over ``span`` chips, as ``(scale-up part, NIC part)``:
+        the collective takes the longer of the two, the scale-up part divided by the calibration's comm
+        efficiency (a fit of the scale-up fabric) and the NIC part at line rate (docs/methods.md, "Instances
+        over several nodes").
 
-        Within one ``scaleup_domain`` it is the scale-up link. Beyond it the chips sit on ``nodes`` nodes of
-        ``d = span / nodes`` chips, each chip with its own NIC (``nic_gbps``). A ``"ring"`` collective
-        (all-reduce, all-gather, reduce-scatter) runs one ring per NIC, so a node's ``d`` NICs carry between
-        them what one chip sends: the rate is ``min(scale-up, d x NIC)``. An ``"all-to-all"`` (EP dispatch and
-        combine) sends ``(span - d) / (span - 1)`` of a chip's bytes through that chip's own NIC while the
-        rest goes over the scale-up link at the same time.
+        Within one ``scaleup_domain`` everything goes over the scale-up link (NIC part 0). Beyond it the chips
+        sit on ``nodes`` nodes of ``d = span / nodes`` chips, each chip with its own NIC (``nic_gbps``). A
+        ``"ring"`` collective (all-reduce, all-gather, reduce-scatter) runs one ring per NIC, so a node's ``d``
+        NICs carry between them what one chip sends: ``1 / (d x NIC)`` per byte beside the scale-up link's.
+        An ``"all-to-all"`` (EP dispatch and combine) sends ``(span - d) / (span - 1)`` of a chip's bytes
+        through that chip's own NIC while the rest, ``(d - 1) / (span - 1)``, goes over the scale-up link at
+        the same time.
         """
         if pattern not in ("ring", "all-to-all"):
             raise ValueError(f"unknown collective pattern {pattern!r}")
         scaleup = self.scaleup_gb_s * 1e9
         if span <= self.scaleup_domain:
-            return scaleup
+            return 1.0 / scaleup, 0.0
         if self.nic_gbps <= 0:
             raise PlanError(f"hardware {self.name}: a {span}-chip instance spans more than its "
                             f"{self.scaleup_domain}-chip scale-up domain, and the profile gives no nic_gbps for "
@@ -227,8 +230,18 @@ class HardwareProfile:
         nic = self.nic_gbps * 1e9 / 8
         d = span / self.nodes_for(span)
         if pattern == "ring":
-            return min(scaleup, d * nic)
-        return 1.0 / max((d - 1) / (span - 1) / scaleup, (span - d) / (span - 1) / nic)
+            return 1.0 / scaleup, 1.0 / (d * nic)
+        return (d - 1) / (span - 1) / scaleup, (span - d) / (span - 1) / nic
+
+    def collective_bytes_per_s(self, span: int, pattern: str = "ring", scaleup_efficiency: float = 1.0) -> float:
+        """Bytes/s per chip and direction of a collective over ``span`` chips (`collective_seconds_per_byte`),
+        the scale-up link at ``scaleup_efficiency`` of its rate: the scale-up link within one domain; beyond
+        it ``min(scale-up, d x NIC)`` for a ring and ``1 / max((d-1)/(span-1)/scale-up, (span-d)/(span-1)/NIC)``
+        for an all-to-all."""
+        up, nic = self.collective_seconds_per_byte(span, pattern)
+        if nic == 0.0:
+            return self.scaleup_gb_s * 1e9 * scaleup_efficiency
+        return 1.0 / max(up / scaleup_efficiency, nic)
 
     def rate_class(self, dtype: str) -> str:
         """The ``peak_tflops`` key (tensor-core rate class) GEMMs on ``dtype`` weights run at (see `flops`)."""
