@@ -44,6 +44,20 @@ def test_size_target_rate_sizes_a_cluster(cli):
     assert target["pure_threshold"] is True
 
 
+def test_the_cheapest_cluster_is_routed_by_a_threshold_where_one_reaches_its_capacity(cli):
+    """At 200 req/s on the defaults the cheapest counts leave a stage with slack, so the fixed-hardware
+    program's routing is one of many tied ones, and HiGHS returned one sending alternate long bins each way
+    (no threshold). Among the tied routings the planner reports the threshold one: the same capacity, a
+    threshold a router can be given."""
+    code, out, err = cli("size", "--target-rate", "200", "--samples", "0", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    target = doc["sections"]["target"][0]
+    assert target["capacity_rps"] >= 200 - 1e-6 and target["remote_instances"] > 0
+    assert target["pure_threshold"] is True and 0 < target["threshold_tokens"] < 131_072
+    assert not any("no single threshold" in n for n in doc["notes"])
+
+
 def test_compare_csv_lists_every_baseline(cli):
     code, out, err = cli("compare", *PAPER, "--format", "csv")
     assert code == 0, err

@@ -132,6 +132,9 @@ def _target_section(t, plan) -> Section:
            "threshold_tokens": t.threshold_tokens, "prfaas_pays": t.prfaas_pays,
            "verdict": said or "PrfaaS-PD pays at these prices: the cheapest cluster buys remote prefill"}
     notes = ["instance counts are free here; the chips per instance and the link are as given"]
+    if not t.pure_threshold:
+        notes.append("no single threshold reaches this capacity: the routing it needs sends some lengths remote "
+                     "and not others (a binding link prefers them), which a threshold router does not")
     cols = [Column("target_rps", "target req/s", ".3f"), Column("remote_instances", "remote P"),
             Column("local_prefill_instances", "local P"), Column("local_decode_instances", "local D"),
             Column("capex_usd", "capex $", _musd), Column("capacity_rps", "capacity req/s", ".3f"),

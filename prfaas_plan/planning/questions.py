@@ -196,7 +196,7 @@ class TargetSizing:
 
 def cheapest_for_rate(plan: Plan, sc: Scenario, target_rps: float) -> TargetSizing:
     """Size the cheapest cluster (remote and local counts; chips per instance and link as given)."""
-    from ..analytic.lp import make_bins, max_throughput, min_cost
+    from ..analytic.lp import make_bins, max_throughput, min_cost, prefer_threshold
     from ..profiles import get_hardware
 
     if not (math.isfinite(target_rps) and target_rps > 0):
@@ -211,8 +211,11 @@ def cheapest_for_rate(plan: Plan, sc: Scenario, target_rps: float) -> TargetSizi
                    l_price.purchase_usd * lay.pd_sites[0].instance.chips)
     counts = (round(res.n_remote), round(res.n_prefill), round(res.n_decode))
     # The cheapest counts leave slack, so their routing is not unique: route as the fixed-hardware
-    # optimum of those counts does, which also gives the capacity they reach.
+    # optimum of those counts does, which also gives the capacity they reach, and among its tied routings
+    # the one closest to a threshold (a stage with slack lets the program send alternate bins each way).
     sized = replace(lay, remote=replace(lay.remote, instances=counts[0]),
                     pd_sites=(replace(lay.pd_sites[0], prefill=counts[1], decode=counts[2]),))
     cap = max_throughput(sized, bins, plan.perf, free_split=False)
+    if sized.remote is not None and counts[0] > 0:
+        cap = prefer_threshold(sized, bins, plan.perf, cap)
     return TargetSizing(target_rps, *counts, res.cost_usd, cap.lambda_rps, cap.is_threshold, cap.threshold_tokens)
