@@ -193,3 +193,16 @@ def test_priced_rounding_brackets_the_integer_optimum(counts, n_remote):
     assert exact.gap < 1e-3
     assert priced.lambda_rps <= exact.lambda_rps * (1 + 1e-6)
     assert priced.bound_rps >= exact.lambda_rps * (1 - 1e-6)
+
+
+def test_a_sliver_of_the_longest_bin_offloaded_is_a_threshold_not_none():
+    """A fixed link at a huge request rate offloads a tiny share of the longest bin only: that routing is a
+    threshold inside that bin, not 'offload nothing' (t inf) beside remote instances bought for it; shares
+    that are solver noise beside a whole bin still count as none."""
+    from prfaas_plan.analytic.lp import _threshold_shape
+
+    lengths, weight = np.array([1e3, 1e4, 1e5]), np.full(3, 1 / 3)
+    assert _threshold_shape(np.array([0.0, 0.0, 2e-6]), lengths, weight) == (True, 1e4)
+    assert _threshold_shape(np.array([0.0, 0.0, 0.0]), lengths, weight) == (True, float("inf"))
+    assert _threshold_shape(np.array([1e-9, 0.0, 1.0]), lengths, weight) == (True, 1e4)
+    assert _threshold_shape(np.array([0.0, 2e-6, 1e-6]), lengths, weight)[0] is False   # not monotone

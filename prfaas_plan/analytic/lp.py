@@ -132,9 +132,13 @@ class _Solved(NamedTuple):
 
 def _threshold_shape(x: np.ndarray, lengths: np.ndarray, weight: np.ndarray, tol: float = 1e-4):
     """Is ``x`` (remote fraction by bin, ascending length) a threshold policy? Bins of negligible
-    weight are ignored. Returns (is_threshold, threshold_tokens)."""
+    weight are ignored, and a share counts as none below ``tol`` or a hundredth of the largest share, whichever
+    is smaller (a fixed link at a huge request rate offloads a sliver of the longest bin). Returns
+    (is_threshold, threshold_tokens)."""
     keep = weight > 1e-9
     x, lengths = np.clip(x[keep], 0, 1), lengths[keep]
+    if x.size and 0 < x.max() < 1:
+        tol = min(tol, 0.01 * float(x.max()))
     monotone = bool(np.all(np.diff(x) >= -tol))
     fractional = np.flatnonzero((x > tol) & (x < 1 - tol))
     ok = monotone and len(fractional) <= 1
