@@ -4,6 +4,7 @@ joint search over instance shapes, MoE split, decode attention mode and the batc
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -296,7 +297,13 @@ def test_report_checks_the_configurations_section(cli, tmp_path):
     good.write_text(json.dumps(doc))
     code, _, err = cli("report", str(good), "--output", str(tmp_path / "good.html"))
     assert code == 0, err
-    assert "Configuration per role" in (tmp_path / "good.html").read_text()
+    page = (tmp_path / "good.html").read_text()
+    assert "Configuration per role" in page
+    table = page.split("Configuration per role", 1)[1].split("</table>", 1)[0]
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table)]
+    batch = {(r[1], r[0]): r[6] for r in rows if r}   # (site, role) -> its batch cell
+    assert batch[("remote", "prefill")] == batch[("local", "prefill")] == "–"      # no running-request cap
+    assert batch[("local", "decode")] == str(doc["sections"]["configurations"][2]["batch"])
     doc["sections"]["configurations"][0]["tp"] = 99
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))

@@ -55,9 +55,15 @@ footer { color: #5b6475; font-size: 0.8em; margin-top: 2em; }
 
 UNITS = (("_rps", "req/s"), ("_gbps", "Gbps"), ("_usd_per_hour", "USD/h"), ("_usd", "USD"), ("_tokens", "tokens"),
          ("_s", "s"), ("_x", "x"), ("_bytes", "bytes"), ("_per_s", "/s"))
+# keys whose suffix does not say their unit: the CLI tables' headers
+HEADERS = {"rps": "req/s", "of_best": "of best", "rps_per_chip": "req/s per chip",
+           "rps_per_musd": "req/s per $1M capex", "output_tokens_per_usd_cloud": "output tokens per cloud $",
+           "tpot_ms": "TPOT (ms)"}
+
+
 def _is_fraction(key: str) -> bool:
     """Keys whose values are fractions, shown as percentages."""
-    return key.endswith(("_share", "utilization", "_fraction")) or key in ("load", "offloaded")
+    return key.endswith(("_share", "utilization", "_fraction")) or key in ("load", "offloaded", "of_best")
 
 
 @dataclass
@@ -202,6 +208,8 @@ def e(text) -> str:
 
 def header(key: str) -> str:
     """``throughput_rps`` -> ``throughput (req/s)``."""
+    if key in HEADERS:
+        return HEADERS[key]
     for suffix, unit in UNITS:
         if key.endswith(suffix) and len(key) > len(suffix):
             return f"{key[: -len(suffix)].replace('_', ' ')} ({unit})"
@@ -286,6 +294,12 @@ def table(rows: list[dict], columns: list[str] | None = None, highlight=None, tr
         body = [f'<tr{" class=hl" if m else ""}>' + "".join(_cell_html(r, c) for c in cols) + "</tr>"
                 for r, m in zip(rows, marked)]
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def configuration_table(configs: list[dict]) -> str:
+    """The ``configurations`` section as a table, a prefill role's batch (0 in the JSON: prefill packs
+    prompts by the stack's token budget, it has no running-request cap) shown as a dash, as the CLI does."""
+    return table([{**c, "batch": c.get("batch") or None} if c.get("role") == "prefill" else c for c in configs])
 
 
 def key_value_table(pairs) -> str:

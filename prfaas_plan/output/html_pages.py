@@ -10,7 +10,7 @@ import re
 from collections import Counter
 
 from ..units import plural
-from .html import Result, card, card_for, e, figure, fmt, key_value_table, notes_list, page, table
+from .html import Result, card, card_for, configuration_table, e, figure, fmt, key_value_table, notes_list, page, table
 from .html_blocks import (
     assumptions_block,
     bars,
@@ -87,7 +87,7 @@ def _size_page(res: Result) -> list[str]:
         body += ["<h2>Stage table</h2>", table(stages, highlight=lambda s: s.get("binding")), _stage_plot(stages)]
     configs = res.sections.get("configurations")
     if configs:
-        body += ["<h2>Configuration per role</h2>", table(configs)]
+        body += ["<h2>Configuration per role</h2>", configuration_table(configs)]
     body += ["<h2>Details</h2>"] + [section_html("plan", [plan])] + other_sections(res, {"plan", "stages",
                                                                                          "configurations"})
     return body

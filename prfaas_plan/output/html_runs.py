@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 
 from ..units import plural
-from .html import Result, card, card_for, cell_value, e, figure, fmt, measured_pairs, table
+from .html import Result, card, card_for, cell_value, configuration_table, e, figure, fmt, measured_pairs, table
 from .html_blocks import bars, inputs_block, mpl, other_sections, section_html, warnings_block
 from .plots import figure_svg
 
@@ -98,7 +98,7 @@ def layout_page(res: Result) -> list[str]:
             "<h2>Sites</h2>", table(rows, transpose=True), *plots]
     configs = res.sections.get("configurations")
     if configs:
-        body += ["<h2>Configuration per role and site</h2>", table(configs)]
+        body += ["<h2>Configuration per role and site</h2>", configuration_table(configs)]
     return body + other_sections(res, {"sites", "configurations"})
 
 

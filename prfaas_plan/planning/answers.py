@@ -72,7 +72,8 @@ def perf_notes(perf) -> list[str]:
         notes.append(f"remote prefill: {perf.remote_prefill.source}")
     for name, sp in perf.sites.items():
         notes.append(f"{name} prefill: {sp.prefill.source}")
-        notes.append(f"{name} decode: {sp.decode.batch:.1f} requests x 1 token per {sp.decode.step_s * 1e3:.1f} ms "
+        batch = f"{sp.decode.batch:,.0f}" if float(sp.decode.batch).is_integer() else f"{sp.decode.batch:,.1f}"
+        notes.append(f"{name} decode: {batch} requests x 1 token per {sp.decode.step_s * 1e3:.1f} ms "
                      f"({sp.decode.tokens_per_s:,.0f} tokens/s per instance, bound by {sp.decode.binding}); "
                      f"{sp.decode.source}")
     return notes
