@@ -157,3 +157,32 @@ def test_the_all_to_all_across_nodes_is_as_fast_as_deepep_measures_less_the_nics
         ours = h800.collective_bytes_per_s(n, "all-to-all") * n / (n - 1) / 1e9
         for measured in (float(row["dispatch_gb_s"]), float(row["combine_gb_s"])):
             assert 0.75 <= measured / ours <= 1.0, (n, measured, ours)
+
+
+def test_a_decode_all_to_all_across_nodes_takes_what_deepep_measures():
+    """One MoE layer's dispatch and combine of a DeepSeek-V3 decode step with EP across H800 nodes, 128 tokens
+    per GPU, against DeepEP V1's low-latency kernels (`data/reference/deepep_lowlatency_cx7.csv`): bytes over
+    the NICs at line rate plus the network hops' latency. Our combine and dispatch both move bf16 activations
+    where DeepEP dispatches fp8 (a quarter more bytes) and our NICs run at line rate where DeepEP's reach about
+    0.8-0.9 of it (`deepep_alltoall_cx7.csv`): the two roughly cancel, so within 25%. Measured: ours is 5%
+    above over 2 nodes, 16% over 4 and 21% over 8, where DeepEP's time grows more slowly with the nodes
+    than ours (a tree's hops)."""
+    import csv
+
+    from prfaas_plan._data import REFERENCE_DIR
+    from prfaas_plan.performance.roofline import pass_seconds as seconds
+
+    text = (REFERENCE_DIR / "deepep_lowlatency_cx7.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    model, h800 = get_model("deepseek-v3"), get_hardware("h800")
+    cal = chip_constants(h800).calibration
+    layers = len(model.moe_layers)
+    ratios = {}
+    for row in rows:
+        n = int(row["gpus"])
+        assert int(row["gpus_per_node"]) == h800.scaleup_domain
+        works = pass_work(model, Parallel(n, "ep", True), float(row["tokens_per_gpu"]) * n, 1.0, 4096.0, "decode")
+        (a2a,) = [w for w in works if w.name == "comm_ep"]
+        ours_us = float(seconds([a2a], h800, cal)) / layers * 1e6
+        ratios[n] = ours_us / (float(row["dispatch_us"]) + float(row["combine_us"]))
+    assert len(ratios) == 3 and all(0.75 <= r <= 1.25 for r in ratios.values()), ratios
