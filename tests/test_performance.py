@@ -201,13 +201,17 @@ def test_8xh200_never_slower_than_8xh20_on_one_stack(stack):
 @settings(max_examples=25, deadline=None)
 @given(model=st.sampled_from(["qwen3-235b", "kimi-linear-48b", "minimax-m2.5", "qwen3.5-397b", "deepseek-v3"]),
        chip=st.sampled_from(["h200", "h20-3e"]), tpot_ms=st.floats(5.0, 200.0), looser=st.floats(1.0, 4.0),
-       context=st.integers(100, 60_000))
-def test_decode_throughput_rises_with_looser_slo(model, chip, tpot_ms, looser, context):
+       context=st.integers(100, 60_000), dp=st.booleans())
+def test_decode_throughput_rises_with_looser_slo(model, chip, tpot_ms, looser, context, dp):
+    """A looser TPOT SLO never decodes fewer requests, with TP or DP attention (whose batch stays a whole
+    number of requests per rank)."""
     m, inst = get_model(model), parse_instance(f"8x{chip}")
-    tight = decode_capacity(m, inst, tpot_ms / 1e3, context)
-    loose = decode_capacity(m, inst, tpot_ms * looser / 1e3, context)
+    tight = decode_capacity(m, inst, tpot_ms / 1e3, context, dp_attention=dp)
+    loose = decode_capacity(m, inst, tpot_ms * looser / 1e3, context, dp_attention=dp)
     assert loose.batch >= tight.batch
     assert loose.tokens_per_s >= tight.tokens_per_s * (1 - 1e-12)
+    if dp:
+        assert tight.batch % 8 == 0 and loose.batch % 8 == 0
 
 
 def test_decode_capacity_binding_and_source():
