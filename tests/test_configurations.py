@@ -20,7 +20,9 @@ from prfaas_plan.planning.configurations import RoleConfig, dominated, pareto_fr
 from prfaas_plan.profiles import get_model
 from prfaas_plan import arithmetic as A
 
-KEYS = {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype", "kv_dtype"}
+# issue 21's keys, and the data-parallel attention ranks (`attention_dp`: 1 for TP attention)
+KEYS = {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "attention_dp", "batch", "weight_dtype",
+        "kv_dtype"}
 
 
 @pytest.fixture(scope="module")
@@ -300,8 +302,10 @@ def test_report_checks_the_configurations_section(cli, tmp_path):
     page = (tmp_path / "good.html").read_text()
     assert "Configuration per role" in page
     table = page.split("Configuration per role", 1)[1].split("</table>", 1)[0]
+    head = re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", table)
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table)]
-    batch = {(r[1], r[0]): r[6] for r in rows if r}   # (site, role) -> its batch cell
+    col = {name: i for i, name in enumerate(head)}
+    batch = {(r[col["site"]], r[col["role"]]): r[col["batch"]] for r in rows if r}   # (site, role) -> batch cell
     assert batch[("remote", "prefill")] == batch[("local", "prefill")] == "–"      # no running-request cap
     assert batch[("local", "decode")] == str(doc["sections"]["configurations"][2]["batch"])
     doc["sections"]["configurations"][0]["tp"] = 99

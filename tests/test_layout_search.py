@@ -17,7 +17,8 @@ from prfaas_plan.planning import layout_configurations, search_layout
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 THREE = EXAMPLES / "three-sites.yaml"
-KEYS = {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype", "kv_dtype"}
+KEYS = {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "attention_dp", "batch", "weight_dtype",
+        "kv_dtype"}
 # The searched plan may lose to a pinned one only by the solver's tolerance: the linear programs are solved
 # to HiGHS's relative MIP gap 1e-4 (analytic/lp.py MIP_REL_GAP), so 0.1% (the issue's) is well above it.
 TOL = 1e-3

@@ -97,5 +97,5 @@ def test_a_layout_simulation_names_each_sites_configuration(cli):
     assert [(r["site"], r["role"]) for r in rows] == [("remote", "prefill")] + [
         (s, role) for s in sites for role in ("prefill", "decode")]
     assert all(r["batch"] > 0 for r in rows if r["role"] == "decode")
-    assert set(rows[0]) == {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch",
+    assert set(rows[0]) == {"role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "attention_dp", "batch",
                             "weight_dtype", "kv_dtype"}

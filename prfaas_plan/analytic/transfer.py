@@ -80,3 +80,16 @@ class TransferBytes:
 
 
 LOGICAL = TransferBytes("logical", 1)
+
+
+def decode_transfer(policy: str | None, chips: int, dp_attention: bool | int = False) -> TransferBytes:
+    """What a ``chips``-chip decode instance with attention ``dp_attention`` (`performance.operators.
+    attention_ranks`) receives per request under ``policy``; None: what its attention moves, one copy under
+    one data-parallel rank per chip (``dp-attention``), else the per-rank copies at its attention-TP degree
+    (``replicated``: the instance's chips under TP attention, a rank's chips under ranks of several)."""
+    from ..performance.operators import attention_ranks
+
+    ranks = attention_ranks(dp_attention, chips)
+    if policy is None:
+        policy = "dp-attention" if ranks == chips and chips > 1 else "replicated"
+    return TransferBytes(policy, chips // ranks if policy == "replicated" else chips)

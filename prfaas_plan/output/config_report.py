@@ -9,6 +9,7 @@ from .report import Column, Section
 
 CONFIG_COLUMNS = [Column("site", "site"), Column("role", "role"), Column("chips_per_instance", "chips/instance"),
                   Column("tp", "TP"), Column("ep", "EP"), Column("dp_attention", "DP attention", lambda v: "yes" if v else "no"),
+                  Column("attention_dp", "attention ranks", lambda v: str(v) if v and v > 1 else "-"),
                   Column("batch", "batch cap", lambda v: str(v) if v else "-"), Column("weight_dtype", "weights"),
                   Column("kv_dtype", "KV")]
 

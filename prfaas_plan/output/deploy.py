@@ -96,7 +96,7 @@ def sglang_command(d, role, backend: str, module: str = "sglang.launch_server") 
     if role.ep > 1:
         cmd += ["--ep-size", str(role.ep)]
     if role.dp_attention:
-        cmd += ["--enable-dp-attention", "--dp-size", str(role.tp)]
+        cmd += ["--enable-dp-attention", "--dp-size", str(role.dp_ranks)]
     cmd += ["--chunked-prefill-size", str(d.chunk_tokens)]
     if role.batch:  # SGLang divides this instance total over its DP-attention ranks (Scheduler: // dp_size)
         cmd += ["--max-running-requests", str(role.instance_batch)]
@@ -123,13 +123,18 @@ def vllm_command(d, role, backend: str, worker: bool = False) -> tuple[list[str]
                         "sglang, which runs it")
     node_env = {}
     if role.dp_attention:
-        cmd += ["--tensor-parallel-size", "1", "--data-parallel-size", str(role.tp)]
+        rank_gpus = role.tp // role.dp_ranks   # each data-parallel rank is a TP group of this many GPUs
+        if role.chips_per_node % rank_gpus:
+            raise PlanError(f"{role.site} {role.role}: a data-parallel attention rank of {rank_gpus} GPUs does not "
+                            f"fit whole on a node of {role.chips_per_node}: export it for sglang")
+        cmd += ["--tensor-parallel-size", str(rank_gpus), "--data-parallel-size", str(role.dp_ranks)]
         if role.nodes > 1:
-            cmd += ["--data-parallel-size-local", str(role.chips_per_node), "--data-parallel-address", "${NODE0_ADDR}",
+            local = role.chips_per_node // rank_gpus
+            cmd += ["--data-parallel-size-local", str(local), "--data-parallel-address", "${NODE0_ADDR}",
                     "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]
             if worker:
                 cmd += ["--data-parallel-start-rank", "${DP_START_RANK}"]
-                node_env = {"DP_START_RANK": f"$((${{NODE_RANK}} * {role.chips_per_node}))"}
+                node_env = {"DP_START_RANK": f"$((${{NODE_RANK}} * {local}))"}
     else:
         cmd += ["--tensor-parallel-size", str(role.tp)]
         if role.nodes > 1:
@@ -215,9 +220,11 @@ def _where_to_run(role, engine: str, worker: bool) -> str:
 def _role_header(d, role, engine: str, worker: bool = False) -> list[str]:
     return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
-                       f"{', DP attention' if role.dp_attention else ''}); " + _where_to_run(role, engine, worker),
+                       f"{', DP attention' if role.dp_attention else ''}"
+                       f"{f' in {role.dp_ranks} ranks of {role.tp // role.dp_ranks} GPUs' if 1 < role.dp_ranks < role.tp else ''}"
+                       "); " + _where_to_run(role, engine, worker),
                        f"{role.basis}",
-                       *([f"decode batch: {role.rank_batch} running requests on each of {role.tp} DP attention "
+                       *([f"decode batch: {role.rank_batch} running requests on each of {role.dp_ranks} DP attention "
                           f"ranks, {role.instance_batch} per instance (the plan's {role.batch})"]
                          if role.dp_attention and role.batch else []),
                        f"flags checked against prfaas_plan/data/engine_args/{engine}-{ENGINE_VERSIONS[engine]}.txt"]

@@ -50,6 +50,7 @@ def check_json(doc, sections: dict, meta: dict, source: str) -> None:
 
 
 CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype", "kv_dtype")
+OPTIONAL_CONFIG_KEYS = ("attention_dp",)   # data-parallel attention ranks: absent in files of earlier versions
 CONFIG_ROLES = ("prefill", "decode")
 
 
@@ -62,8 +63,8 @@ def check_configurations(rows, source: str) -> None:
     seen = set()
     for i, r in enumerate(rows):
         where = f"{source}: configurations[{i}]"
-        if not isinstance(r, dict) or set(r) != set(CONFIG_KEYS):
-            extra = sorted(set(r) - set(CONFIG_KEYS)) if isinstance(r, dict) else []
+        if not isinstance(r, dict) or not set(CONFIG_KEYS) <= set(r) <= set(CONFIG_KEYS + OPTIONAL_CONFIG_KEYS):
+            extra = sorted(set(r) - set(CONFIG_KEYS + OPTIONAL_CONFIG_KEYS)) if isinstance(r, dict) else []
             missing = [k for k in CONFIG_KEYS if not isinstance(r, dict) or k not in r]
             raise PlanError(f"{where}: " + (f"unknown key {extra[0]!r}" if extra else
                                             f"missing key {missing[0]!r}" if missing else "not a record"))
@@ -79,6 +80,11 @@ def check_configurations(rows, source: str) -> None:
         if not ok or r["tp"] > n or r["ep"] > n:
             raise PlanError(f"{where}: chips_per_instance, tp and ep must be whole numbers >= 1 with tp and ep at "
                             f"most chips_per_instance (got {n!r}, {r['tp']!r}, {r['ep']!r})")
+        dp = r.get("attention_dp", 1)
+        if not (isinstance(dp, int) and not isinstance(dp, bool) and dp >= 1 and r["tp"] % dp == 0
+                and (dp > 1) == bool(r["dp_attention"])):
+            raise PlanError(f"{where}: attention_dp must be a whole number of ranks dividing tp, above 1 exactly "
+                            f"when dp_attention (got {dp!r} with tp {r['tp']!r}, dp_attention {r['dp_attention']!r})")
 
 
 def row_check(row: dict, checked: list[str]) -> str:

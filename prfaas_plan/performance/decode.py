@@ -26,6 +26,7 @@ from .base import DecodeCapacity, Instance, parse_instance
 from .constants import ChipConstants, chip_constants
 from .operators import (
     Parallel,
+    attention_ranks,
     kv_bytes_per_token_per_chip,
     pass_work,
     state_bytes_per_chip,
@@ -73,24 +74,26 @@ def attention_weight_bytes(model: ModelProfile) -> float:
 
 
 def decode_memory(model: ModelProfile | str, instance: Instance | str, context_tokens: float,
-                  dp_attention: bool = False) -> DecodeMemory:
+                  dp_attention: bool | int = False) -> DecodeMemory:
     """Per-chip HBM budget for decoding ``model`` at a mean context of ``context_tokens`` per request.
 
     Under TP attention a request's cache is split (or, for MLA latents and KV heads fewer than the chips,
     replicated) over every chip; under DP attention (``dp_attention``) a request sits whole on one chip,
-    which also holds a whole copy of the attention weights (the rest stays split over the chips)."""
+    which also holds a whole copy of the attention weights (the rest stays split over the chips); with
+    ``k`` ranks of several chips (`operators.attention_ranks`) a request is split over its rank's chips,
+    each holding ``1/(chips/k)`` of the attention weights."""
     model, instance = get_model(model), parse_instance(instance)
     tp = instance.chips
-    ranks = tp if dp_attention else 1
-    atp = 1 if dp_attention else tp
+    ranks = attention_ranks(dp_attention, tp)
+    atp = tp // ranks
     per_request = state_bytes_per_chip(model, atp)
     for g in model.cached_as("growing"):
         per_request += g.count * context_tokens * kv_bytes_per_token_per_chip(model, g, atp)
     for g in model.cached_as("window"):
         per_request += g.count * min(context_tokens, g.window) * kv_bytes_per_token_per_chip(model, g, atp)
     weights = A.weight_bytes(model) / tp
-    if dp_attention and tp > 1:
-        weights += attention_weight_bytes(model) * (1 - 1 / tp)
+    if ranks > 1:
+        weights += attention_weight_bytes(model) * (1 / atp - 1 / tp)
     return DecodeMemory(instance.chip.hbm_gb * 1e9 * MEM_FRACTION, weights, per_request, ranks)
 
 

@@ -59,12 +59,15 @@ class Parallel:
     ``dp_attention``: attention runs data-parallel instead (SGLang ``--enable-dp-attention`` with ``--dp``
     = ``--tp``): each chip holds a whole copy of the attention weights and serves ``1/tp`` of the requests
     with their whole cache, and the tokens are gathered across chips for the FFN/MoE (which stays split as
-    ``moe`` says) and scattered back.
+    ``moe`` says) and scattered back. A whole number ``k`` (1 < k < tp, dividing it) instead runs ``k``
+    data-parallel attention ranks of ``tp / k`` chips each, attention tensor-parallel within a rank
+    (SGLang ``--dp-size k``): the attention weights are copied ``k`` times, not ``tp``, and a GQA model's
+    KV heads need not be replicated (`attention_ranks`).
     """
 
     tp: int
     moe: str = "tp"
-    dp_attention: bool = False
+    dp_attention: bool | int = False
 
     def __post_init__(self) -> None:
         if self.tp < 1:
@@ -73,6 +76,7 @@ class Parallel:
             from .moe_split import ep_degree
 
             ep_degree(self.moe, self.tp)  # an expert-TP x EP hybrid, or ValueError
+        attention_ranks(self.dp_attention, self.tp)   # or ValueError
 
     @property
     def ep(self) -> int:
@@ -83,19 +87,42 @@ class Parallel:
 
     @property
     def attention_tp(self) -> int:
-        """Tensor-parallel degree of attention: 1 under DP attention, else ``tp``."""
-        return 1 if self.dp_attention else self.tp
+        """Tensor-parallel degree of attention within one data-parallel rank: 1 under full DP attention,
+        ``tp`` under TP attention."""
+        return self.tp // self.attention_dp
 
     @property
     def attention_dp(self) -> int:
         """Data-parallel attention ranks, each serving ``1/attention_dp`` of the requests."""
-        return self.tp if self.dp_attention else 1
+        return attention_ranks(self.dp_attention, self.tp)
 
     def __str__(self) -> str:
         from .moe_split import split_label
 
-        attn = f"DP{self.tp} attention" if self.dp_attention and self.tp > 1 else f"TP{self.tp}"
-        return f"{attn}, {split_label(self.moe, self.tp) if self.tp > 1 else f'MoE TP{self.tp}'}"
+        return f"{attention_label(self.dp_attention, self.tp)}, " + (
+            split_label(self.moe, self.tp) if self.tp > 1 else f"MoE TP{self.tp}")
+
+
+def attention_ranks(dp_attention: bool | int, chips: int) -> int:
+    """Data-parallel attention ranks of a ``chips``-chip instance: ``chips`` for ``True`` (one per chip),
+    ``k`` for a whole number ``k`` > 1 dividing ``chips`` (ranks of ``chips / k`` chips), else 1 (TP
+    attention); ValueError for a ``k`` that does not divide ``chips``. A boolean is never a count (``True ==
+    1`` in Python): pass ``True`` for a rank per chip, never ``chips``' own number, so that one configuration
+    has one key in the memos."""
+    if isinstance(dp_attention, (bool, np.bool_)):
+        return chips if dp_attention else 1
+    k = int(dp_attention or 1)
+    if k < 1 or chips % k:
+        raise ValueError(f"{k} data-parallel attention ranks do not divide a {chips}-chip instance")
+    return k
+
+
+def attention_label(dp_attention: bool | int, chips: int) -> str:
+    """``DP8 attention`` (a rank per chip), ``DP2 x TP4 attention`` (ranks of several chips) or ``TP8``."""
+    dp = attention_ranks(dp_attention, chips)
+    if dp == chips and chips > 1:
+        return f"DP{chips} attention"
+    return f"DP{dp} x TP{chips // dp} attention" if dp > 1 else f"TP{chips}"
 
 
 @dataclass(frozen=True)
@@ -353,14 +380,19 @@ def pass_work(model: ModelProfile, par: Parallel, requests, new_tokens, context,
     ops.append(OpWork("lm_head", R * (2.0 * head / tp), head * wb / tp + R * (ab * (h + model.vocab_size / tp)),
                       model.weight_dtype, shape=R))
     ops.append(OpWork("elementwise", 0.0, abases["T"] * (h * ab * (ELEMENTWISE_PASSES * model.num_layers + 1))))
-    if tp > 1 and par.dp_attention:
-        # DP attention: no all-reduce after attention; the FFN's tokens are all-gathered before it and
-        # reduce-scattered after it (together the bytes of one ring all-reduce), except where EP's all-to-all
-        # already carries them from and to their attention rank.
+    if tp > 1 and dp > 1:
+        # DP attention: the FFN's tokens are all-gathered before it and reduce-scattered after it (together
+        # the bytes of one ring all-reduce), except where EP's all-to-all already carries them from and to
+        # their attention rank; no all-reduce after attention unless a rank spans several chips, whose
+        # mixer outputs are all-reduced within it (counted over the instance's span, as the gather is).
         calls = len(dense) + (1.0 if par.moe == "tp" else 0.0) * len(model.moe_layers)
+        link = T * (calls * 2 * (tp - 1) / tp * h * ab)
+        atp = par.attention_tp
+        if atp > 1:
+            mixers = float(len(dense) + len(model.moe_layers) + len(model.no_ffn_layers))
+            calls, link = calls + mixers, link + abases["T"] * (mixers * 2 * (atp - 1) / atp * h * ab)
         if calls:
-            ops.append(OpWork("comm_tp", link_bytes=T * (calls * 2 * (tp - 1) / tp * h * ab), link_calls=calls,
-                              span=tp))
+            ops.append(OpWork("comm_tp", link_bytes=link, link_calls=calls, span=tp))
     elif tp > 1:
         # Ring all-reduce: each chip sends 2(tp-1)/tp of the buffer. EP replaces the MoE layers' second
         # all-reduce by its all-to-all.

@@ -5,6 +5,7 @@ and FFN widths evenly over the ranks (`split_reason`). The configuration search
 from __future__ import annotations
 
 from .moe_split import ep_degree
+from .operators import attention_ranks
 
 # (AttentionGroup field, what it counts, whether ranks beyond the count may hold copies instead of a slice)
 SHARDED_COUNTS = (("num_heads", "heads", False), ("num_value_heads", "value heads", False),
@@ -13,9 +14,10 @@ SHARDED_COUNTS = (("num_heads", "heads", False), ("num_value_heads", "value head
 SPLIT_PHRASE = "split evenly over"   # in every sentence of `split_reason`: how the search's error tells them apart
 
 
-def split_reason(model, chips: int, moe: str, dp_attention: bool = False) -> str | None:
+def split_reason(model, chips: int, moe: str, dp_attention: bool | int = False) -> str | None:
     """Why a serving engine cannot split ``model`` over a ``chips``-chip instance with the routed-expert split
-    ``moe`` (`planning.configurations.moe_splits`) and, with ``dp_attention``, data-parallel attention (every rank holds every head),
+    ``moe`` (`planning.configurations.moe_splits`) and, with ``dp_attention``, data-parallel attention (heads
+    split over a rank's chips only: every head on each chip for one rank per chip),
     or None. SGLang and vLLM shard evenly: every attention group's heads (a linear-attention group's value
     heads, a Mamba2 group's heads) over the attention tensor-parallel ranks, whose KV heads (key heads,
     Mamba2 groups) divide among them or are copied to them (Qwen3-235B's 4 KV heads on TP8: two copies
@@ -26,7 +28,7 @@ def split_reason(model, chips: int, moe: str, dp_attention: bool = False) -> str
     the checkpoint's."""
     if chips == 1 or model.reconstruction:
         return None
-    ranks = 1 if dp_attention else chips
+    ranks = chips // attention_ranks(dp_attention, chips)   # attention tensor-parallel ranks
     for g in model.attention:
         for name, what, copies in SHARDED_COUNTS:
             n = getattr(g, name)

@@ -85,19 +85,27 @@ class RoleConfig:
     chips_per_instance: int
     tp: int                   # tensor-parallel degree of attention and dense layers (DP attention: its ranks)
     ep: int                   # expert-parallel degree of the routed experts (1: sliced by TP)
-    dp_attention: bool
+    dp_attention: bool | int  # data-parallel attention (`operators.attention_ranks`: True one rank per chip)
     batch: int                # decode: running requests per instance (0 for prefill: packed by token budget)
     weight_dtype: str
     kv_dtype: str
 
+    @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention ranks (1: TP attention), each of ``tp / attention_dp`` chips."""
+        from ..performance.operators import attention_ranks
+
+        return attention_ranks(self.dp_attention, self.tp)
+
     def record(self) -> dict:
         return {"role": self.role, "site": self.site, "chips_per_instance": self.chips_per_instance, "tp": self.tp,
-                "ep": self.ep, "dp_attention": self.dp_attention, "batch": self.batch,
-                "weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype}
+                "ep": self.ep, "dp_attention": self.attention_dp > 1, "attention_dp": self.attention_dp,
+                "batch": self.batch, "weight_dtype": self.weight_dtype, "kv_dtype": self.kv_dtype}
 
     @property
     def label(self) -> str:
-        attn = f"DP{self.tp}-attn" if self.dp_attention else f"TP{self.tp}"
+        dp = self.attention_dp
+        attn = (f"DP{self.tp}-attn" if dp == self.tp else f"DP{dp}xTP{self.tp // dp}-attn") if dp > 1 else f"TP{self.tp}"
         moe = f" ETP{self.tp // self.ep} EP{self.ep}" if 1 < self.ep < self.tp else f" EP{self.ep}" if self.ep > 1 else ""
         return f"{self.chips_per_instance}-chip {attn}{moe}"
 
@@ -192,13 +200,16 @@ def instance_shapes(pool: int, pinned: int | None, what: str, allowed: tuple[int
     return out
 
 
-def attention_modes(chips: int, transfer: str | None) -> list[bool]:
-    """Decode attention modes to try (True: DP attention): both on several chips, unless the user pinned a
-    transfer policy that names one (``replicated``: what TP attention receives; ``dp-attention``: DP
-    attention); ``logical`` is a counting convention and pins the bytes only."""
+def attention_modes(chips: int, transfer: str | None) -> list[bool | int]:
+    """Decode attention modes to try (`operators.attention_ranks`): TP attention (False), data-parallel
+    attention in ranks of several chips (each whole number of ranks dividing the chips, TP attention within
+    a rank) and one rank per chip (True), in that order, unless the user pinned a transfer policy that names
+    one (``replicated``: what TP attention receives; ``dp-attention``: a rank per chip); ``logical`` is a
+    counting convention and pins the bytes only."""
     if chips == 1:
         return [False]
-    return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, True])
+    ranks = [k for k in range(2, chips) if chips % k == 0]
+    return {"replicated": [False], "dp-attention": [True]}.get(transfer or "", [False, *ranks, True])
 
 
 def moe_splits(model, chips: int) -> list[str]:
@@ -224,9 +235,13 @@ def moe_split_label(moe: str, chips: int) -> str:
     return split_label(moe, chips) if chips > 1 else "MoE TP1"
 
 
-def decode_split_label(dp_attention: bool, moe: str, chips: int) -> str:
-    """How a decode candidate's parallelism is named in infeasibility reasons: ``DP8 attention, MoE EP8``."""
-    return f"{'DP' if dp_attention else 'TP'}{chips} attention, {moe_split_label(moe, chips)}"
+def decode_split_label(dp_attention: bool | int, moe: str, chips: int) -> str:
+    """How a decode candidate's parallelism is named in infeasibility reasons: ``DP8 attention, MoE EP8``
+    (``DP2 x TP4 attention`` for ranks of several chips, ``TP8 attention`` without data parallelism)."""
+    from ..performance.operators import attention_label
+
+    label = attention_label(dp_attention, chips)
+    return f"{label if ' attention' in label else label + ' attention'}, {moe_split_label(moe, chips)}"
 
 
 def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
@@ -313,7 +328,7 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
     were tried. ``transfer`` pins the bytes on the link (None: what each attention mode moves); ``grid``
     (`sharing.Same`) is the scenario's length grid. `shared`: a sweep's points on one local shape and SLO
     build them once whatever the remote pool."""
-    from ..analytic.transfer import TransferBytes
+    from ..analytic.transfer import decode_transfer
     from ..performance import decode_capacity, decode_memory
 
     n_l = inst.chips
@@ -329,14 +344,14 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
             if cap.batch <= 0:
                 mem = decode_memory(model, inst, context, dp)
                 bad.append((decode_split_label(dp, moe, n_l),
-                            f"even one request's step{f' (one on each of its {n_l} attention ranks)' if dp else ''} "
+                            f"even one request's step{f' (one on each of its {mem.ranks} attention ranks)' if dp else ''} "
                             f"takes {cap.step_s * 1e3:.1f} ms, over the "
                             f"{tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
                             f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
                             f"{mem.request_bytes / 1e9:.2f} GB per chip exceed the {mem.usable_bytes / 1e9:.1f} GB "
                             "usable"))
                 continue
-            tb = TransferBytes(transfer or ("dp-attention" if dp else "replicated"), n_l)
+            tb = decode_transfer(transfer, n_l, dp)
             decodes.append((dp, moe, cap, tb))
             rows.append(np.concatenate([[cap.requests_per_s(output_tokens)], -grid.obj.transfer_at_lengths(model, tb)]))
     kept = tuple(c for c, d in zip(decodes, dominated(rows)) if not d)
@@ -668,10 +683,10 @@ nothing about the configuration. A batch that HBM caps well below the SLO still 
 def chosen_scenario(sc: Scenario, found: ConfigSearch) -> Scenario:
     """``found``'s best scenario, its notes saying what was searched and which bytes now cross the link
     (the transfer note of ``sc`` replaced by the chosen decode configuration's)."""
-    from ..analytic.transfer import TransferBytes
+    from ..analytic.transfer import decode_transfer
 
     best = found.best.scenario
-    transfer = TransferBytes(best.transfer, best.instance_chips).describe(best.model)
+    transfer = decode_transfer(best.transfer, best.instance_chips, best.dp_attention).describe(best.model)
     notes = [transfer if n.startswith("transfer bytes:") else n for n in sc.notes]
     n_all = sum(v[0] for v in found.counts.values())
     kept = ", ".join(f"{k} {v[1]} of {v[0]}" for k, v in found.counts.items())

@@ -24,8 +24,8 @@ from pathlib import Path
 from ..errors import InternalError, PlanError
 from ..textfile import read_json
 
-CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "batch", "weight_dtype",
-               "kv_dtype")
+CONFIG_KEYS = ("role", "site", "chips_per_instance", "tp", "ep", "dp_attention", "attention_dp", "batch",
+               "weight_dtype", "kv_dtype")
 BACKENDS = ("mooncake", "nixl")
 
 
@@ -48,6 +48,7 @@ class Role:
     kv_dtype: str = ""
     basis: str = ""
     nodes: int = 1
+    attention_dp: int = 0   # data-parallel attention ranks (0: ``tp`` under DP attention, else 1)
 
     @property
     def chips_per_node(self) -> int:
@@ -55,17 +56,24 @@ class Role:
         return self.chips // self.nodes
 
     @property
+    def dp_ranks(self) -> int:
+        """Data-parallel attention ranks (1 without DP attention), each of ``tp / dp_ranks`` GPUs."""
+        if not self.dp_attention:
+            return 1
+        return self.attention_dp or self.tp
+
+    @property
     def rank_batch(self) -> int:
-        """Running requests per attention rank: under DP attention each of the ``tp`` ranks schedules its own
+        """Running requests per attention rank: under DP attention each of the `dp_ranks` schedules its own
         requests (``batch`` rounded down to whole ranks, at least one each), else the whole ``batch``."""
         if not (self.dp_attention and self.batch):
             return self.batch
-        return max(1, self.batch // self.tp)
+        return max(1, self.batch // self.dp_ranks)
 
     @property
     def instance_batch(self) -> int:
         """`rank_batch` over all of an instance's attention ranks: ``batch`` rounded to whole DP ranks."""
-        return self.rank_batch * (self.tp if self.dp_attention else 1)
+        return self.rank_batch * self.dp_ranks
 
 
 @dataclass(frozen=True)
@@ -213,11 +221,17 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
             if chips != inst.chips:
                 raise PlanError(f"{path}: configurations {site} {role}: chips_per_instance {chips} but the plan's "
                                 f"{site} instance is {inst}")
+            dp = bool(c.get("dp_attention"))
+            ranks = int(c.get("attention_dp") or (c["tp"] if dp else 1))
+            if ranks < 1 or int(c["tp"]) % ranks or (ranks > 1) != dp:
+                raise PlanError(f"{path}: configurations {site} {role}: attention_dp {ranks} must divide tp "
+                                f"{c['tp']} and be above 1 exactly when dp_attention")
             roles.append(Role(site, role, str(inst), inst.chips, int(n), int(c["tp"]), int(c.get("ep") or 1),
-                              bool(c.get("dp_attention")), int(c.get("batch") or 0),
+                              dp, int(c.get("batch") or 0),
                               str(c.get("weight_dtype") or dtype["weight_dtype"]),
                               str(c.get("kv_dtype") or dtype["kv_dtype"]),
-                              "parallelism and batch: the plan's configurations section", _nodes(inst)))
+                              "parallelism and batch: the plan's configurations section", _nodes(inst),
+                              ranks if dp else 0))
             continue
         if role == "decode":
             decode_batch = _decode_batch(inputs, str(inst)) if decode_batch is None else decode_batch

@@ -182,7 +182,7 @@ def _prefill_candidates(model, sc, chip, pool: int, shapes, stack: str, site: st
 
 def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, infeasible) -> list[SiteOption]:
     """A PD site's configurations: per shape its non-dominated local prefill and decode candidates."""
-    from ..analytic.transfer import TransferBytes
+    from ..analytic.transfer import decode_transfer
     from ..performance import decode_capacity
     from ..performance.base import Instance
 
@@ -208,7 +208,7 @@ def _site_options(site: PDSite, sc: Scenario, spec: SearchSpec, model, counts, i
                                        + ("over the TPOT SLO at batch 1" if cap.binding == "slo"
                                           else "no HBM for one request")))
                     continue
-                tb = TransferBytes(spec.transfer or ("dp-attention" if dp else "replicated"), n)
+                tb = decode_transfer(spec.transfer, n, dp)
                 decodes.append(_Decode(dp, moe, cap, tb))
                 rows.append(np.concatenate([[cap.requests_per_s(sc.output_tokens)],
                                             -tb.at(model, sc.grid.lengths)]))

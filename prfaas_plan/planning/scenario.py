@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..analytic.throughput import LengthGrid, PerfInputs, SitePerf
-from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
+from ..analytic.transfer import DEFAULT_POLICY, TransferBytes, decode_transfer
 from ..errors import PlanError
 from ..layout import Layout, Link, instances_from_chips
 from ..performance import given
@@ -53,7 +53,7 @@ class Scenario:
     remote_moe: str = "tp"        # remote prefill's routed experts: tp (sliced) | ep (whole experts per chip)
     local_moe: str = "tp"         # local prefill's
     decode_moe: str = "tp"        # local decode's
-    dp_attention: bool = False    # local decode runs data-parallel attention (one cache copy per request)
+    dp_attention: bool | int = False   # local decode's data-parallel attention (`operators.attention_ranks`)
     weight_dtypes: tuple[str, ...] = ()  # dtypes the configuration search may choose from (empty: the model's)
     kv_dtypes: tuple[str, ...] = ()
 
@@ -168,7 +168,7 @@ def instance_prefill(model: ModelProfile, instance: Instance, inputs: str,
 
 def instance_decode(model: ModelProfile, instance: Instance, tpot_s: float, context_tokens: float,
                     inputs: str, stack: str = DEFAULT_STACK, moe: str = "tp",
-                    dp_attention: bool = False) -> DecodeCapacity:
+                    dp_attention: bool | int = False) -> DecodeCapacity:
     """Decode capacity of one instance at a TPOT SLO (seconds) and mean context (tokens), its experts split
     as ``moe`` and attention data-parallel with ``dp_attention``; a model that cannot decode there at all
     is a `PlanError`."""
@@ -198,7 +198,7 @@ def perf_inputs(sc: Scenario) -> PerfInputs:
     site = SitePerf(instance_prefill(sc.model, l_inst, sc.inputs, sc.stack, sc.local_moe),
                     instance_decode(sc.model, l_inst, sc.tpot_s, context, sc.inputs, sc.stack, sc.decode_moe,
                                     sc.dp_attention),
-                    TransferBytes(sc.transfer, l_inst.chips))
+                    decode_transfer(sc.transfer, l_inst.chips, sc.dp_attention))
     return PerfInputs(sc.model, instance_prefill(sc.model, r_inst, sc.inputs, sc.stack, sc.remote_moe),
                       {"local": site}, sc.output_tokens)
 
@@ -239,7 +239,7 @@ def layout_perf(layout: Layout, sc: Scenario) -> PerfInputs:
             by_key[key] = SitePerf(instance_prefill(sc.model, site.instance, sc.inputs, stack, p_moe),
                                    instance_decode(sc.model, site.instance, sc.tpot_s, context, sc.inputs, stack,
                                                    d_moe, dp),
-                                   TransferBytes(transfer, site.instance.chips))
+                                   decode_transfer(transfer, site.instance.chips, dp))
         sites[site.name] = by_key[key]
     remote = None
     if layout.remote is not None:

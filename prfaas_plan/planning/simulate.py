@@ -65,7 +65,7 @@ def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mea
     policy, logical for the paper's inputs), each role's MoE split and decode attention mode as ``shapes``
     says (`sim_shapes.SimShapes`; None: tensor-parallel). ``model`` is a profile or its name."""
     from ..analytic.throughput import PerfInputs, SitePerf
-    from ..analytic.transfer import DEFAULT_POLICY, TransferBytes
+    from ..analytic.transfer import DEFAULT_POLICY, decode_transfer
     from ..profiles import get_model, get_stack
 
     model = get_model(model) if isinstance(model, str) else model
@@ -76,7 +76,8 @@ def simulation_perf(layout: Layout, model, tpot_s: float, inputs: str, input_mea
     sites = {s.name: SitePerf(instance_prefill(model, s.instance, inputs, s.stack or stack, sh.local_moe),
                               instance_decode(model, s.instance, tpot_s, context, inputs, s.stack or stack,
                                               sh.decode_moe, sh.dp_attention),
-                              TransferBytes(policy, s.instance.chips)) for s in layout.pd_sites}
+                              decode_transfer(policy, s.instance.chips, sh.dp_attention))
+             for s in layout.pd_sites}
     remote = None
     if layout.remote is not None:
         remote = instance_prefill(model, layout.remote.instance, inputs, layout.remote.stack or stack, sh.remote_moe)

@@ -722,6 +722,8 @@ OUTPUT_COLUMNS: list[tuple[str, str, str]] = [
     ("local_prefill_ep", "int", "local prefill's expert-parallel degree (1: sliced by TP)"),
     ("decode_ep", "int", "local decode's expert-parallel degree (1: sliced by TP)"),
     ("decode_dp_attention", "bool", "local decode runs data-parallel attention (one cache copy per request)"),
+    ("decode_attention_dp", "int", "local decode's data-parallel attention ranks (1: TP attention; below the "
+     "chips per instance: ranks of several chips, TP attention within each)"),
     ("decode_batch", "int", "local decode's batch cap: running requests per instance within the TPOT SLO and HBM"),
     ("transfer_policy", "str", "bytes on the link the plan moves: replicated, dp-attention or logical"),
     ("remote_prefill_instances", "int", "R: remote prefill instances"),
@@ -761,6 +763,8 @@ def _finite_or_none(v):
 def configuration_columns(sc, perf) -> dict:
     """The configuration columns of a point's row: what its scenario runs (searched or pinned), as `size`'s
     ``configurations`` section records it (`configurations.RoleConfig`)."""
+    from ..performance.operators import attention_ranks
+
     def degree(moe: str, chips: int) -> int:
         return chips if moe == "ep" else 1
 
@@ -768,6 +772,7 @@ def configuration_columns(sc, perf) -> dict:
     return {"remote_chips_per_instance": n_r, "local_chips_per_instance": n_l,
             "remote_prefill_ep": degree(sc.remote_moe, n_r), "local_prefill_ep": degree(sc.local_moe, n_l),
             "decode_ep": degree(sc.decode_moe, n_l), "decode_dp_attention": bool(sc.dp_attention),
+            "decode_attention_dp": attention_ranks(sc.dp_attention, n_l),
             "decode_batch": int(perf.sites["local"].decode.batch), "transfer_policy": sc.transfer}
 
 
