@@ -96,6 +96,8 @@ def test_export_writes_the_ranks_for_each_engine(plan_file, tmp_path):  # noqa: 
     cmd = _commands(tmp_path / "v")["local-decode.sh"]
     assert cmd[cmd.index("--tensor-parallel-size") + 1] == "4" and cmd[cmd.index("--data-parallel-size") + 1] == "2"
     assert cmd[cmd.index("--max-num-seqs") + 1] == "30"   # per data-parallel rank
+    # the plan's experts are sliced (ep 1): vLLM's default over its DP x TP ranks, not expert parallelism
+    assert "--enable-expert-parallel" not in cmd
     text = (tmp_path / "s" / "local-decode.sh").read_text()
     assert "DP attention in 2 ranks of 4 GPUs" in text and "30 running requests on each of 2 DP attention ranks" in text
 

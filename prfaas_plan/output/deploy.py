@@ -140,7 +140,7 @@ def vllm_command(d, role, backend: str, worker: bool = False) -> tuple[list[str]
         if role.nodes > 1:
             cmd += ["--nnodes", str(role.nodes), "--node-rank", "${NODE_RANK}" if worker else "0",
                     "--master-addr", "${NODE0_ADDR}", "--master-port", str(VLLM_MASTER_PORT)]
-    if role.ep > 1 or role.dp_attention:
+    if role.ep > 1:   # without it vLLM slices the experts over all DP x TP ranks: the plan's MoE TP
         cmd += ["--enable-expert-parallel"]
     cmd += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(d.chunk_tokens)]
     if role.batch:  # vLLM runs one engine core, with its own scheduler, per data-parallel rank
