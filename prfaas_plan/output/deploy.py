@@ -218,11 +218,11 @@ def _where_to_run(role, engine: str, worker: bool) -> str:
 
 
 def _role_header(d, role, engine: str, worker: bool = False) -> list[str]:
+    ranks = f" in {role.dp_ranks} ranks of {role.tp // role.dp_ranks} GPUs" if 1 < role.dp_ranks < role.tp else ""
     return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
-                       f"{', DP attention' if role.dp_attention else ''}"
-                       f"{f' in {role.dp_ranks} ranks of {role.tp // role.dp_ranks} GPUs' if 1 < role.dp_ranks < role.tp else ''}"
-                       "); " + _where_to_run(role, engine, worker),
+                       f"{', DP attention' if role.dp_attention else ''}{ranks}); "
+                       + _where_to_run(role, engine, worker),
                        f"{role.basis}",
                        *([f"decode batch: {role.rank_batch} running requests on each of {role.dp_ranks} DP attention "
                           f"ranks, {role.instance_batch} per instance (the plan's {role.batch})"]

@@ -105,7 +105,7 @@ class RoleConfig:
     @property
     def label(self) -> str:
         dp = self.attention_dp
-        attn = (f"DP{self.tp}-attn" if dp == self.tp else f"DP{dp}xTP{self.tp // dp}-attn") if dp > 1 else f"TP{self.tp}"
+        attn = f"TP{self.tp}" if dp == 1 else f"DP{self.tp}-attn" if dp == self.tp else f"DP{dp}xTP{self.tp // dp}-attn"
         moe = f" ETP{self.tp // self.ep} EP{self.ep}" if 1 < self.ep < self.tp else f" EP{self.ep}" if self.ep > 1 else ""
         return f"{self.chips_per_instance}-chip {attn}{moe}"
 
@@ -344,7 +344,8 @@ def decode_candidates(model, inst, tpot_s: float, context: float, stack: str, tr
             if cap.batch <= 0:
                 mem = decode_memory(model, inst, context, dp)
                 bad.append((decode_split_label(dp, moe, n_l),
-                            f"even one request's step{f' (one on each of its {mem.ranks} attention ranks)' if dp else ''} "
+                            f"even one request's step"
+                            f"{f' (one on each of its {mem.ranks} attention ranks)' if dp else ''} "
                             f"takes {cap.step_s * 1e3:.1f} ms, over the "
                             f"{tpot_s * 1e3:g} ms TPOT SLO" if cap.binding == "slo" else
                             f"weights {mem.weight_bytes / 1e9:.1f} GB + one request's cache "
