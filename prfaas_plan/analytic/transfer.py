@@ -73,7 +73,7 @@ class TransferBytes:
                     "attention, SGLang --enable-dp-attention: each request's cache on one rank, one copy crosses; "
                     f"TP attention would receive {tp_ratio:.2f}x that at 32K for {model.name}, "
                     "--transfer-bytes replicated)")
-        return (f"transfer bytes: replicated (default; per-rank copies a TP{self.tp} decode instance receives, "
+        return (f"transfer bytes: replicated (default; per-rank copies decode attention on TP{self.tp} receives, "
                 f"as Mooncake measured: {ratio:.2f}x one logical copy at 32K for {model.name}); "
                 "--transfer-bytes dp-attention when decode runs data-parallel attention (one copy), logical for "
                 "the paper's convention")
