@@ -119,3 +119,19 @@ def test_the_search_reports_its_ranks(cli):
     decode = [c for c in json.loads(out)["sections"]["configurations"] if c["role"] == "decode"][0]
     assert decode["dp_attention"] is True and 1 < decode["attention_dp"] < decode["tp"]
     assert decode["batch"] % decode["attention_dp"] == 0
+
+
+def test_a_file_of_an_earlier_version_without_ranks_still_reports_and_exports(cli, tmp_path):
+    """Files written before ``attention_dp`` existed say only ``dp_attention``: a rank per chip when true. Both
+    readers (the report's check and export) take them so, through the one rule `config_attention_ranks`."""
+    code, out, err = cli("size", "--samples", "0", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for c in doc["sections"]["configurations"]:
+        c.pop("attention_dp")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    code, _, err = cli("report", str(old), "--output", str(tmp_path / "old.html"))
+    assert code == 0, err
+    decode = [r for r in read_plan(str(old)).roles if r.role == "decode"][0]
+    assert decode.dp_attention and decode.dp_ranks == decode.tp

@@ -80,11 +80,20 @@ def check_configurations(rows, source: str) -> None:
         if not ok or r["tp"] > n or r["ep"] > n:
             raise PlanError(f"{where}: chips_per_instance, tp and ep must be whole numbers >= 1 with tp and ep at "
                             f"most chips_per_instance (got {n!r}, {r['tp']!r}, {r['ep']!r})")
-        dp = r.get("attention_dp", 1)
-        if not (isinstance(dp, int) and not isinstance(dp, bool) and dp >= 1 and r["tp"] % dp == 0
-                and (dp > 1) == bool(r["dp_attention"])):
-            raise PlanError(f"{where}: attention_dp must be a whole number of ranks dividing tp, above 1 exactly "
-                            f"when dp_attention (got {dp!r} with tp {r['tp']!r}, dp_attention {r['dp_attention']!r})")
+        config_attention_ranks(r, where)
+
+
+def config_attention_ranks(r: dict, where: str) -> int:
+    """The data-parallel attention ranks of one ``configurations`` record: its ``attention_dp``, or where a
+    file of an earlier version records none, ``tp`` under ``dp_attention`` (a rank per chip) and else 1; a
+    `PlanError` unless they are a whole number dividing ``tp``, above 1 exactly when ``dp_attention``."""
+    dp = bool(r.get("dp_attention"))
+    ranks = r.get("attention_dp", r["tp"] if dp else 1)
+    if not (isinstance(ranks, int) and not isinstance(ranks, bool) and ranks >= 1 and r["tp"] % ranks == 0
+            and (ranks > 1) == dp):
+        raise PlanError(f"{where}: attention_dp {ranks!r} must divide tp {r['tp']!r} and be above 1 exactly when "
+                        f"dp_attention (dp_attention {r.get('dp_attention')!r})")
+    return ranks
 
 
 def row_check(row: dict, checked: list[str]) -> str:

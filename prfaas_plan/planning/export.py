@@ -63,6 +63,11 @@ class Role:
         return self.attention_dp or self.tp
 
     @property
+    def rank_chips(self) -> int:
+        """GPUs of one data-parallel attention rank (a TP group), the instance's under TP attention."""
+        return self.tp // self.dp_ranks
+
+    @property
     def rank_batch(self) -> int:
         """Running requests per attention rank: under DP attention each of the `dp_ranks` schedules its own
         requests (``batch`` rounded down to whole ranks, at least one each), else the whole ``batch``."""
@@ -183,6 +188,7 @@ def _nodes(instance) -> int:
 
 def read_plan(path: str, model_path: str | None = None) -> Deployment:
     """The `Deployment` a plan JSON describes (see the module docstring for what is derived)."""
+    from ..output.result_checks import config_attention_ranks
     from ..profiles import get_model, get_stack
 
     doc = _load(path)
@@ -222,10 +228,7 @@ def read_plan(path: str, model_path: str | None = None) -> Deployment:
                 raise PlanError(f"{path}: configurations {site} {role}: chips_per_instance {chips} but the plan's "
                                 f"{site} instance is {inst}")
             dp = bool(c.get("dp_attention"))
-            ranks = int(c.get("attention_dp") or (c["tp"] if dp else 1))
-            if ranks < 1 or int(c["tp"]) % ranks or (ranks > 1) != dp:
-                raise PlanError(f"{path}: configurations {site} {role}: attention_dp {ranks} must divide tp "
-                                f"{c['tp']} and be above 1 exactly when dp_attention")
+            ranks = config_attention_ranks({**c, "tp": int(c["tp"])}, f"{path}: configurations {site} {role}")
             roles.append(Role(site, role, str(inst), inst.chips, int(n), int(c["tp"]), int(c.get("ep") or 1),
                               dp, int(c.get("batch") or 0),
                               str(c.get("weight_dtype") or dtype["weight_dtype"]),
