@@ -123,13 +123,12 @@ def vllm_command(d, role, backend: str, worker: bool = False) -> tuple[list[str]
                         "sglang, which runs it")
     node_env = {}
     if role.dp_attention:
-        rank_gpus = role.tp // role.dp_ranks   # each data-parallel rank is a TP group of this many GPUs
-        if role.chips_per_node % rank_gpus:
-            raise PlanError(f"{role.site} {role.role}: a data-parallel attention rank of {rank_gpus} GPUs does not "
-                            f"fit whole on a node of {role.chips_per_node}: export it for sglang")
-        cmd += ["--tensor-parallel-size", str(rank_gpus), "--data-parallel-size", str(role.dp_ranks)]
+        if role.chips_per_node % role.rank_chips:
+            raise PlanError(f"{role.site} {role.role}: a data-parallel attention rank of {role.rank_chips} GPUs does "
+                            f"not fit whole on a node of {role.chips_per_node}: export it for sglang")
+        cmd += ["--tensor-parallel-size", str(role.rank_chips), "--data-parallel-size", str(role.dp_ranks)]
         if role.nodes > 1:
-            local = role.chips_per_node // rank_gpus
+            local = role.chips_per_node // role.rank_chips
             cmd += ["--data-parallel-size-local", str(local), "--data-parallel-address", "${NODE0_ADDR}",
                     "--data-parallel-rpc-port", str(VLLM_DP_RPC_PORT)]
             if worker:
@@ -218,7 +217,7 @@ def _where_to_run(role, engine: str, worker: bool) -> str:
 
 
 def _role_header(d, role, engine: str, worker: bool = False) -> list[str]:
-    ranks = f" in {role.dp_ranks} ranks of {role.tp // role.dp_ranks} GPUs" if 1 < role.dp_ranks < role.tp else ""
+    ranks = f" in {role.dp_ranks} ranks of {role.rank_chips} GPUs" if 1 < role.dp_ranks < role.tp else ""
     return d.header + [f"{role.site} site, {role.role}: {role.instances} instance(s) of {role.instance} "
                        f"(TP{role.tp}{f', EP{role.ep}' if role.ep > 1 else ''}"
                        f"{', DP attention' if role.dp_attention else ''}{ranks}); "

@@ -99,7 +99,8 @@ class Parallel:
     def __str__(self) -> str:
         from .moe_split import split_label
 
-        return f"{attention_label(self.dp_attention, self.tp)}, " + (
+        attn = attention_label(self.dp_attention, self.tp)
+        return f"{attn}{' attention' if self.attention_dp > 1 else ''}, " + (
             split_label(self.moe, self.tp) if self.tp > 1 else f"MoE TP{self.tp}")
 
 
@@ -118,11 +119,11 @@ def attention_ranks(dp_attention: bool | int, chips: int) -> int:
 
 
 def attention_label(dp_attention: bool | int, chips: int) -> str:
-    """``DP8 attention`` (a rank per chip), ``DP2 x TP4 attention`` (ranks of several chips) or ``TP8``."""
+    """How attention is split: ``DP8`` (a rank per chip), ``DP2 x TP4`` (ranks of several chips) or ``TP8``."""
     dp = attention_ranks(dp_attention, chips)
     if dp == chips and chips > 1:
-        return f"DP{chips} attention"
-    return f"DP{dp} x TP{chips // dp} attention" if dp > 1 else f"TP{chips}"
+        return f"DP{chips}"
+    return f"DP{dp} x TP{chips // dp}" if dp > 1 else f"TP{chips}"
 
 
 @dataclass(frozen=True)

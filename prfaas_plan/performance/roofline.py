@@ -119,7 +119,7 @@ def unit_times(works: list[OpWork], chip: HardwareProfile) -> UnitTimes:
                                 / relative_efficiency(chip.name, w.name, classes[i], w.shape))
         arrays["memory"][i] = np.asarray(w.hbm_bytes) / (chip.hbm_tb_s * 1e12)
         up, nic = chip.collective_seconds_per_byte(w.span, w.pattern)
-        if nic == 0.0:   # within the scale-up domain
+        if nic == 0.0:   # within the scale-up domain: divided by the rate, as `pass_seconds` does, to the bit
             arrays["link"][i] = np.asarray(w.link_bytes) / chip.collective_bytes_per_s(w.span, w.pattern)
         else:
             arrays["link"][i], arrays["nic"][i] = np.asarray(w.link_bytes) * up, np.asarray(w.link_bytes) * nic

@@ -240,8 +240,7 @@ def decode_split_label(dp_attention: bool | int, moe: str, chips: int) -> str:
     (``DP2 x TP4 attention`` for ranks of several chips, ``TP8 attention`` without data parallelism)."""
     from ..performance.operators import attention_label
 
-    label = attention_label(dp_attention, chips)
-    return f"{label if ' attention' in label else label + ' attention'}, {moe_split_label(moe, chips)}"
+    return f"{attention_label(dp_attention, chips)} attention, {moe_split_label(moe, chips)}"
 
 
 def dominated(rows: list[np.ndarray], higher_better: bool = True) -> list[bool]:
